@@ -1,0 +1,129 @@
+"""Observations resampled onto the decision grid that every driver and the optimum share.
+
+Tick k covers [start + k·step, start + (k+1)·step); its value is the last observation at or
+before the tick's start ("between two rows the last one holds", DESIGN §3). Keeping the
+grid dense (ticks × markets numpy arrays) is what makes the optimum and the simulator fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .observations import TraceError
+
+
+@dataclass(frozen=True)
+class Market:
+    """One place a gang can run: an instance type in a zone."""
+
+    key: str
+    cloud: str
+    region: str
+    zone: str
+    instance_type: str
+
+
+@dataclass(frozen=True)
+class MarketGrid:
+    """Dense (ticks × markets) availability and prices on a fixed step."""
+
+    start: pd.Timestamp
+    step_hours: float
+    markets: tuple[Market, ...]
+    available: np.ndarray  # int, instances a probe got
+    spot_usd_per_hour: np.ndarray
+    on_demand_usd_per_hour: np.ndarray
+
+    @property
+    def ticks(self) -> int:
+        return self.available.shape[0]
+
+    @property
+    def keys(self) -> list[str]:
+        return [m.key for m in self.markets]
+
+    def index(self, key: str) -> int:
+        for i, market in enumerate(self.markets):
+            if market.key == key:
+                return i
+        raise KeyError(f"unknown market {key!r}; known: {self.keys}")
+
+    def time_at(self, tick: float) -> pd.Timestamp:
+        return self.start + pd.Timedelta(hours=tick * self.step_hours)
+
+    def window(self, first_tick: int, ticks: int) -> "MarketGrid":
+        """The sub-grid [first_tick, first_tick + ticks), clipped to the trace."""
+        stop = min(first_tick + ticks, self.ticks)
+        return MarketGrid(
+            start=self.time_at(first_tick),
+            step_hours=self.step_hours,
+            markets=self.markets,
+            available=self.available[first_tick:stop],
+            spot_usd_per_hour=self.spot_usd_per_hour[first_tick:stop],
+            on_demand_usd_per_hour=self.on_demand_usd_per_hour[first_tick:stop],
+        )
+
+    def usable(self, gang_size: int) -> np.ndarray:
+        """Boolean (ticks × markets): a gang of `gang_size` would launch (available ≥ N)."""
+        return self.available >= gang_size
+
+
+def median_step_hours(frame: pd.DataFrame) -> float:
+    """The trace's own probe interval: median gap between consecutive rows of one market."""
+    gaps = (
+        frame.sort_values("observed_at")
+        .groupby(["zone", "instance_type"])["observed_at"]
+        .diff()
+        .dropna()
+        .dt.total_seconds()
+    )
+    if gaps.empty:
+        raise TraceError("trace has fewer than two observations per zone; cannot infer the probe step")
+    return round(float(gaps.median())) / 3600.0
+
+
+def build_grid(frame: pd.DataFrame, step_hours: float | None = None) -> MarketGrid:
+    """Resample validated observations onto a grid starting at the first row."""
+    if step_hours is None:
+        step_hours = median_step_hours(frame)
+    if step_hours <= 0:
+        raise TraceError(f"decision step must be positive, got {step_hours} h")
+    multi_type = frame["instance_type"].nunique() > 1
+    meta = frame.drop_duplicates(["zone", "instance_type"]).sort_values(["zone", "instance_type"])
+    markets = tuple(
+        Market(
+            key=f"{r.zone}:{r.instance_type}" if multi_type else r.zone,
+            cloud=r.cloud,
+            region=r.region,
+            zone=r.zone,
+            instance_type=r.instance_type,
+        )
+        for r in meta.itertuples()
+    )
+    start = frame["observed_at"].min()
+    end = frame["observed_at"].max()
+    step = pd.Timedelta(hours=step_hours)
+    ticks = int((end - start) / step) + 1
+    grid_times = start + step * np.arange(ticks)
+
+    shape = (ticks, len(markets))
+    available = np.zeros(shape, dtype=np.int64)
+    spot = np.full(shape, np.nan)
+    on_demand = np.full(shape, np.nan)
+    grouped = dict(tuple(frame.groupby(["zone", "instance_type"], sort=False)))
+    for j, market in enumerate(markets):
+        rows = grouped[(market.zone, market.instance_type)].set_index("observed_at")
+        # Last observation at or before each tick; ticks before a market's first row see none.
+        at = rows.index.searchsorted(grid_times, side="right") - 1
+        seen = at >= 0
+        at = np.clip(at, 0, None)
+        available[:, j] = np.where(seen, rows["available"].to_numpy()[at], 0)
+        spot[:, j] = np.where(seen, rows["spot_price"].to_numpy()[at], np.nan)
+        on_demand[:, j] = np.where(seen, rows["on_demand_price"].to_numpy()[at], np.nan)
+    # A market first observed after the trace start has unknown prices before that: carry the first back.
+    spot = pd.DataFrame(spot).bfill().to_numpy()
+    on_demand = pd.DataFrame(on_demand).bfill().to_numpy()
+    return MarketGrid(start, step_hours, markets, available, spot, on_demand)

@@ -1,0 +1,81 @@
+"""What a planner may know about the market at one moment, and nothing after it.
+
+Prices are public (cloud price APIs cost nothing), so the view shows every market's
+current prices. Availability is only known where someone looked: the job's own running
+group, its launch attempts and probes, and the shared market table's history (what the
+probe DAG collected). `seen` marks those grid cells; the simulator sets them as it goes,
+the Airflow driver marks every row of the market table as seen.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from .grid import Market, MarketGrid
+
+
+class MarketView:
+    """The market as of grid tick `tick` (inclusive), for a gang of `gang_size`."""
+
+    def __init__(self, grid: MarketGrid, tick: int, gang_size: int, seen: np.ndarray | None = None):
+        if not 0 <= tick < grid.ticks:
+            raise IndexError(f"tick {tick} outside the grid's {grid.ticks} ticks")
+        self._grid = grid
+        self.tick = tick
+        self.gang_size = gang_size
+        # Only rows up to `tick` are ever sliced out of the grid: the view cannot see the future.
+        self._seen = seen if seen is not None else np.ones(grid.available.shape, dtype=bool)
+
+    @property
+    def markets(self) -> tuple[Market, ...]:
+        return self._grid.markets
+
+    @property
+    def keys(self) -> list[str]:
+        return self._grid.keys
+
+    @property
+    def step_hours(self) -> float:
+        return self._grid.step_hours
+
+    @property
+    def now(self) -> pd.Timestamp:
+        return self._grid.time_at(self.tick)
+
+    def index(self, key: str) -> int:
+        return self._index_of[key]
+
+    @cached_property
+    def _index_of(self) -> dict[str, int]:
+        return {key: i for i, key in enumerate(self._grid.keys)}
+
+    @property
+    def spot_usd_per_hour(self) -> np.ndarray:
+        return self._grid.spot_usd_per_hour[self.tick]
+
+    @property
+    def on_demand_usd_per_hour(self) -> np.ndarray:
+        return self._grid.on_demand_usd_per_hour[self.tick]
+
+    def usable_history(self) -> tuple[np.ndarray, np.ndarray]:
+        """(usable, seen) boolean matrices over ticks 0..tick × markets; unseen cells mean nothing."""
+        stop = self.tick + 1
+        return self._grid.available[:stop] >= self.gang_size, self._seen[:stop]
+
+    def price_history(self, hours: float) -> np.ndarray:
+        """Spot prices over the last `hours` (ticks × markets), the current tick last."""
+        first = max(0, self.tick + 1 - max(1, int(round(hours / self.step_hours))))
+        return self._grid.spot_usd_per_hour[first : self.tick + 1]
+
+    @cached_property
+    def last_seen(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per market: ticks since the last observation (inf if never) and whether it was usable."""
+        usable, seen = self.usable_history()
+        any_seen = seen.any(axis=0)
+        last = seen.shape[0] - 1 - np.argmax(seen[::-1], axis=0)
+        age = np.where(any_seen, self.tick - last, np.inf)
+        was_usable = np.where(any_seen, usable[last, np.arange(usable.shape[1])], False)
+        return age, was_usable

@@ -1,0 +1,110 @@
+"""Job specification and job state: the planner's inputs besides the market."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from .actions import Option
+
+
+class JobSpecError(ValueError):
+    """The job cannot be planned as specified (e.g. an infeasible deadline)."""
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A gang job: `work_hours` of progress on `instances` identical machines before `deadline_hours`.
+
+    :param work_hours: P, progress needed (hours on the gang, cold starts excluded).
+    :param deadline_hours: T, hours from the job's start by which the work must be done.
+    :param cold_start_hours: d, paid on every launch (provision + restore), billed, no progress.
+    :param checkpoint_gb: S, size moved on a migration between zones.
+    :param instances: N, gang size; a market is usable when `available ≥ N`.
+    :param probe_hours: billed spot time of one probe (launch + terminate at once).
+    :param bandwidth_gb_per_hour: when set, a migration also adds S / bandwidth hours to the cold start.
+    """
+
+    work_hours: float
+    deadline_hours: float
+    cold_start_hours: float = 0.2
+    checkpoint_gb: float = 50.0
+    instances: int = 1
+    probe_hours: float = 1.0 / 60.0
+    bandwidth_gb_per_hour: float | None = None
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.work_hours > 0, f"work_hours must be > 0, got {self.work_hours}"),
+            (self.deadline_hours > 0, f"deadline_hours must be > 0, got {self.deadline_hours}"),
+            (self.cold_start_hours >= 0, f"cold_start_hours must be ≥ 0, got {self.cold_start_hours}"),
+            (self.checkpoint_gb >= 0, f"checkpoint_gb must be ≥ 0, got {self.checkpoint_gb}"),
+            (self.instances >= 1, f"instances must be ≥ 1, got {self.instances}"),
+            (self.probe_hours >= 0, f"probe_hours must be ≥ 0, got {self.probe_hours}"),
+            (
+                self.bandwidth_gb_per_hour is None or self.bandwidth_gb_per_hour > 0,
+                f"bandwidth_gb_per_hour must be > 0 when set, got {self.bandwidth_gb_per_hour}",
+            ),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise JobSpecError(message)
+
+    @property
+    def feasible(self) -> bool:
+        """One on-demand run from the start meets the deadline."""
+        return self.deadline_hours >= self.work_hours + self.cold_start_hours
+
+    def require_feasible(self) -> None:
+        if not self.feasible:
+            raise JobSpecError(
+                f"deadline {self.deadline_hours:g} h is shorter than work {self.work_hours:g} h + one cold start "
+                f"{self.cold_start_hours:g} h: no plan can meet it; extend the deadline or reduce the work"
+            )
+
+    def transfer_hours(self, moved: bool) -> float:
+        """Extra start-up time of a launch that first copies the checkpoint from another zone."""
+        if not moved or not self.bandwidth_gb_per_hour:
+            return 0.0
+        return self.checkpoint_gb / self.bandwidth_gb_per_hour
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class JobState:
+    """Where the job stands at one decision point.
+
+    :param elapsed_hours: t, hours since the job started.
+    :param progress_hours: p, work done and checkpointed.
+    :param running: the option currently holding instances, or None when idle.
+    :param running_since_hours: when the current group launched (its age is t minus this).
+    :param warmup_left_hours: cold start (and checkpoint transfer) the current group still has to pay.
+    :param checkpoint_market: where the latest checkpoint lives (None before the first launch).
+    :param last_preempted_market: the most recent market that preempted us (failover skips it first).
+    """
+
+    elapsed_hours: float = 0.0
+    progress_hours: float = 0.0
+    running: Option | None = None
+    running_since_hours: float = 0.0
+    warmup_left_hours: float = 0.0
+    checkpoint_market: str | None = None
+    last_preempted_market: str | None = None
+
+    def age_hours(self) -> float:
+        return self.elapsed_hours - self.running_since_hours if self.running else 0.0
+
+    def advance(self, **changes) -> "JobState":
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["running"] = self.running.to_dict() if self.running else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "JobState":
+        data = dict(data)
+        data["running"] = Option.from_dict(data["running"]) if data.get("running") else None
+        return cls(**data)
