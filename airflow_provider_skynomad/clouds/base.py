@@ -16,6 +16,7 @@ class GroupStatus(str, Enum):
     STARTING = "starting"
     RUNNING = "running"
     PREEMPTED = "preempted"
+    SUCCEEDED = "succeeded"  # the workload exited 0: the job is done
     FAILED = "failed"
     TERMINATED = "terminated"
 
@@ -35,6 +36,8 @@ class LaunchRequest:
     count: int
     spot: bool
     client_token: str
+    command: tuple[str, ...] = ()  # the workload; run on every member once the cold start is over
+    env: dict[str, str] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -84,6 +87,10 @@ class Cloud(abc.ABC):
     @abc.abstractmethod
     def terminate(self, handle: GroupHandle) -> None:
         """Stop and release every member; safe to call twice."""
+
+    @abc.abstractmethod
+    def progress(self, handle: GroupHandle) -> float | None:
+        """Fraction of the workload done (0..1) per its latest checkpoint, None if unknown."""
 
     @abc.abstractmethod
     def probe(self, region: str, zone: str, instance_type: str, count: int) -> ProbeResult:
