@@ -8,6 +8,7 @@ grid dense (ticks × markets numpy arrays) is what makes the optimum and the sim
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -41,7 +42,7 @@ class MarketGrid:
     def ticks(self) -> int:
         return self.available.shape[0]
 
-    @property
+    @cached_property
     def keys(self) -> list[str]:
         return [m.key for m in self.markets]
 

@@ -14,24 +14,46 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from .egress import EgressModel
 from .grid import Market, MarketGrid
 
 
 class MarketView:
     """The market as of grid tick `tick` (inclusive), for a gang of `gang_size`."""
 
-    def __init__(self, grid: MarketGrid, tick: int, gang_size: int, seen: np.ndarray | None = None):
+    def __init__(
+        self,
+        grid: MarketGrid,
+        tick: int,
+        gang_size: int,
+        seen: np.ndarray | None = None,
+        egress_usd_per_gb: np.ndarray | None = None,
+    ):
         if not 0 <= tick < grid.ticks:
             raise IndexError(f"tick {tick} outside the grid's {grid.ticks} ticks")
         self._grid = grid
         self.tick = tick
         self.gang_size = gang_size
+        # (from × to) USD/GB; callers that build many views pass one precomputed matrix.
+        self.egress_usd_per_gb = (
+            egress_usd_per_gb if egress_usd_per_gb is not None else EgressModel().matrix(grid.markets)
+        )
         # Only rows up to `tick` are ever sliced out of the grid: the view cannot see the future.
         self._seen = seen if seen is not None else np.ones(grid.available.shape, dtype=bool)
 
     @property
     def markets(self) -> tuple[Market, ...]:
         return self._grid.markets
+
+    @property
+    def source_id(self) -> int:
+        """Identity of the underlying history (caches key on it together with the tick)."""
+        return id(self._grid)
+
+    @property
+    def start(self) -> pd.Timestamp:
+        """Time of tick 0 of the history."""
+        return self._grid.start
 
     @property
     def keys(self) -> list[str]:

@@ -1,0 +1,149 @@
+"""`skynomad market import|export`: move observations between trace files and the market table.
+
+A trace is a dump of the table (DESIGN §3), so export(import(file)) must give the file's rows
+back exactly. Import validates the whole file before writing anything, in one transaction,
+so a malformed trace leaves the table as it was. Exit codes: 0 ok, 1 database or "nothing to
+export" trouble, 2 bad input (argparse's own convention). Messages show URLs without passwords.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+from .observations import TraceError, read_observations, write_observations
+from .table import MarketSchemaError, MarketTable, default_market_url
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def add_market_commands(subparsers) -> argparse.ArgumentParser:
+    """Register `market import` and `market export` on an argparse subparsers object."""
+    market = subparsers.add_parser(
+        "market",
+        help="import/export the market table (observations in the DESIGN §3 trace format)",
+        description="Move market observations between trace files and the market table.",
+    )
+    commands = market.add_subparsers(dest="market_command", metavar="{import,export}", required=True)
+    url_help = f"SQLAlchemy URL of the market database (default: {default_market_url()})"
+
+    load = commands.add_parser("import", help="load a trace file into the market table")
+    load.add_argument("--trace", required=True, type=Path, help="trace CSV, optionally gzipped")
+    load.add_argument("--url", default=None, help=url_help)
+    load.set_defaults(func=run_import)
+
+    dump = commands.add_parser("export", help="write market-table rows as a trace file")
+    dump.add_argument("--output", required=True, type=Path, help="trace CSV to write (.gz to compress)")
+    dump.add_argument("--url", default=None, help=url_help)
+    dump.add_argument("--zones", type=_zone_list, default=None, help="comma-separated zones (default: all)")
+    dump.add_argument("--since", type=_timestamp, default=None, help="first time to include (ISO 8601, UTC)")
+    dump.add_argument("--until", type=_timestamp, default=None, help="first time to exclude (ISO 8601, UTC)")
+    dump.set_defaults(func=run_export)
+    return market
+
+
+def run_import(args: argparse.Namespace) -> int:
+    """Validate the whole trace, then insert it in one transaction; existing rows are kept."""
+    try:
+        frame = read_observations(args.trace)
+    except TraceError as exc:
+        return _fail(f"skynomad market import: {exc}; nothing was written", EXIT_BAD_INPUT)
+    table = _open(args.url, "import")
+    if isinstance(table, int):
+        return table
+    try:
+        inserted = table.append(frame, source=str(args.trace))
+    except TraceError as exc:
+        return _fail(f"skynomad market import: {exc}; nothing was written", EXIT_BAD_INPUT)
+    except (MarketSchemaError, SQLAlchemyError) as exc:
+        return _database_failure("import", table, exc)
+    finally:
+        table.close()
+    skipped = len(frame) - inserted
+    print(
+        f"imported {inserted} new rows from {args.trace} into {table.display_url}"
+        + (f" ({skipped} already present, kept as stored)" if skipped else "")
+    )
+    return EXIT_OK
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """Write the selected rows in the canonical trace format, atomically (no partial file)."""
+    table = _open(args.url, "export")
+    if isinstance(table, int):
+        return table
+    try:
+        if args.zones:
+            known = table.zones()
+            unknown = [z for z in args.zones if z not in known]
+            if unknown:
+                return _fail(
+                    f"skynomad market export: zones {unknown} have no rows in {table.display_url}; "
+                    f"known zones: {known}",
+                    EXIT_BAD_INPUT,
+                )
+        frame = table.read(zones=args.zones, since=args.since, until=args.until)
+    except (MarketSchemaError, SQLAlchemyError) as exc:
+        return _database_failure("export", table, exc)
+    finally:
+        table.close()
+    if frame.empty:
+        return _fail(
+            f"skynomad market export: no rows in {table.display_url} match the filters; "
+            f"{args.output} was not written",
+            EXIT_FAILED,
+        )
+    _write_atomically(frame, args.output)
+    print(f"exported {len(frame)} rows from {table.display_url} to {args.output}")
+    return EXIT_OK
+
+
+def _write_atomically(frame: pd.DataFrame, output: Path) -> None:
+    # Same directory (so os.replace is atomic) and same suffix (so .gz still means gzip).
+    temporary = output.with_name(f".tmp-{os.getpid()}-{output.name}")
+    try:
+        write_observations(frame, temporary)
+        os.replace(temporary, output)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _zone_list(text: str) -> list[str]:
+    zones = [z.strip() for z in text.split(",") if z.strip()]
+    if not zones:
+        raise argparse.ArgumentTypeError("expected comma-separated zone names, e.g. us-central1-a,us-west1-a")
+    return zones
+
+
+def _timestamp(text: str) -> pd.Timestamp:
+    try:
+        stamp = pd.Timestamp(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"cannot parse time {text!r}; use ISO 8601 such as 2025-10-04T00:00:00Z")
+    if pd.isna(stamp):
+        raise argparse.ArgumentTypeError(f"cannot parse time {text!r}; use ISO 8601 such as 2025-10-04T00:00:00Z")
+    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+
+
+def _open(url: str | None, command: str) -> MarketTable | int:
+    """The table, or an exit code when the URL itself is unusable (messages never echo a password)."""
+    try:
+        return MarketTable(url)
+    except (ValueError, ArgumentError) as exc:
+        return _fail(f"skynomad market {command}: bad --url: {exc}", EXIT_BAD_INPUT)
+
+
+def _database_failure(command: str, table: MarketTable, exc: Exception) -> int:
+    # SQLAlchemy's own text repeats the statement and parameters; the driver's message is enough.
+    reason = getattr(exc, "orig", None) or exc
+    return _fail(f"skynomad market {command}: {table.display_url}: {str(reason).strip()}", EXIT_FAILED)
+
+
+def _fail(message: str, code: int) -> int:
+    print(message, file=sys.stderr)
+    return code

@@ -1,0 +1,343 @@
+"""The market table: DESIGN §3 observations kept in their own database, never Airflow's.
+
+Why a table and not files: parallel probe tasks append while operators read, and a trace
+is just a dump of it. SQLite (one file, WAL + busy timeout so parallel writers queue instead
+of failing) is the embedded default; PostgreSQL is used when the URL says so. Rows are keyed
+on (zone, instance_type, observed_at) and inserted with ON CONFLICT DO NOTHING, because probe
+retries are at-least-once: a repeated observation is a no-op and the first write wins.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import zlib
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+from sqlalchemy import (
+    Column,
+    DateTime,
+    Double,
+    Engine,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    create_engine,
+    event,
+    func,
+    inspect,
+    select,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.schema import CreateIndex, CreateTable
+from sqlalchemy.types import TypeDecorator
+
+from .observations import COLUMNS, KEY, validate_observations
+
+SCHEMA_VERSION = 1
+"""Bump when the table layout changes, and teach `create()` to migrate from the old one."""
+
+SQLITE_BUSY_TIMEOUT_SECONDS = 60.0
+_COMPONENT = "market"
+# pg_advisory_xact_lock key shared by every process creating the schema (any fixed int64).
+_PG_CREATE_LOCK = zlib.crc32(b"airflow-provider-skynomad market schema")
+
+
+class MarketSchemaError(RuntimeError):
+    """The database holds a market schema this code cannot use (e.g. written by a newer release)."""
+
+
+class UtcDateTime(TypeDecorator):
+    """Timezone-aware UTC timestamps on every backend.
+
+    PostgreSQL stores TIMESTAMPTZ natively. SQLite has no time zones, so values are stored as
+    UTC wall-clock text (a fixed format, so the unique key and range filters still work) and
+    marked UTC again on the way out. Naive datetimes are refused: guessing a zone is how a
+    market view ends up hours off.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"market timestamps must be timezone-aware, got naive {value!r}")
+        value = value.astimezone(timezone.utc)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+
+metadata = MetaData()
+
+schema_version = Table(
+    "schema_version",
+    metadata,
+    Column("component", String(64), primary_key=True),
+    Column("version", Integer, nullable=False),
+)
+
+market_observations = Table(
+    "market_observations",
+    metadata,
+    Column("observed_at", UtcDateTime, nullable=False),
+    Column("cloud", String, nullable=False),
+    Column("region", String, nullable=False),
+    Column("zone", String, nullable=False),
+    Column("instance_type", String, nullable=False),
+    Column("accelerator", String, nullable=False),
+    Column("accelerator_count", Integer, nullable=False),
+    Column("requested", Integer, nullable=False),
+    Column("available", Integer, nullable=False),
+    Column("spot_price", Double, nullable=False),
+    Column("on_demand_price", Double, nullable=False),
+    # The primary key is the unique key (zone, instance_type, observed_at) the upsert relies on.
+    PrimaryKeyConstraint(*KEY, name="pk_market_observations"),
+    Index("ix_market_observations_zone_observed_at", "zone", "observed_at"),
+)
+
+_INSERT = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
+
+
+def default_market_url() -> str:
+    """The embedded default: sqlite:///$SKYNOMAD_HOME/market.db (SKYNOMAD_HOME defaults to ~/.skynomad)."""
+    home = Path(os.environ.get("SKYNOMAD_HOME") or Path.home() / ".skynomad").expanduser()
+    return URL.create("sqlite", database=str(home / "market.db")).render_as_string()
+
+
+def _parse_url(url: str | URL) -> URL:
+    parsed = make_url(url)
+    if parsed.drivername.split("+")[0] == "postgres":
+        # Airflow's Connection.get_uri() spells PostgreSQL "postgres://", which SQLAlchemy rejects.
+        parsed = parsed.set(drivername=parsed.drivername.replace("postgres", "postgresql", 1))
+    if parsed.drivername == "postgresql":
+        # SQLAlchemy 2.1 maps a bare postgresql:// to psycopg 3; we depend on psycopg2 (the
+        # `postgres` extra), so use whichever driver is actually installed.
+        driver = "psycopg2" if importlib.util.find_spec("psycopg2") else "psycopg"
+        parsed = parsed.set(drivername=f"postgresql+{driver}")
+    if parsed.get_backend_name() not in _INSERT:
+        raise ValueError(
+            f"market table supports sqlite and postgresql URLs, got {parsed.render_as_string(hide_password=True)}"
+        )
+    return parsed
+
+
+def _utc(value: datetime | str | pd.Timestamp) -> datetime:
+    """A bound for range filters; naive values are taken as UTC (traces are written in UTC)."""
+    stamp = pd.Timestamp(value)
+    stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    return stamp.to_pydatetime()
+
+
+def _empty_frame() -> pd.DataFrame:
+    """Zero rows with the dtypes validate_observations produces, so callers need no special case."""
+    frame = pd.DataFrame({c: pd.Series(dtype=str) for c in COLUMNS})
+    frame["observed_at"] = pd.Series(dtype="datetime64[us, UTC]")
+    for column in ("accelerator_count", "requested", "available"):
+        frame[column] = frame[column].astype("int64")
+    for column in ("spot_price", "on_demand_price"):
+        frame[column] = frame[column].astype(float)
+    return frame
+
+
+class MarketTable:
+    """Market observations in a SQLite or PostgreSQL database given by a SQLAlchemy URL.
+
+    The schema is created on first use (`create()` is idempotent and safe to run from several
+    processes at once). Make one instance per process: engines must not cross a fork.
+
+    :param url: SQLAlchemy URL; `default_market_url()` when omitted. The password is never
+        shown in messages (`display_url`).
+    """
+
+    def __init__(self, url: str | URL | None = None):
+        self.url = _parse_url(url if url is not None else default_market_url())
+        self.display_url = self.url.render_as_string(hide_password=True)
+        self.dialect = self.url.get_backend_name()
+        self._ready = False
+        self.engine = self._make_engine()
+
+    def __repr__(self) -> str:
+        return f"MarketTable({self.display_url!r})"
+
+    def __enter__(self) -> "MarketTable":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release pooled connections (PostgreSQL servers count them)."""
+        self.engine.dispose()
+
+    def _make_engine(self) -> Engine:
+        if self.dialect == "sqlite":
+            if self.url.database and self.url.database != ":memory:":
+                Path(self.url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            engine = create_engine(self.url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS})
+            event.listen(engine, "connect", _sqlite_pragmas)
+            return engine
+        connect_args = {} if "connect_timeout" in self.url.query else {"connect_timeout": 10}
+        return create_engine(self.url, connect_args=connect_args, pool_pre_ping=True)
+
+    # -- schema ------------------------------------------------------------------------------
+
+    def create(self) -> None:
+        """Create the schema if missing and check its version; idempotent, concurrency-safe.
+
+        PostgreSQL serialises concurrent creators with a transaction-scoped advisory lock
+        (CREATE ... IF NOT EXISTS alone can still collide in the catalog). On SQLite every
+        statement below is atomic and idempotent on its own, and the busy timeout queues them.
+        """
+        with self.engine.begin() as conn:
+            if self._current_version(conn) == SCHEMA_VERSION:
+                self._ready = True
+                return  # fast path: no DDL, so read-only database users work too
+            if self.dialect == "postgresql":
+                conn.execute(select(func.pg_advisory_xact_lock(_PG_CREATE_LOCK)))
+            conn.execute(CreateTable(schema_version, if_not_exists=True))
+            found = self._current_version(conn)
+            if found is not None and found != SCHEMA_VERSION:
+                raise MarketSchemaError(self._version_message(found))
+            conn.execute(CreateTable(market_observations, if_not_exists=True))
+            for index in market_observations.indexes:
+                conn.execute(CreateIndex(index, if_not_exists=True))
+            insert = _INSERT[self.dialect](schema_version).values(component=_COMPONENT, version=SCHEMA_VERSION)
+            conn.execute(insert.on_conflict_do_nothing(index_elements=["component"]))
+            found = self._current_version(conn)
+            if found != SCHEMA_VERSION:
+                raise MarketSchemaError(self._version_message(found))
+        self._ready = True
+
+    def _current_version(self, conn) -> int | None:
+        if not inspect(conn).has_table(schema_version.name):
+            return None
+        return conn.execute(
+            select(schema_version.c.version).where(schema_version.c.component == _COMPONENT)
+        ).scalar_one_or_none()
+
+    def _version_message(self, found: int | None) -> str:
+        if found is not None and found > SCHEMA_VERSION:
+            return (
+                f"market table at {self.display_url} has schema version {found}, but this "
+                f"airflow-provider-skynomad only knows version {SCHEMA_VERSION}; upgrade the package "
+                "or point the URL at another database"
+            )
+        return (
+            f"market table at {self.display_url} has schema version {found}, which this code "
+            f"(version {SCHEMA_VERSION}) cannot migrate; export it with the release that wrote it"
+        )
+
+    def _ensure(self) -> None:
+        if not self._ready:
+            self.create()
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def append(self, frame: pd.DataFrame, source: str = "appended rows") -> int:
+        """Validate and insert observations in one transaction; return how many rows were new.
+
+        Bad rows raise TraceError before anything is written. Rows whose key is already
+        present are skipped (a retried probe is a no-op; the stored observation wins).
+        """
+        rows = validate_observations(frame, source=source)
+        self._ensure()
+        records = _records(rows)
+        statement = (
+            _INSERT[self.dialect](market_observations)
+            .on_conflict_do_nothing(index_elements=KEY)
+            .returning(market_observations.c.zone)
+        )
+        with self.engine.begin() as conn:
+            return len(conn.execute(statement, records).all())
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def read(
+        self,
+        zones: list[str] | None = None,
+        since: datetime | str | pd.Timestamp | None = None,
+        until: datetime | str | pd.Timestamp | None = None,
+        instance_types: list[str] | None = None,
+    ) -> pd.DataFrame:
+        """Rows in the DESIGN §3 format, sorted by (observed_at, zone), validated.
+
+        Filters combine: `since` is inclusive, `until` exclusive (so consecutive ranges never
+        repeat a row); naive times are UTC. No matching rows → an empty, correctly typed frame.
+        """
+        self._ensure()
+        table = market_observations
+        statement = select(*(table.c[c] for c in COLUMNS)).order_by(
+            table.c.observed_at, table.c.zone, table.c.instance_type
+        )
+        statement = statement.where(*self._filters(zones, since, until, instance_types))
+        with self.engine.connect() as conn:
+            rows = conn.execute(statement).all()
+        if not rows:
+            return _empty_frame()
+        frame = pd.DataFrame(rows, columns=COLUMNS)
+        frame["observed_at"] = pd.to_datetime(frame["observed_at"], utc=True).astype("datetime64[us, UTC]")
+        return validate_observations(frame, source=f"market table {self.display_url}")
+
+    def latest_observed_at(self, zones: list[str] | None = None) -> pd.Timestamp | None:
+        """The newest observation time (optionally among `zones`), None for an empty table."""
+        self._ensure()
+        statement = select(func.max(market_observations.c.observed_at)).where(*self._filters(zones))
+        with self.engine.connect() as conn:
+            latest = conn.execute(statement).scalar_one_or_none()
+        return None if latest is None else pd.Timestamp(_utc(latest))
+
+    def zones(self) -> list[str]:
+        """Zones with at least one observation, sorted."""
+        self._ensure()
+        statement = select(market_observations.c.zone).distinct().order_by(market_observations.c.zone)
+        with self.engine.connect() as conn:
+            return list(conn.execute(statement).scalars())
+
+    @staticmethod
+    def _filters(zones=None, since=None, until=None, instance_types=None) -> list:
+        table = market_observations
+        clauses = []
+        if zones is not None:
+            clauses.append(table.c.zone.in_(list(zones)))
+        if instance_types is not None:
+            clauses.append(table.c.instance_type.in_(list(instance_types)))
+        if since is not None:
+            clauses.append(table.c.observed_at >= _utc(since))
+        if until is not None:
+            clauses.append(table.c.observed_at < _utc(until))
+        return clauses
+
+
+def _records(rows: pd.DataFrame) -> list[dict]:
+    """Plain Python values for the DB driver (numpy scalars and pandas Timestamps confuse some)."""
+    columns = {c: rows[c].tolist() for c in COLUMNS}
+    columns["observed_at"] = [t.to_pydatetime() for t in rows["observed_at"]]
+    return [dict(zip(COLUMNS, values)) for values in zip(*(columns[c] for c in COLUMNS))]
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    """WAL lets readers run beside the single writer; busy_timeout makes writers wait, not fail.
+
+    PRAGMAs have no SQLAlchemy Core form, so they are the one place with SQL text.
+    """
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_SECONDS * 1000)}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+    finally:
+        cursor.close()

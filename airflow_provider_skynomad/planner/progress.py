@@ -1,0 +1,47 @@
+"""How far along the job is compared with the time it has: the value of progress and the uniform line."""
+
+from __future__ import annotations
+
+from .job import JobSpec, JobState
+
+MAX_VALUE_MULTIPLE = 10.0  # V is capped at this many times C_od: past it every option is "worth it" anyway
+
+
+def value_of_progress(job: JobSpec, state: JobState, cheapest_on_demand_usd_per_hour: float, step_hours: float) -> float:
+    """V(t, p) = C_od · t/(T − t) · (P − p)/p, in USD per hour of progress (DESIGN §2).
+
+    On schedule (p/P = t/T) V equals C_od; behind it exceeds C_od so on-demand becomes worth
+    its price; ahead it drops below C_od and the planner gets picky. One decision step δ is
+    added to t and the matching δ·P/T to p, which keeps V = C_od at t = p = 0 and finite
+    right after a restart, without changing it once the job is under way.
+    """
+    t, p = state.elapsed_hours, state.progress_hours
+    T, P = job.deadline_hours, job.work_hours
+    if p >= P:
+        return 0.0
+    cap = MAX_VALUE_MULTIPLE * cheapest_on_demand_usd_per_hour
+    if T - t <= 0:
+        return cap
+    delta = step_hours
+    value = cheapest_on_demand_usd_per_hour * (t + delta) / (T - t) * (P - p) / (p + delta * P / T)
+    return min(value, cap)
+
+
+def reference_price(view, gang_size: int, recent_hours: float) -> float | None:
+    """Cheapest spot price (for the gang) among markets seen with capacity within `recent_hours`.
+
+    This is what an hour of progress will most likely cost later, so it bounds V from below:
+    pausing while ahead of schedule only pays if something cheaper than this is coming.
+    """
+    import numpy as np
+
+    age_ticks, was_usable = view.last_seen
+    recent = was_usable & (age_ticks * view.step_hours <= recent_hours)
+    if not recent.any():
+        return None
+    return float(np.min(view.spot_usd_per_hour[recent])) * gang_size
+
+
+def behind_uniform_line(job: JobSpec, state: JobState, lead_hours: float = 0.0) -> bool:
+    """p < P·(t + lead)/T: progress trails the straight line from (0, 0) to (T, P)."""
+    return state.progress_hours < job.work_hours * (state.elapsed_hours + lead_hours) / job.deadline_hours

@@ -1,0 +1,70 @@
+"""The deadline guarantee every policy shares: never take a step after which on-demand can no longer finish.
+
+Decisions happen once per step and a spot group is only preempted at a step boundary
+(the next observation), so the worst case after choosing option X now is: X makes this
+step's progress, then is lost, and an on-demand group started at t + step must still
+finish, cold start included. An option is *safe* when that worst case meets the deadline.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..market.view import MarketView
+from .actions import Mode, Option
+from .job import JobSpec, JobState
+
+EPS_HOURS = 1e-9
+
+
+def launch_delay_hours(job: JobSpec, state: JobState, view: MarketView, target: int) -> float:
+    """Cold start (plus checkpoint transfer when the checkpoint lives elsewhere) of a new group in `target`."""
+    source = state.checkpoint_market
+    moved = source is not None and view.index(source) != target
+    return job.cold_start_hours + job.transfer_hours(moved)
+
+
+def step_progress_hours(job: JobSpec, state: JobState, view: MarketView, option: Option | None) -> float:
+    """Progress `option` is guaranteed to make during the coming step."""
+    if option is None:
+        return 0.0
+    if option == state.running:
+        warmup = state.warmup_left_hours
+    else:
+        warmup = launch_delay_hours(job, state, view, view.index(option.market))
+    return max(0.0, view.step_hours - warmup)
+
+
+def is_safe(job: JobSpec, state: JobState, view: MarketView, option: Option | None) -> bool:
+    """Choosing `option` for this step still leaves an on-demand rescue that meets the deadline."""
+    remaining = job.work_hours - state.progress_hours
+    if option is not None and option.mode is Mode.ON_DEMAND:
+        # On-demand is never lost: it only has to finish itself.
+        warmup = state.warmup_left_hours if option == state.running else launch_delay_hours(
+            job, state, view, view.index(option.market)
+        )
+        return state.elapsed_hours + warmup + remaining <= job.deadline_hours + EPS_HOURS
+    after = remaining - step_progress_hours(job, state, view, option)
+    if after <= EPS_HOURS:
+        return True  # finishes within this step
+    # The rescue runs on-demand where the checkpoint then is, so it pays a cold start but no transfer.
+    rescue = after + job.cold_start_hours
+    return state.elapsed_hours + view.step_hours + rescue <= job.deadline_hours + EPS_HOURS
+
+
+def cheapest_on_demand(job: JobSpec, state: JobState, view: MarketView) -> Option:
+    """The safety-net target: minimise od_price·(P − p + d) + S·egress(checkpoint → z) (DESIGN §2)."""
+    remaining = job.work_hours - state.progress_hours
+    if state.running is not None and state.running.mode is Mode.ON_DEMAND:
+        return state.running  # already on the net: moving would only add a cold start
+    prices = view.on_demand_usd_per_hour * job.instances
+    cost = prices * (remaining + job.cold_start_hours)
+    if state.checkpoint_market is not None:
+        source = view.index(state.checkpoint_market)
+        cost = cost + job.checkpoint_gb * view.egress_usd_per_gb[source]
+        if job.bandwidth_gb_per_hour:
+            # A transfer also costs time; keep zones whose delay still meets the deadline.
+            delay = np.array([launch_delay_hours(job, state, view, j) for j in range(len(cost))])
+            late = state.elapsed_hours + delay + remaining > job.deadline_hours + EPS_HOURS
+            cost = np.where(late & (np.arange(len(cost)) != source), np.inf, cost)
+    return Option(view.keys[int(np.argmin(cost))], Mode.ON_DEMAND)

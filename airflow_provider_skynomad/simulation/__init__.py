@@ -1,0 +1,1 @@
+"""Replaying policies on market traces: one simulator loop, the exact offline optimum, and evaluation."""

@@ -1,0 +1,158 @@
+"""The one simulation loop every policy runs through (DESIGN §5).
+
+Time moves in decision steps on the market grid. At each step: a running spot group whose
+market lost capacity is preempted; the policy decides from what it may know (MarketView
+with only the cells the job observed, plus the market table's history before the job);
+probes are paid; options are tried in order; the step is billed, cold starts included,
+and progress is made. The same accounting is what the optimum (simulation.optimal) minimises.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..market.egress import EgressModel
+from ..market.grid import MarketGrid
+from ..market.view import MarketView
+from ..planner.actions import Mode, Option
+from ..planner.base import Policy
+from ..planner.job import JobSpec, JobState
+from .result import RunResult, Segment
+
+EPS = 1e-9
+
+
+def window_ticks(job: JobSpec, step_hours: float) -> int:
+    """Decision steps needed to reach the deadline (the last one may be partial)."""
+    return max(1, math.ceil(job.deadline_hours / step_hours - EPS))
+
+
+class _Ledger:
+    """Bills segments and keeps the result's totals consistent with them."""
+
+    def __init__(self):
+        self.result = RunResult(met_deadline=False, finish_hours=None)
+        self.open: Segment | None = None
+
+    def bill(self, option: Option, start: float, hours: float, usd: float) -> None:
+        r = self.result
+        if option.mode is Mode.SPOT:
+            r.spot_usd += usd
+            r.spot_hours += hours
+        else:
+            r.on_demand_usd += usd
+            r.on_demand_hours += hours
+        if self.open is None or self.open.option != str(option) or abs(self.open.end_hours - start) > EPS:
+            self.close("")
+            self.open = Segment(str(option), start, start, 0.0)
+        self.open.end_hours = start + hours
+        self.open.usd += usd
+
+    def close(self, why: str) -> None:
+        if self.open is not None:
+            self.open.ended_by = why
+            self.result.segments.append(self.open)
+            self.open = None
+
+
+def simulate(
+    policy: Policy,
+    job: JobSpec,
+    grid: MarketGrid,
+    start_tick: int = 0,
+    egress_usd_per_gb: np.ndarray | None = None,
+    history: bool = True,
+) -> RunResult:
+    """Run `policy` on the window starting at grid tick `start_tick`.
+
+    :param history: the policy sees the market table's observations before the window
+        (what the probe DAG collected); inside the window it sees only what it observed.
+    """
+    ticks = window_ticks(job, grid.step_hours)
+    if start_tick < 0 or start_tick + ticks > grid.ticks:
+        raise ValueError(
+            f"window of {ticks} steps from tick {start_tick} does not fit the trace's {grid.ticks} steps"
+        )
+    dt = grid.step_hours
+    n = job.instances
+    usable = grid.usable(n)
+    egress = egress_usd_per_gb if egress_usd_per_gb is not None else EgressModel().matrix(grid.markets)
+    index = {key: i for i, key in enumerate(grid.keys)}
+    seen = np.zeros(usable.shape, dtype=bool)
+    if history:
+        seen[:start_tick] = True
+
+    ledger = _Ledger()
+    result = ledger.result
+    state = JobState()
+    for k in range(ticks):
+        g, t = start_tick + k, k * dt
+        if state.running is not None:
+            i = index[state.running.market]
+            seen[g, i] = True
+            if state.running.mode is Mode.SPOT and not usable[g, i]:
+                result.preemptions += 1
+                ledger.close("preempted")
+                state = state.advance(running=None, warmup_left_hours=0.0, last_preempted_market=state.running.market)
+        state = state.advance(elapsed_hours=t)
+        view = MarketView(grid, g, n, seen, egress)
+        decision = policy.decide(job, state, view, t)
+
+        for key in decision.probes:
+            i = index[key]
+            seen[g, i] = True
+            if usable[g, i]:
+                result.probe_usd += job.probe_hours * n * grid.spot_usd_per_hour[g, i]
+
+        chosen = None
+        for option in decision.try_in_order:
+            if option is None or option == state.running or option.mode is Mode.ON_DEMAND:
+                chosen = option
+                break
+            i = index[option.market]
+            seen[g, i] = True
+            if usable[g, i]:
+                chosen = option
+                break
+
+        if chosen != state.running:
+            ledger.close("moved" if chosen is not None else "idle")
+            if chosen is not None:
+                source = state.checkpoint_market
+                moved = source is not None and source != chosen.market
+                if source is not None:
+                    result.egress_usd += job.checkpoint_gb * egress[index[source], index[chosen.market]]
+                result.migrations += int(moved)
+                result.launches += 1
+                state = state.advance(
+                    running=chosen,
+                    running_since_hours=t,
+                    warmup_left_hours=job.cold_start_hours + job.transfer_hours(moved),
+                    checkpoint_market=chosen.market,
+                )
+            else:
+                state = state.advance(running=None, warmup_left_hours=0.0)
+
+        if state.running is None:
+            continue
+        i = index[state.running.market]
+        prices = grid.spot_usd_per_hour if state.running.mode is Mode.SPOT else grid.on_demand_usd_per_hour
+        price = prices[g, i] * n
+        warm = min(state.warmup_left_hours, dt)
+        remaining = job.work_hours - state.progress_hours
+        used = dt if dt - warm < remaining - EPS else warm + remaining
+        ledger.bill(state.running, t, used, price * used)
+        state = state.advance(
+            progress_hours=state.progress_hours + used - warm,
+            warmup_left_hours=state.warmup_left_hours - warm,
+        )
+        if used < dt or state.progress_hours >= job.work_hours - EPS:
+            result.finish_hours = t + used
+            break
+
+    ledger.close("finished" if result.finish_hours is not None else "deadline")
+    result.met_deadline = result.finish_hours is not None and result.finish_hours <= job.deadline_hours + 1e-6
+    result.unfinished_work_hours = max(0.0, job.work_hours - state.progress_hours)
+    return result
