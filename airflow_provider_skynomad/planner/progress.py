@@ -27,21 +27,6 @@ def value_of_progress(job: JobSpec, state: JobState, cheapest_on_demand_usd_per_
     return min(value, cap)
 
 
-def reference_price(view, gang_size: int, recent_hours: float) -> float | None:
-    """Cheapest spot price (for the gang) among markets seen with capacity within `recent_hours`.
-
-    This is what an hour of progress will most likely cost later, so it bounds V from below:
-    pausing while ahead of schedule only pays if something cheaper than this is coming.
-    """
-    import numpy as np
-
-    age_ticks, was_usable = view.last_seen
-    recent = was_usable & (age_ticks * view.step_hours <= recent_hours)
-    if not recent.any():
-        return None
-    return float(np.min(view.spot_usd_per_hour[recent])) * gang_size
-
-
 def behind_uniform_line(job: JobSpec, state: JobState, lead_hours: float = 0.0) -> bool:
     """p < P·(t + lead)/T: progress trails the straight line from (0, 0) to (T, P)."""
     return state.progress_hours < job.work_hours * (state.elapsed_hours + lead_hours) / job.deadline_hours

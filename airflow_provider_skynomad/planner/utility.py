@@ -20,6 +20,13 @@ class Scored:
     option: Option | None
     utility_usd_per_hour: float
     stay_hours: float  # L̄: expected stay (spot lifetime, or the rest of the job on-demand)
+    useful_share: float = 1.0  # η: share of the stay that makes progress
+    cost_usd_per_hour: float = 0.0  # price + amortised egress, per hour of stay
+
+    @property
+    def cost_per_progress_hour(self) -> float:
+        """What an hour of progress costs on this option: (price + egress/L̄) / η."""
+        return self.cost_usd_per_hour / self.useful_share if self.useful_share > 0 else float("inf")
 
 
 def score(
@@ -29,15 +36,21 @@ def score(
     option: Option,
     value_usd_per_hour: float,
     spot_lifetime_hours: float,
+    on_demand_stay_hours: float | None = None,
 ) -> Scored:
-    """U of `option`; staying on the running group pays neither cold start nor egress."""
+    """U of `option`; staying on the running group pays neither cold start nor egress.
+
+    An on-demand group is never preempted, but a planner that leaves it as soon as spot
+    returns will not keep it to the end: `on_demand_stay_hours` (default: the rest of the
+    job) is the stay its cold start and egress are spread over.
+    """
     i = view.index(option.market)
     remaining = job.work_hours - state.progress_hours
     staying = option == state.running
     delay = state.warmup_left_hours if staying else launch_delay_hours(job, state, view, i)
     if option.mode is Mode.ON_DEMAND:
         price = view.on_demand_usd_per_hour[i] * job.instances
-        stay = remaining + delay  # never preempted: it stays until the job ends
+        stay = remaining + delay if on_demand_stay_hours is None else min(on_demand_stay_hours, remaining + delay)
     else:
         price = view.spot_usd_per_hour[i] * job.instances
         stay = min(spot_lifetime_hours, remaining + delay)
@@ -47,7 +60,8 @@ def score(
     egress = 0.0
     if not staying and state.checkpoint_market is not None:
         egress = job.checkpoint_gb * view.egress_usd_per_gb[view.index(state.checkpoint_market), i]
-    return Scored(option, value_usd_per_hour * useful - price - egress / stay, stay)
+    cost = price + egress / stay
+    return Scored(option, value_usd_per_hour * useful - cost, stay, useful, cost)
 
 
 def migration_pays(job: JobSpec, view: MarketView, source: str, target: str, target_lifetime_hours: float) -> bool:

@@ -10,13 +10,14 @@ so a full zone costs one free failed launch and the next-best option is taken at
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from ...market.view import MarketView
 from ..actions import IDLE, Decision, Mode, Option
 from ..job import JobSpec, JobState
-from ..progress import reference_price, value_of_progress
+from ..progress import value_of_progress
 from ..safety import cheapest_on_demand, is_safe
 from ..utility import Scored, migration_pays, score
 from .lifetimes import LifetimeCache
@@ -27,6 +28,8 @@ class SkyNomadPolicy:
     :param hysteresis_fraction: a switch must gain this share of C_od per hour (anti-flapping).
     :param probe_interval_hours: re-probe a cheaper market whose last observation is older than this.
     :param refit_hours: refit the lifetime forecaster on the history this often.
+    :param lifetime_cap_hours: the longest expected stay the planner credits a spot market with; it is
+        also the horizon over which a move's egress and cold start are amortised.
     """
 
     name = "skynomad"
@@ -37,49 +40,62 @@ class SkyNomadPolicy:
         hysteresis_fraction: float = 0.02,
         probe_interval_hours: float = 2.0,
         refit_hours: float = 1.0,
+        lifetime_cap_hours: float | None = None,
     ):
         self.hysteresis_fraction = hysteresis_fraction
         self.probe_interval_hours = probe_interval_hours
-        self.lifetimes = LifetimeCache(forecaster, refit_hours)
+        self.lifetimes = LifetimeCache(forecaster, refit_hours, lifetime_cap_hours)
 
     def decide(self, job: JobSpec, state: JobState, view: MarketView, now: float) -> Decision:
         state = state.advance(elapsed_hours=now)
         current = state.running
         n_markets = len(view.keys)
         cheapest_od = float(np.min(view.on_demand_usd_per_hour)) * job.instances
-        value = value_of_progress(job, state, cheapest_od, view.step_hours)
-        floor = reference_price(view, job.instances, self.probe_interval_hours)
-        if floor is not None:
-            value = max(value, floor)
+        barrier = value_of_progress(job, state, cheapest_od, view.step_hours)
 
         ages = np.zeros(n_markets)
         if current is not None and current.mode is Mode.SPOT:
             ages[view.index(current.market)] = state.age_hours()
         lifetimes = self.lifetimes.expected_remaining_hours(view, ages)
+        options = [Option(key, mode) for key in view.keys for mode in (Mode.SPOT, Mode.ON_DEMAND)]
 
-        def scored(option: Option) -> Scored:
-            return score(job, state, view, option, value, float(lifetimes[view.index(option.market)]))
+        # U is linear in V, so score every option once at V = 0 and shift by V·η below.
+        od_stay = float(np.max(lifetimes))  # we leave on-demand about when the best spot market would last
+        costs = {
+            o: score(job, state, view, o, 0.0, float(lifetimes[view.index(o.market)]), od_stay) for o in options
+        }
+
+        # V never drops below what progress will most likely cost later (plus the hysteresis
+        # premium): pausing while ahead of schedule only pays when something cheaper is coming.
+        # The floor never exceeds C_od, so on its own it never makes on-demand worth launching.
+        floor = self._floor(state, view, costs.values())
+        value = max(barrier, min((1.0 + self.hysteresis_fraction) * floor, cheapest_od))
+
+        def scored(option: Option, value: float) -> Scored:
+            s = costs[option]
+            return replace(s, utility_usd_per_hour=s.utility_usd_per_hour + value * s.useful_share)
 
         # What we have now: the running group, or idle (worth 0) — unless it is no longer safe.
         if current is not None:
-            here = scored(current) if is_safe(job, state, view, current) else Scored(current, -math.inf, 0.0)
+            safe_here = is_safe(job, state, view, current)
+            here = scored(current, value) if safe_here else Scored(current, -math.inf, 0.0)
+            margin = self.hysteresis_fraction * cheapest_od  # switching away from a running group
         else:
             here = Scored(IDLE, 0.0 if is_safe(job, state, view, IDLE) else -math.inf, 0.0)
-        bar = here.utility_usd_per_hour + self.hysteresis_fraction * cheapest_od
+            margin = 0.0
+        bar = here.utility_usd_per_hour + margin
 
         better: list[Scored] = []
-        for key in view.keys:
-            for mode in (Mode.SPOT, Mode.ON_DEMAND):
-                option = Option(key, mode)
-                if option == current:
-                    continue
-                candidate = scored(option)
-                if candidate.utility_usd_per_hour <= max(bar, 0.0):
-                    continue
-                if not self._move_pays(job, view, current, candidate):
-                    continue
-                if is_safe(job, state, view, option):
-                    better.append(candidate)
+        for option in options:
+            if option == current:
+                continue
+            candidate = scored(option, value)
+            if candidate.utility_usd_per_hour <= max(bar, 0.0):
+                continue
+            if not self._move_pays(job, view, current, candidate):
+                continue
+            if is_safe(job, state, view, option):
+                better.append(candidate)
         better.sort(key=lambda s: s.utility_usd_per_hour, reverse=True)
         tries = [s.option for s in better]
 
@@ -93,11 +109,23 @@ class SkyNomadPolicy:
                 tries.append(current)
         else:
             tries.append(cheapest_on_demand(job, state, view))  # the safety net
-        reason = f"V={value:.2f} $/h, U_here={here.utility_usd_per_hour:.2f}"
+        reason = f"V={value:.2f} $/h (barrier {barrier:.2f}, floor {floor:.2f}), U_here={here.utility_usd_per_hour:.2f}"
         tries = _first_sure(tries)
         tried = {o.market for o in tries if o is not None}
         probes = tuple(m for m in self._probes(job, state, view) if m not in tried)
         return Decision(tuple(tries), probes=probes, reason=reason)
+
+    def _floor(self, state: JobState, view: MarketView, costs) -> float:
+        """Cheapest cost per progress hour among the running group and spot markets seen with capacity lately."""
+        age_ticks, was_usable = view.last_seen
+        recent = was_usable & (age_ticks * view.step_hours <= self.probe_interval_hours)
+        best = math.inf
+        for s in costs:
+            i = view.index(s.option.market)
+            staying = s.option == state.running
+            if staying or (s.option.mode is Mode.SPOT and recent[i]):
+                best = min(best, s.cost_per_progress_hour)
+        return best if math.isfinite(best) else 0.0
 
     def _move_pays(self, job: JobSpec, view: MarketView, current: Option | None, candidate: Scored) -> bool:
         if current is None or current.mode is not Mode.SPOT or candidate.option.mode is not Mode.SPOT:

@@ -1,0 +1,151 @@
+"""The `skynomad` command: evaluate policies on traces, move market data, run the demo."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from .market.egress import EgressModel, FlatEgress
+from .market.grid import build_grid
+from .market.observations import TraceError, read_observations
+from .planner.job import JobSpec, JobSpecError
+from .simulation.evaluate import DEFAULT_POLICIES, Evaluation
+
+
+class UsageError(ValueError):
+    """Bad command-line input: reported on stderr with exit code 2 before anything runs or is written."""
+
+
+def _csv(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def add_evaluate_command(subparsers) -> None:
+    p = subparsers.add_parser("evaluate", help="run every policy on every window of a trace and compare costs")
+    p.add_argument("--trace", required=True, help="market-observation CSV (optionally .gz)")
+    p.add_argument("--zones", type=_csv, default=None, help="comma-separated zones (default: all in the trace)")
+    p.add_argument("--work-hours", type=float, required=True, help="P: hours of work on the gang")
+    p.add_argument("--deadline-hours", type=float, required=True, help="T: hours from the job's start")
+    p.add_argument("--cold-start-hours", type=float, default=0.2, help="d: paid on every launch")
+    p.add_argument("--checkpoint-gb", type=float, default=50.0, help="S: moved on every migration")
+    p.add_argument("--instances", type=int, default=1, help="N: gang size")
+    p.add_argument("--window-step-hours", type=float, default=12.0, help="hours between window starts")
+    p.add_argument("--max-windows", type=int, default=None, help="keep at most K windows, evenly spread")
+    p.add_argument("--policies", type=_csv, default=list(DEFAULT_POLICIES), help="comma-separated policy names")
+    p.add_argument("--step-minutes", type=float, default=None,
+                   help="decision step (default: the trace's probe interval, rounded to whole minutes)")
+    p.add_argument("--egress-usd-per-gb", type=float, default=None,
+                   help="flat inter-region egress price (default: public list prices, see market/egress.py)")
+    p.add_argument("--bandwidth-gb-per-hour", type=float, default=None, help="migrations also take S/bandwidth")
+    p.add_argument("--forecaster", default=None, help="skynomad's lifetime forecaster (nelson-aalen, learned)")
+    p.add_argument("--output", type=Path, default=None, help="write the JSON report here")
+    p.add_argument("--plot", type=Path, default=None, help="write a PNG of cost per policy per window here")
+    p.set_defaults(func=run_evaluate)
+
+
+def _check_writable(path: Path | None, flag: str) -> None:
+    if path is not None and not path.parent.resolve().is_dir():
+        raise UsageError(f"{flag} {path}: directory {path.parent} does not exist")
+
+
+def _prepare(args) -> tuple[Evaluation, list[str]]:
+    """Everything that can be wrong with the input is found here, before any run and any write."""
+    _check_writable(args.output, "--output")
+    _check_writable(args.plot, "--plot")
+    job = JobSpec(
+        work_hours=args.work_hours,
+        deadline_hours=args.deadline_hours,
+        cold_start_hours=args.cold_start_hours,
+        checkpoint_gb=args.checkpoint_gb,
+        instances=args.instances,
+        bandwidth_gb_per_hour=args.bandwidth_gb_per_hour,
+    )
+    frame = read_observations(args.trace, args.zones)
+    if args.step_minutes is not None and args.step_minutes <= 0:
+        raise UsageError(f"--step-minutes must be > 0, got {args.step_minutes}")
+    step_hours = args.step_minutes / 60 if args.step_minutes else None
+    grid = build_grid(frame, step_hours)
+    if step_hours is None:
+        grid = build_grid(frame, max(1.0, round(grid.step_hours * 60)) / 60)
+    egress = EgressModel() if args.egress_usd_per_gb is None else FlatEgress(args.egress_usd_per_gb)
+    params = {"skynomad": {"forecaster": args.forecaster}} if args.forecaster else {}
+    evaluation = Evaluation(
+        job=job,
+        grid=grid,
+        egress_usd_per_gb=egress.matrix(grid.markets),
+        policies=tuple(args.policies),
+        window_step_hours=args.window_step_hours,
+        max_windows=args.max_windows,
+        policy_params=params,
+    )
+    return evaluation, grid.keys
+
+
+def run_evaluate(args) -> int:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    console = Console(stderr=True)
+    evaluation, zones = _prepare(args)
+    started = time.perf_counter()
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task("simulating", total=evaluation.total_runs())
+        report = evaluation.run(progress=lambda: bar.advance(task))
+    report = {
+        "job": evaluation.job.to_dict(),
+        "trace": {"path": str(args.trace), "zones": zones, "step_hours": evaluation.grid.step_hours},
+        **report,
+        "wall_seconds": round(time.perf_counter() - started, 3),
+    }
+    print_summary(report)
+    if args.output:
+        args.output.write_text(json.dumps(report, indent=2, default=float))
+    if args.plot:
+        from .simulation.plot import plot_costs
+
+        plot_costs(report, args.plot)
+    return 0
+
+
+def print_summary(report: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{len(report['windows'])} windows, {report['wall_seconds']} s")
+    for column in ("policy", "mean cost (USD)", "× optimal", "misses", "migrations"):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for name, row in sorted(report["summary"].items(), key=lambda kv: kv[1]["mean_cost_usd"]):
+        label = f"{name} ({row['zone']})" if "zone" in row else name
+        ratio = row.get("ratio_to_optimal")
+        table.add_row(label, f"{row['mean_cost_usd']:.2f}", f"{ratio:.3f}" if ratio else "-",
+                      f"{row['misses']:g}", f"{row['mean_migrations']:.1f}")
+    Console().print(table)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="skynomad", description=__doc__)
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    add_evaluate_command(subparsers)
+    from .market.commands import add_market_commands
+    from .demo import add_demo_command
+
+    add_market_commands(subparsers)
+    add_demo_command(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (UsageError, TraceError, JobSpecError, ValueError) as exc:
+        print(f"skynomad {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""`skynomad evaluate`: every policy on every window of a trace, through the same simulator (DESIGN §4)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..market.grid import MarketGrid
+from ..planner.job import JobSpec
+from ..planner.registry import POLICIES, get_policy
+from .optimal import optimal_cost
+from .simulator import simulate, window_ticks
+
+OPTIMAL = "optimal"
+UNIFORM = "uniform-progress"
+DEFAULT_POLICIES = ("skynomad", OPTIMAL, "on-demand", UNIFORM, "eager-failover")
+
+
+@dataclass
+class Evaluation:
+    job: JobSpec
+    grid: MarketGrid
+    egress_usd_per_gb: np.ndarray
+    policies: tuple[str, ...] = DEFAULT_POLICIES
+    window_step_hours: float = 12.0
+    max_windows: int | None = None
+    policy_params: dict[str, dict] = field(default_factory=dict)
+
+    def __post_init__(self):
+        unknown = [p for p in self.policies if p != OPTIMAL and p not in POLICIES]
+        if unknown:
+            raise ValueError(f"unknown policies {unknown}; choose from {sorted([*POLICIES, OPTIMAL])}")
+        if self.window_step_hours <= 0:
+            raise ValueError(f"--window-step-hours must be > 0, got {self.window_step_hours}")
+        if self.max_windows is not None and self.max_windows < 1:
+            raise ValueError(f"--max-windows must be ≥ 1, got {self.max_windows}")
+        if not self.windows():
+            span = self.grid.ticks * self.grid.step_hours
+            raise ValueError(
+                f"the trace covers {span:.1f} h, shorter than one job window of "
+                f"{window_ticks(self.job, self.grid.step_hours) * self.grid.step_hours:.1f} h (the deadline)"
+            )
+
+    def windows(self) -> list[int]:
+        """Start ticks: every `window_step_hours` while a whole window fits, thinned evenly to `max_windows`."""
+        length = window_ticks(self.job, self.grid.step_hours)
+        stride = max(1, int(round(self.window_step_hours / self.grid.step_hours)))
+        fits = (self.grid.ticks - length) // stride + 1 if self.grid.ticks >= length else 0
+        starts = [i * stride for i in range(max(0, fits))]
+        if self.max_windows is not None and len(starts) > self.max_windows:
+            if self.max_windows == 1:
+                return starts[:1]
+            picks = [round(i * (len(starts) - 1) / (self.max_windows - 1)) for i in range(self.max_windows)]
+            starts = [starts[k] for k in picks]
+        return starts
+
+    def runs(self) -> list[tuple[str, Callable[[int], dict]]]:
+        """(result name, run(start_tick) → result dict) for every policy, zones expanded for uniform progress."""
+        out = []
+        for name in self.policies:
+            if name == OPTIMAL:
+                out.append((OPTIMAL, self._optimal))
+            elif name == UNIFORM:
+                for key in self.grid.keys:
+                    out.append((f"{UNIFORM}[{key}]", self._simulator(UNIFORM, zone=key)))
+            else:
+                out.append((name, self._simulator(name, **self.policy_params.get(name, {}))))
+        return out
+
+    def _simulator(self, name: str, **params) -> Callable[[int], dict]:
+        def run(start: int) -> dict:
+            policy = get_policy(name, **params)
+            return simulate(policy, self.job, self.grid, start, self.egress_usd_per_gb).to_dict()
+
+        return run
+
+    def _optimal(self, start: int) -> dict:
+        best = optimal_cost(self.job, self.grid, start, self.egress_usd_per_gb)
+        return {"cost_usd": round(best.cost_usd, 6), "met_deadline": best.feasible, "exact": best.exact}
+
+    def run(self, progress: Callable[[], None] | None = None) -> dict:
+        windows = []
+        runs = self.runs()
+        for start in self.windows():
+            results = {}
+            for name, run in runs:
+                results[name] = run(start)
+                if progress:
+                    progress()
+            windows.append({"start": self.grid.time_at(start).isoformat().replace("+00:00", "Z"), "results": results})
+        return {"windows": windows, "summary": summarise(windows)}
+
+    def total_runs(self) -> int:
+        return len(self.windows()) * len(self.runs())
+
+
+def summarise(windows: list[dict]) -> dict:
+    """Mean cost, misses and migrations per policy; uniform progress also as best and mean over zones."""
+    names = list(windows[0]["results"]) if windows else []
+    summary = {}
+    for name in names:
+        rows = [w["results"][name] for w in windows]
+        summary[name] = {
+            "mean_cost_usd": round(float(np.mean([r["cost_usd"] for r in rows])), 6),
+            "misses": sum(not r["met_deadline"] for r in rows),
+            "mean_migrations": round(float(np.mean([r.get("migrations", 0) for r in rows])), 6),
+        }
+    zones = [n for n in names if n.startswith(f"{UNIFORM}[")]
+    if zones:
+        best = min(zones, key=lambda n: summary[n]["mean_cost_usd"])
+        summary[f"{UNIFORM}-best"] = {**summary[best], "zone": best[len(UNIFORM) + 1 : -1]}
+        summary[f"{UNIFORM}-mean"] = {
+            key: round(float(np.mean([summary[n][key] for n in zones])), 6)
+            for key in ("mean_cost_usd", "misses", "mean_migrations")
+        }
+        for n in zones:
+            summary.pop(n)
+    if OPTIMAL in summary and summary[OPTIMAL]["mean_cost_usd"] > 0:
+        for name, row in summary.items():
+            row["ratio_to_optimal"] = round(row["mean_cost_usd"] / summary[OPTIMAL]["mean_cost_usd"], 4)
+    return summary
