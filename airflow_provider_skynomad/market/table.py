@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import random
+import sqlite3
+import time
 import zlib
 from datetime import datetime, timezone
 from pathlib import Path
@@ -203,9 +206,12 @@ class MarketTable:
         statement below is atomic and idempotent on its own, and the busy timeout queues them.
         """
         with self.engine.begin() as conn:
-            if self._current_version(conn) == SCHEMA_VERSION:
+            found = self._current_version(conn)
+            if found == SCHEMA_VERSION:
                 self._ready = True
                 return  # fast path: no DDL, so read-only database users work too
+            if found is not None:
+                raise MarketSchemaError(self._version_message(found))
             if self.dialect == "postgresql":
                 conn.execute(select(func.pg_advisory_xact_lock(_PG_CREATE_LOCK)))
             conn.execute(CreateTable(schema_version, if_not_exists=True))
@@ -253,6 +259,8 @@ class MarketTable:
         Bad rows raise TraceError before anything is written. Rows whose key is already
         present are skipped (a retried probe is a no-op; the stored observation wins).
         """
+        if len(frame) == 0 and set(COLUMNS) <= set(frame.columns):
+            return 0  # e.g. a probe round where every launch failed: nothing to record, not an error
         rows = validate_observations(frame, source=source)
         self._ensure()
         records = _records(rows)
@@ -332,12 +340,26 @@ def _records(rows: pd.DataFrame) -> list[dict]:
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
     """WAL lets readers run beside the single writer; busy_timeout makes writers wait, not fail.
 
+    synchronous=NORMAL is WAL's usual pairing: a power cut may lose the last commits, which a
+    table refilled by the next probe round tolerates, and every commit is not an fsync.
+
+    Switching a fresh file to WAL needs an exclusive lock and SQLite does not apply the busy
+    timeout to it, so several processes opening a new database at once retry here instead.
     PRAGMAs have no SQLAlchemy Core form, so they are the one place with SQL text.
     """
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_SECONDS * 1000)}")
-        cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = NORMAL")
+        deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_SECONDS
+        while True:
+            try:
+                if cursor.execute("PRAGMA journal_mode").fetchone()[0] in ("wal", "memory"):
+                    break
+                cursor.execute("PRAGMA journal_mode = WAL").fetchall()
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(random.uniform(0.005, 0.05))
     finally:
         cursor.close()

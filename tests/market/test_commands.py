@@ -1,0 +1,135 @@
+"""`skynomad market import|export` through a tiny argparse parser, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from airflow_provider_skynomad.market.commands import add_market_commands
+from airflow_provider_skynomad.market.observations import COLUMNS, read_observations, write_observations
+from airflow_provider_skynomad.market.table import MarketTable
+
+TRACE = Path(__file__).parents[2] / "airflow_provider_skynomad" / "data" / "gcp-h100-2025-first-week.csv.gz"
+HEADER = ",".join(COLUMNS)
+ROW = "2025-10-04T00:10:00Z,gcp,us-central1,us-central1-a,a3-highgpu-1g,H100,1,16,16,2.3724,10.3157"
+ROW2 = "2025-10-04T00:20:00Z,gcp,us-central1,us-central1-a,a3-highgpu-1g,H100,1,16,0,2.3724,10.3157"
+
+
+def skynomad(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="skynomad")
+    add_market_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+@pytest.fixture(scope="module")
+def canonical(tmp_path_factory) -> bytes:
+    """The bundled trace after the canonical formatting (the file itself has CRLF line ends)."""
+    path = tmp_path_factory.mktemp("canonical") / "trace.csv"
+    write_observations(read_observations(TRACE), path)
+    return path.read_bytes()
+
+
+def _write(path: Path, *lines: str) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_round_trip_is_exact(market_url, tmp_path, canonical, capsys):
+    assert skynomad("market", "import", "--trace", str(TRACE), "--url", market_url) == 0
+    assert "imported 13897 new rows" in capsys.readouterr().out
+    assert skynomad("market", "export", "--output", str(tmp_path / "out.csv"), "--url", market_url) == 0
+    assert (tmp_path / "out.csv").read_bytes() == canonical
+    assert canonical.splitlines() == gzip.decompress(TRACE.read_bytes()).splitlines()
+    assert skynomad("market", "export", "--output", str(tmp_path / "out.csv.gz"), "--url", market_url) == 0
+    assert gzip.decompress((tmp_path / "out.csv.gz").read_bytes()) == canonical
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_reimport_adds_nothing(market_url, tmp_path, capsys):
+    trace = _write(tmp_path / "t.csv", HEADER, ROW, ROW2)
+    assert skynomad("market", "import", "--trace", str(trace), "--url", market_url) == 0
+    assert skynomad("market", "import", "--trace", str(trace), "--url", market_url) == 0
+    assert "imported 0 new rows" in capsys.readouterr().out.splitlines()[-1]
+    with MarketTable(market_url) as t:
+        assert len(t.read()) == 2
+
+
+def test_export_filters(market_url, tmp_path):
+    assert skynomad("market", "import", "--trace", str(TRACE), "--url", market_url) == 0
+    out = tmp_path / "part.csv"
+    code = skynomad(
+        "market", "export", "--output", str(out), "--url", market_url,
+        "--zones", "us-west1-a,europe-west1-c", "--since", "2025-10-05T00:00:00Z", "--until", "2025-10-05 06:00",
+    )  # fmt: skip
+    assert code == 0
+    trace = read_observations(TRACE)
+    keep = trace["zone"].isin(["us-west1-a", "europe-west1-c"])
+    keep &= trace["observed_at"].between(pd.Timestamp("2025-10-05T00:00Z"), pd.Timestamp("2025-10-05T06:00Z"), "left")
+    pd.testing.assert_frame_equal(read_observations(out), trace[keep].reset_index(drop=True))
+    assert len(read_observations(out)) == 2 * 36
+
+
+@pytest.mark.parametrize(
+    "lines, where",
+    [
+        ([HEADER.replace(",spot_price", ""), ROW.replace(",2.3724", "")], "line 1"),
+        ([HEADER, ROW, ROW2.replace("2025-10-04T00:20:00Z", "yesterday")], "line 3, column 'observed_at'"),
+        ([HEADER, ROW, ROW2.replace(",16,0,", ",16,-1,")], "line 3, column 'available'"),
+        ([HEADER, ROW2, ROW], "line 3, column 'observed_at'"),  # goes back in time
+        ([HEADER, ROW, ROW], "line 3, column 'observed_at'"),  # duplicate
+    ],
+    ids=["missing-column", "unparsable-time", "negative-count", "unsorted", "duplicate"],
+)
+def test_malformed_trace_is_refused_and_nothing_is_written(market_url, tmp_path, capsys, lines, where):
+    kept = _write(tmp_path / "kept.csv", HEADER, ROW)
+    assert skynomad("market", "import", "--trace", str(kept), "--url", market_url) == 0
+    bad = _write(tmp_path / "bad.csv", *lines[:1], ROW.replace("us-central1-a", "us-central1-b"), *lines[1:])
+    # the extra good row makes line numbers one higher and proves partial writes do not happen
+    where = where.replace("line 3", "line 4")
+    assert skynomad("market", "import", "--trace", str(bad), "--url", market_url) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and where in err, err
+    with MarketTable(market_url) as t:
+        assert t.zones() == ["us-central1-a"] and len(t.read()) == 1
+
+
+def test_missing_trace_file(market_url, tmp_path, capsys):
+    assert skynomad("market", "import", "--trace", str(tmp_path / "nope.csv"), "--url", market_url) == 2
+    assert "nope.csv: no such trace file" in capsys.readouterr().err
+
+
+def test_export_unknown_zone_and_empty_selection(market_url, tmp_path, capsys):
+    out, trace = tmp_path / "out.csv", _write(tmp_path / "t.csv", HEADER, ROW)
+    assert skynomad("market", "import", "--trace", str(trace), "--url", market_url) == 0
+    assert skynomad("market", "export", "--output", str(out), "--url", market_url, "--zones", "mars-1a") == 2
+    assert "mars-1a" in capsys.readouterr().err
+    assert skynomad("market", "export", "--output", str(out), "--url", market_url, "--since", "2030-01-01") == 1
+    assert "no rows" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_bad_time_argument_is_an_argparse_error(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        skynomad("market", "export", "--output", "x.csv", "--since", "soon")
+    assert exit_.value.code == 2
+    assert "cannot parse time 'soon'" in capsys.readouterr().err
+
+
+def test_database_errors_never_show_the_password(tmp_path, capsys):
+    url = "postgresql://skynomad:s3cret@127.0.0.1:1/market"  # nothing listens on port 1
+    assert skynomad("market", "import", "--trace", str(TRACE), "--url", url) == 1
+    assert skynomad("market", "export", "--output", str(tmp_path / "o.csv"), "--url", url) == 1
+    assert skynomad("market", "export", "--output", "o.csv", "--url", "mysql://u:s3cret@h/db") == 2
+    err = capsys.readouterr().err
+    assert "s3cret" not in err and "skynomad:***@127.0.0.1:1/market" in err, err
+
+
+def test_default_url_is_used_without_url(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SKYNOMAD_HOME", str(tmp_path))
+    assert skynomad("market", "import", "--trace", str(_write(tmp_path / "t.csv", HEADER, ROW))) == 0
+    assert f"sqlite:///{tmp_path}/market.db" in capsys.readouterr().out

@@ -1,0 +1,262 @@
+"""The market table on SQLite and PostgreSQL: schema, idempotent appends, concurrency, reads."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from sqlalchemy import inspect, update
+
+from airflow_provider_skynomad.market.observations import COLUMNS, TraceError, read_observations
+from airflow_provider_skynomad.market.table import (
+    SCHEMA_VERSION,
+    MarketSchemaError,
+    MarketTable,
+    default_market_url,
+    schema_version,
+)
+
+TRACE = Path(__file__).parents[2] / "airflow_provider_skynomad" / "data" / "gcp-h100-2025-first-week.csv.gz"
+
+
+@pytest.fixture(scope="module")
+def trace() -> pd.DataFrame:
+    return read_observations(TRACE)
+
+
+@pytest.fixture
+def table(market_url):
+    with MarketTable(market_url) as t:
+        yield t
+
+
+def _rows(trace: pd.DataFrame, zones: list[str], hours: float = 6) -> pd.DataFrame:
+    """The first `hours` of `zones`, in file order."""
+    start = trace["observed_at"].min()
+    keep = trace["zone"].isin(zones) & (trace["observed_at"] < start + pd.Timedelta(hours=hours))
+    return trace[keep].reset_index(drop=True)
+
+
+# -- schema ----------------------------------------------------------------------------------
+
+
+def test_schema_has_exactly_the_trace_columns_key_and_index(table):
+    table.create()
+    table.create()  # idempotent
+    found = inspect(table.engine)
+    columns = found.get_columns("market_observations")
+    assert [c["name"] for c in columns] == COLUMNS
+    observed_at = columns[0]["type"]
+    if table.dialect == "postgresql":
+        assert observed_at.timezone, "observed_at must be TIMESTAMP WITH TIME ZONE"
+    assert found.get_pk_constraint("market_observations")["constrained_columns"] == [
+        "zone",
+        "instance_type",
+        "observed_at",
+    ]
+    indexes = {i["name"]: i["column_names"] for i in found.get_indexes("market_observations")}
+    assert indexes["ix_market_observations_zone_observed_at"] == ["zone", "observed_at"]
+
+
+def test_newer_schema_version_is_refused_clearly(market_url):
+    with MarketTable(market_url) as t:
+        t.create()
+        with t.engine.begin() as conn:
+            conn.execute(update(schema_version).values(version=SCHEMA_VERSION + 1))
+    with MarketTable(market_url) as t:
+        with pytest.raises(MarketSchemaError, match=r"schema version 2.*only knows version 1"):
+            t.read()
+
+
+def test_concurrent_create_from_threads(market_url):
+    tables = [MarketTable(market_url) for _ in range(6)]
+    barrier = threading.Barrier(len(tables))
+    errors = []
+
+    def create(t):
+        barrier.wait()
+        try:
+            t.create()
+        except Exception as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=create, args=(t,)) for t in tables]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for t in tables:
+        t.close()
+    assert errors == []
+
+
+def test_default_url_is_a_sqlite_file_under_skynomad_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKYNOMAD_HOME", str(tmp_path / "home"))
+    assert default_market_url() == f"sqlite:///{tmp_path / 'home' / 'market.db'}"
+    with MarketTable() as t:
+        assert t.zones() == []
+    assert (tmp_path / "home" / "market.db").exists()
+    monkeypatch.delenv("SKYNOMAD_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert default_market_url() == f"sqlite:///{tmp_path / '.skynomad' / 'market.db'}"
+
+
+def test_unsupported_backend_is_refused_without_showing_the_password():
+    with pytest.raises(ValueError, match="sqlite and postgresql") as info:
+        MarketTable("mysql://user:s3cret@db.example/market")
+    assert "s3cret" not in str(info.value)
+
+
+def test_password_never_appears_in_repr():
+    t = MarketTable("postgresql://user:s3cret@127.0.0.1:1/market")
+    assert "s3cret" not in repr(t) and "s3cret" not in t.display_url
+    assert t.url.password == "s3cret"
+    t.close()
+
+
+def test_airflow_style_postgres_scheme_is_accepted():
+    t = MarketTable("postgres://user@127.0.0.1:1/market")
+    assert t.dialect == "postgresql"
+    t.close()
+
+
+# -- append ----------------------------------------------------------------------------------
+
+
+def test_append_then_read_returns_the_rows_typed_and_sorted(table, trace):
+    rows = _rows(trace, ["us-central1-a", "europe-west1-c"])
+    assert table.append(rows) == len(rows)
+    back = table.read()
+    expected = rows.sort_values(["observed_at", "zone"], kind="stable").reset_index(drop=True)
+    pd.testing.assert_frame_equal(back, expected)
+    assert str(back["observed_at"].dt.tz) == "UTC"
+
+
+def test_reappending_identical_rows_is_a_noop(table, trace):
+    rows = _rows(trace, ["us-central1-a"])
+    assert table.append(rows) == len(rows)
+    assert table.append(rows) == 0
+    assert table.append(pd.concat([rows, _rows(trace, ["us-west1-a"])])) == len(_rows(trace, ["us-west1-a"]))
+    assert len(table.read()) == 2 * len(rows)
+
+
+def test_bad_rows_raise_and_write_nothing(table, trace):
+    kept = _rows(trace, ["us-central1-a"])
+    table.append(kept)
+    bad = _rows(trace, ["us-west1-a"]).astype({"available": object})
+    bad.loc[5, "available"] = "lots"
+    with pytest.raises(TraceError, match=r"line 7, column 'available'"):
+        table.append(bad)
+    pd.testing.assert_frame_equal(table.read(), kept)
+
+
+def test_appending_no_rows_is_a_noop_but_missing_columns_are_not(table, trace):
+    assert table.append(trace.head(0)) == 0
+    with pytest.raises(TraceError, match="missing columns"):
+        table.append(trace.head(0).drop(columns=["zone"]))
+    assert table.zones() == []
+
+
+def test_non_utc_offsets_are_stored_as_utc(table, trace):
+    row = trace.head(1).copy()
+    row["observed_at"] = ["2025-10-04T02:10:00+02:00"]
+    table.append(row)
+    assert table.read()["observed_at"].tolist() == [pd.Timestamp("2025-10-04T00:10:00Z")]
+    assert table.latest_observed_at() == pd.Timestamp("2025-10-04T00:10:00Z")
+
+
+# -- concurrency -----------------------------------------------------------------------------
+
+CONCURRENT_ZONES = [["us-central1-a", "us-west1-a"], ["europe-west1-c", "europe-west3-c"], ["asia-south2-b"],
+                    ["asia-southeast1-b", "asia-southeast1-c"], ["us-east4-b"]]
+
+
+def _append_in_batches(url: str, zones: list[str], barrier, batch: int = 25) -> int:
+    """One writer: its own MarketTable (as a mapped probe task would have), many small transactions."""
+    rows = _rows(read_observations(TRACE), zones, hours=24)
+    barrier.wait()
+    with MarketTable(url) as t:  # first use creates the schema: concurrent create() is exercised too
+        return sum(t.append(rows.iloc[i : i + batch]) for i in range(0, len(rows), batch))
+
+
+def _expected_concurrent(trace: pd.DataFrame) -> pd.DataFrame:
+    zones = [z for group in CONCURRENT_ZONES for z in group]
+    return _rows(trace, zones, hours=24).sort_values(["observed_at", "zone"], kind="stable").reset_index(drop=True)
+
+
+def test_concurrent_writer_threads_lose_no_row(market_url, trace):
+    barrier = threading.Barrier(len(CONCURRENT_ZONES))
+    counts: list[int] = []
+    threads = [
+        threading.Thread(target=lambda z=z: counts.append(_append_in_batches(market_url, z, barrier)))
+        for z in CONCURRENT_ZONES
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    expected = _expected_concurrent(trace)
+    assert sum(counts) == len(expected)
+    with MarketTable(market_url) as t:
+        pd.testing.assert_frame_equal(t.read(), expected)
+
+
+def _writer_process(url: str, zones: list[str], barrier, results) -> None:
+    try:
+        results.put(_append_in_batches(url, zones, barrier))
+    except BaseException as exc:  # report, so the test fails at once with the cause
+        results.put(f"{type(exc).__name__}: {exc}")
+        raise
+
+
+def test_concurrent_writer_processes_lose_no_row(market_url, trace):
+    # Fresh interpreters (engines must not cross a fork), forked from a server that has the heavy
+    # imports done already, so the writers start together and the test stays fast.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["pandas", "sqlalchemy", "airflow_provider_skynomad.market.table"])
+    barrier, results = context.Barrier(len(CONCURRENT_ZONES)), context.Queue()
+    processes = [
+        context.Process(target=_writer_process, args=(market_url, z, barrier, results)) for z in CONCURRENT_ZONES
+    ]
+    for process in processes:
+        process.start()
+    counts = [results.get(timeout=60) for _ in processes]
+    assert all(isinstance(c, int) for c in counts), counts
+    for process in processes:
+        process.join(timeout=10)
+        assert process.exitcode == 0
+    expected = _expected_concurrent(trace)
+    assert sum(counts) == len(expected)
+    with MarketTable(market_url) as t:
+        pd.testing.assert_frame_equal(t.read(), expected)
+
+
+# -- reads -----------------------------------------------------------------------------------
+
+
+def test_read_filters_combine(table, trace):
+    rows = _rows(trace, ["us-central1-a", "us-west1-a", "europe-west1-c"], hours=3)
+    table.append(rows)
+    since, until = pd.Timestamp("2025-10-04T01:00:00Z"), pd.Timestamp("2025-10-04T02:00:00Z")
+    got = table.read(zones=["us-west1-a", "europe-west1-c"], since=since, until=until, instance_types=["a3-highgpu-1g"])
+    keep = rows["zone"].isin(["us-west1-a", "europe-west1-c"]) & (rows["observed_at"] >= since)
+    keep &= rows["observed_at"] < until
+    pd.testing.assert_frame_equal(got, rows[keep].reset_index(drop=True))
+    # naive bounds are UTC; an unknown instance type or zone gives an empty, typed frame
+    assert len(table.read(since="2025-10-04 01:00", until="2025-10-04 02:00")) == 3 * 6
+    empty = table.read(instance_types=["n1-standard-1"])
+    assert empty.empty and list(empty.columns) == COLUMNS
+    assert empty.dtypes.equals(rows.dtypes)
+
+
+def test_latest_and_zones(table, trace):
+    assert table.latest_observed_at() is None and table.zones() == []
+    rows = _rows(trace, ["us-west1-a", "europe-west1-c"], hours=2)
+    table.append(rows)
+    assert table.zones() == ["europe-west1-c", "us-west1-a"]
+    assert table.latest_observed_at() == rows["observed_at"].max()
+    assert table.latest_observed_at(zones=["nowhere"]) is None
+
