@@ -1,0 +1,145 @@
+"""A simulated group's fate and price, derived from the trace and its workload — never sampled.
+
+A spot group is preempted at the first trace instant after its launch at which its zone has
+fewer instances than the gang needs, however late anyone polls; it succeeded or failed when
+its workload exited, whichever of the two came first. Billing runs from launch to that end
+at the zone's price, following price changes. Deriving rather than sampling is what makes
+the bill and the status independent of who polled when, and from which process.
+
+Group records are plain JSON dicts (they live in the shared state file). Times in records
+are simulated hours on the cloud's clock; the market is asked in grid hours.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from .base import GroupHandle, GroupStatus, LaunchRequest
+from .simulated_clock import SECONDS_PER_HOUR, SimClock
+from .simulated_launcher import group_alive, read_exit, signal_group
+from .simulated_market import TraceMarket
+
+LIVE = "live"  # stored state of a group that has not ended; STARTING vs RUNNING is derived from the clock
+
+
+class GroupTracker:
+    """Settles, prices and describes group records for one cloud (trace + clock)."""
+
+    def __init__(self, market: TraceMarket, clock: SimClock, preemption_notice_seconds: float):
+        self.market = market
+        self.clock = clock
+        self.notice_wall_seconds = clock.wall_seconds(preemption_notice_seconds / SECONDS_PER_HOUR)
+        self.grid_offset_hours = market.hours_of(clock.start)
+
+    def grid_hours(self, hours: float) -> float:
+        return hours + self.grid_offset_hours
+
+    def refresh(self, record: dict, now_wall: float) -> None:
+        """Settle a live group's fate; SIGKILL a preempted group whose notice is over."""
+        if record["state"] == LIVE:
+            self._settle(record, now_wall)
+        overdue = record["kill_after_wall"] is not None and now_wall >= record["kill_after_wall"]
+        if overdue and not record["killed"]:
+            signal_group(record["pgid"], Path(record["group_dir"]), signal.SIGKILL)
+            record["killed"] = True
+
+    def terminate(self, record: dict, now_wall: float) -> None:
+        """End a live group now and kill its processes at once (idempotent)."""
+        self.refresh(record, now_wall)  # a group already preempted or finished keeps its real end
+        if record["state"] == LIVE:
+            end(record, GroupStatus.TERMINATED, self.clock.hours_at_wall(now_wall), "terminated on request")
+        if record["pgid"] is not None and not record["killed"]:
+            signal_group(record["pgid"], Path(record["group_dir"]), signal.SIGKILL)
+            record["killed"] = True
+
+    def status(self, record: dict, now_hours: float) -> GroupStatus:
+        if record["state"] != LIVE:
+            return GroupStatus(record["state"])
+        starting = now_hours < record["launched_at_hours"] + record["cold_start_hours"]
+        return GroupStatus.STARTING if starting else GroupStatus.RUNNING
+
+    def describe(self, record: dict, now_hours: float) -> dict:
+        """The record plus status, ISO times, hours and cost so far (a live group is billed up to now)."""
+        j = self.market.index(record["zone"], record["instance_type"])
+        start = record["launched_at_hours"]
+        ended = record["ended_at_hours"]
+        stop = ended if ended is not None else max(now_hours, start)
+        per_instance_usd = self.market.cost_usd(j, record["spot"], self.grid_hours(start), self.grid_hours(stop))
+        return {
+            **{k: v for k, v in record.items() if k != "kill_after_wall"},
+            "status": self.status(record, now_hours).value,
+            "launched_at": self.clock.timestamp_at(start).isoformat(),
+            "ended_at": self.clock.timestamp_at(ended).isoformat() if ended is not None else None,
+            "hours": stop - start,
+            "instance_hours": (stop - start) * record["count"],
+            "usd": per_instance_usd * record["count"],
+        }
+
+    def _settle(self, record: dict, now_wall: float) -> None:
+        now_hours = self.clock.hours_at_wall(now_wall)
+        group_dir = Path(record["group_dir"])
+        exit_info = read_exit(group_dir) if record["pgid"] is not None else None
+        if exit_info is None and record["pgid"] is not None and not group_alive(group_dir):
+            # Re-read: the supervisor writes exit.json before the group dies.
+            exit_info = read_exit(group_dir) or {"returncode": None, "ended_at_wall": now_wall}
+        exit_hours = self.clock.hours_at_wall(exit_info["ended_at_wall"]) if exit_info else None
+        loss_hours = self._capacity_loss_hours(record, now_hours)
+        if loss_hours is not None and (exit_hours is None or loss_hours <= exit_hours):
+            j = self.market.index(record["zone"], record["instance_type"])
+            available = self.market.available(j, self.grid_hours(loss_hours))
+            at = self.clock.timestamp_at(loss_hours).isoformat()
+            reason = f"trace shows {available} available < {record['count']} at {at}"
+            end(record, GroupStatus.PREEMPTED, loss_hours, reason)
+            if record["pgid"] is not None:
+                # The supervisor gave the notice at the loss itself; SIGKILL here only if it could not.
+                record["kill_after_wall"] = self.clock.wall_at_hours(loss_hours) + self.notice_wall_seconds
+            return
+        if exit_info is not None:
+            code = exit_info["returncode"]
+            status = GroupStatus.SUCCEEDED if code == 0 else GroupStatus.FAILED
+            reason = "workload vanished without an exit status" if code is None else f"workload exited {code}"
+            end(record, status, min(max(exit_hours, record["launched_at_hours"]), now_hours), reason)
+            record["exit_code"], record["killed"] = code, True
+
+    def capacity_loss_hours(
+        self, zone: str, instance_type: str, count: int, launched_at_hours: float
+    ) -> float | None:
+        """When the trace takes a spot gang's capacity away after its launch (None: never, in this trace)."""
+        j = self.market.index(zone, instance_type)
+        grid_hours = self.market.first_shortfall_hours(j, count, self.grid_hours(launched_at_hours))
+        return None if grid_hours is None else grid_hours - self.grid_offset_hours
+
+    def _capacity_loss_hours(self, record: dict, now_hours: float) -> float | None:
+        """When the trace took the spot group's capacity away, if that has happened by now."""
+        if not record["spot"]:
+            return None
+        loss = self.capacity_loss_hours(
+            record["zone"], record["instance_type"], record["count"], record["launched_at_hours"]
+        )
+        return loss if loss is not None and loss <= now_hours else None
+
+
+def end(record: dict, status: GroupStatus, at_hours: float, reason: str) -> None:
+    record.update(state=status.value, ended_at_hours=at_hours, end_reason=reason)
+
+
+def handle_of(record: dict) -> GroupHandle:
+    return GroupHandle(
+        cloud=record["cloud"],
+        zone=record["zone"],
+        instance_ids=tuple(record["instance_ids"]),
+        spot=record["spot"],
+        client_token=record["client_token"],
+    )
+
+
+def same_request(record: dict, request: LaunchRequest) -> dict:
+    """The group a reused client token names, if the request matches it (as EC2 checks idempotent calls)."""
+    differ = [f for f in ("zone", "instance_type", "count", "spot") if record[f] != getattr(request, f)]
+    if differ:
+        raise ValueError(
+            f"client token {request.client_token!r} was used for group {record['group_id']} with other "
+            f"{', '.join(differ)}; use a new token for a different launch"
+        )
+    return record

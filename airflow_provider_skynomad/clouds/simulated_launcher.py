@@ -1,0 +1,204 @@
+"""How the simulated cloud runs a workload: a small supervisor process per group.
+
+Why a supervisor rather than launching the command directly:
+
+- **cold start** — the workload must not start before the cold start has elapsed on the
+  simulated clock; the supervisor sleeps until that wall time, then starts it;
+- **exit status across processes** — only a parent can reap a child, but the trigger that
+  polls is not the worker that launched; the supervisor records the exit code and the wall
+  time of the exit in `exit.json`, which any process can read;
+- **preempted on time** — the trace's next capacity loss is known at launch; the supervisor
+  SIGTERMs the group at that instant and SIGKILLs it after the notice, so the workload makes
+  no progress the trace would not allow, however rarely anyone polls;
+- **dies with the group** — it runs in its own session (process group), so one `killpg`
+  stops it and the workload together; a SIGTERM from outside also starts the notice, and
+  when the workload ends the supervisor kills any stragglers;
+- **liveness without zombies** — the supervisor double-forks (the launching process reaps
+  the short-lived middle process at once), and the group holds an exclusive `flock` on
+  `alive.lock` for as long as any member lives. Locks are released when a process dies,
+  even while it lingers as a zombie, so "lock free" reliably means "group gone" even where
+  nobody reaps orphans.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .simulated_store import atomic_write_json
+
+SPEC_FILE = "launch.json"
+EXIT_FILE = "exit.json"
+ALIVE_FILE = "alive.lock"
+LOG_FILE = "workload.log"
+_LAUNCHER_TIMEOUT_SECONDS = 60
+
+
+def spawn_group(
+    group_dir: Path,
+    command: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    start_at_wall: float,
+    notice_wall_seconds: float,
+    preempt_at_wall: float | None = None,
+) -> int:
+    """Start the supervisor for one group; return its process group id (to signal the group).
+
+    `env` reaches the workload through the process environment only: it is never written to
+    disk (it holds this host's environment, which may hold secrets).
+    """
+    group_dir.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "command": list(command),
+        "cwd": str(cwd),
+        "start_at_wall": start_at_wall,
+        "notice_wall_seconds": notice_wall_seconds,
+        "preempt_at_wall": preempt_at_wall,
+    }
+    atomic_write_json(group_dir / SPEC_FILE, spec)
+    with open(group_dir / LOG_FILE, "ab") as log:
+        middle = subprocess.Popen(
+            [sys.executable, "-m", __name__, str(group_dir)],
+            start_new_session=True,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            close_fds=True,
+        )
+    returncode = middle.wait(timeout=_LAUNCHER_TIMEOUT_SECONDS)
+    if returncode != 0:
+        raise RuntimeError(
+            f"simulated cloud: the group supervisor failed to start (exit {returncode}); see {group_dir / LOG_FILE}"
+        )
+    return middle.pid  # the session leader's id is the group id, valid while any member lives
+
+
+def group_alive(group_dir: Path) -> bool:
+    """Whether any process of the group is still alive (it holds the group's flock)."""
+    try:
+        fd = os.open(group_dir / ALIVE_FILE, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return True
+        raise
+    finally:
+        os.close(fd)  # closing also releases the lock if we just took it
+    return False
+
+
+def signal_group(pgid: int, group_dir: Path, signum: int) -> None:
+    """Send `signum` to every process of the group, if it still has any (never to a reused id)."""
+    if not group_alive(group_dir):
+        return
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def read_exit(group_dir: Path) -> dict | None:
+    """{"returncode", "ended_at_wall"} once the workload has exited, else None."""
+    try:
+        with open(group_dir / EXIT_FILE) as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        return None
+
+
+def _supervise(group_dir: Path, alive_fd: int) -> None:
+    """Runs in the group: wait out the cold start, run the workload, preempt it on time, record its end.
+
+    `preempt_at_wall` is the trace's capacity loss, known at launch: the supervisor stops the
+    workload at that instant itself, so the workload never makes progress the trace would not
+    allow, however rarely anyone polls. Stopping = SIGTERM to the group, SIGKILL after the notice.
+    """
+    spec = json.loads((group_dir / SPEC_FILE).read_text())
+    notice = float(spec["notice_wall_seconds"])
+    start_at = float(spec["start_at_wall"])
+    preempt_at = spec.get("preempt_at_wall")
+    state: dict = {"child": None, "stopping": False}
+
+    def stop(send_term: bool) -> None:
+        if state["child"] is None:
+            os._exit(0)  # still in the cold start: there is no workload to give notice to
+        if state["stopping"]:
+            return
+        state["stopping"] = True
+        if send_term:
+            os.killpg(0, signal.SIGTERM)  # reaches this process too; `stopping` makes that a no-op
+        signal.setitimer(signal.ITIMER_REAL, max(notice, 1e-3))
+
+    def on_term(signum, frame):
+        stop(send_term=False)  # sent to the whole group already
+
+    def on_alarm(signum, frame):
+        if state["stopping"]:
+            os.killpg(0, signal.SIGKILL)  # the notice is over
+        else:
+            stop(send_term=True)  # the trace's capacity loss
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGALRM, on_alarm)
+    if preempt_at is not None and preempt_at <= start_at:
+        _sleep_until(preempt_at)
+        os._exit(0)  # preempted during the cold start
+    _sleep_until(start_at)
+    # Block our signals while starting the child, so the handlers always see it once it exists.
+    signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED)
+    try:
+        state["child"] = subprocess.Popen(
+            spec["command"],
+            cwd=spec["cwd"],
+            env={**os.environ, "SKYNOMAD_WORKLOAD_START_WALL": repr(start_at)},
+            stdin=subprocess.DEVNULL,
+            pass_fds=(alive_fd,),
+            preexec_fn=_unblock,  # the mask is inherited: give the workload normal signals
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        print(f"simulated cloud: cannot start workload {spec['command']!r}: {exc}", file=sys.stderr, flush=True)
+        returncode = 127
+    else:
+        if preempt_at is not None:
+            signal.setitimer(signal.ITIMER_REAL, max(preempt_at - time.time(), 1e-3))
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _HANDLED)
+        returncode = state["child"].wait()
+    atomic_write_json(group_dir / EXIT_FILE, {"returncode": returncode, "ended_at_wall": time.time()})
+    os.killpg(0, signal.SIGKILL)  # the group ends with its workload: no stragglers, no orphans
+
+
+_HANDLED = {signal.SIGTERM, signal.SIGALRM}
+
+
+def _unblock() -> None:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _HANDLED)
+
+
+def _sleep_until(wall: float) -> None:
+    while (remaining := wall - time.time()) > 0:
+        time.sleep(remaining)
+
+
+def main(argv: list[str]) -> None:
+    group_dir = Path(argv[0])
+    alive_fd = os.open(group_dir / ALIVE_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(alive_fd, fcntl.LOCK_EX)  # before the fork: the lock is held from the launch on
+    if os.fork() > 0:
+        os._exit(0)
+    _supervise(group_dir, alive_fd)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

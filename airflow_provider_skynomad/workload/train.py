@@ -1,0 +1,222 @@
+"""Deterministic mini-batch training that checkpoints after every step and resumes from it.
+
+`SGDClassifier.partial_fit` over scikit-learn's bundled digits (no download), one fixed
+mini-batch per step. Why it resumes bit-identically:
+
+- the batch of step k is a pure function of (seed, k) — a per-epoch permutation seeded by
+  (seed, epoch) — so no RNG state has to survive a kill;
+- the estimator's `random_state` is an int, so every `partial_fit` call reseeds identically;
+- all learned state (weights, `t_`, learning-rate schedule) lives in the pickled estimator,
+  written after every step with write-to-temp + `os.replace`, so a SIGKILL at any instant
+  leaves either the previous or the new checkpoint, never a torn one;
+- every step, interrupted run or not, continues from the estimator *unpickled from the
+  checkpoint bytes it just wrote*. Equal values are not enough for equal pickle bytes (an
+  unpickled array carries its own dtype object where a fresh one shares numpy's, which
+  changes pickle's memo references), so an uninterrupted run is made a chain of resumes:
+  step k+1 is a function of checkpoint k's bytes alone, and equal bytes follow by induction.
+
+The progress file is replaced after the checkpoint it describes, so it never claims more
+than the checkpoint holds. Pacing sleeps towards a deadline measured from the run's start
+(`SKYNOMAD_WORKLOAD_START_WALL`, set by the simulated cloud's launcher), so interpreter and
+scikit-learn import time is absorbed instead of stretching the simulated work.
+
+Usage::
+
+    python -m airflow_provider_skynomad.workload.train --checkpoint-dir DIR --total-steps N \\
+        (--seconds-per-step S | --work-hours H) [--seed 0]
+
+Exit codes: 0 done (`model.pkl` written), 2 bad arguments or a checkpoint of another job.
+"""
+
+from __future__ import annotations
+
+import time
+
+_IMPORTED_AT_WALL = time.time()  # before the heavy imports below: they count as part of the run
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import pickle  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+CHECKPOINT_FILE = "checkpoint.pkl"
+PROGRESS_FILE = "progress.json"
+MODEL_FILE = "model.pkl"
+BATCH_SIZE = 64
+CLASSES = np.arange(10)
+CHECKPOINT_FORMAT = 1
+
+
+class CheckpointMismatch(ValueError):
+    """The checkpoint in the directory belongs to a run with other settings."""
+
+
+def load_data() -> tuple[np.ndarray, np.ndarray]:
+    """Digits scaled to [0, 1]; bundled with scikit-learn, so nothing is downloaded."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    return (digits.data / 16.0).astype(np.float64), digits.target.astype(np.int64)
+
+
+def batch_indices(step: int, n_samples: int, seed: int) -> np.ndarray:
+    """Rows of step `step`: a pure function of (seed, step), so resuming needs no RNG state."""
+    per_epoch = n_samples // BATCH_SIZE
+    epoch, position = divmod(step, per_epoch)
+    order = np.random.default_rng([seed, epoch]).permutation(n_samples)
+    return order[position * BATCH_SIZE : (position + 1) * BATCH_SIZE]
+
+
+def new_model(seed: int):
+    from sklearn.linear_model import SGDClassifier
+
+    return SGDClassifier(loss="log_loss", alpha=1e-4, learning_rate="optimal", random_state=seed)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write-to-temp in the same directory, fsync, then `os.replace`: readers see old or new, never half."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide checkpoints from other users of the zone dir
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def load_checkpoint(checkpoint_dir: Path, total_steps: int, seed: int):
+    """(model, step) from the directory's checkpoint, or (None, 0) when there is none."""
+    path = checkpoint_dir / CHECKPOINT_FILE
+    if not path.exists():
+        return None, 0
+    with path.open("rb") as handle:
+        state = pickle.load(handle)
+    expected = {"format": CHECKPOINT_FORMAT, "total_steps": total_steps, "seed": seed}
+    found = {key: state.get(key) for key in expected}
+    if found != expected:
+        raise CheckpointMismatch(
+            f"{path}: checkpoint was written with {found}, this run has {expected}; "
+            "resume with the same settings or point --checkpoint-dir at an empty directory"
+        )
+    return state["model"], int(state["step"])
+
+
+def save_checkpoint(checkpoint_dir: Path, model, step: int, total_steps: int, seed: int):
+    """Write checkpoint then progress; return the model as a resume would load it (see module docstring)."""
+    state = {"format": CHECKPOINT_FORMAT, "model": model, "step": step, "total_steps": total_steps, "seed": seed}
+    blob = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+    _atomic_write(checkpoint_dir / CHECKPOINT_FILE, blob)
+    progress = {"step": step, "total_steps": total_steps}
+    _atomic_write(checkpoint_dir / PROGRESS_FILE, json.dumps(progress).encode())
+    return pickle.loads(blob)["model"]
+
+
+def train(
+    checkpoint_dir: str | Path,
+    total_steps: int,
+    seconds_per_step: float = 0.0,
+    seed: int = 0,
+    started_at_wall: float | None = None,
+):
+    """Run (or resume) to `total_steps`; return the final model, also written to `model.pkl`.
+
+    Step j of this run (counting from the resume point) finishes no earlier than
+    `started_at_wall + (j + 1) · seconds_per_step`.
+    """
+    checkpoint_dir = Path(checkpoint_dir)
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    started_at_wall = time.time() if started_at_wall is None else started_at_wall
+    features, labels = load_data()
+    model, step = load_checkpoint(checkpoint_dir, total_steps, seed)
+    if model is None:
+        model = new_model(seed)
+    first_step = step
+    while step < total_steps:
+        rows = batch_indices(step, len(labels), seed)
+        model.partial_fit(features[rows], labels[rows], classes=CLASSES)
+        step += 1
+        wait_seconds = started_at_wall + (step - first_step) * seconds_per_step - time.time()
+        if wait_seconds > 0:
+            time.sleep(wait_seconds)
+        model = save_checkpoint(checkpoint_dir, model, step, total_steps, seed)
+    _atomic_write(checkpoint_dir / MODEL_FILE, pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL))
+    return model
+
+
+def seconds_per_step_for(work_hours: float, total_steps: int, speed: float) -> float:
+    """Wall seconds per step so that the whole run costs `work_hours` on a clock running `speed`× real time."""
+    return work_hours * 3600.0 / total_steps / speed
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m " + __spec__.name if __spec__ else "train", description=__doc__)
+    parser.add_argument(
+        "--checkpoint-dir",
+        default=os.environ.get("SKYNOMAD_CHECKPOINT_DIR"),
+        help="where checkpoint.pkl, progress.json and model.pkl live (default: $SKYNOMAD_CHECKPOINT_DIR)",
+    )
+    parser.add_argument("--total-steps", type=int, required=True)
+    pace = parser.add_mutually_exclusive_group()
+    pace.add_argument("--seconds-per-step", type=float, help="wall seconds per step (default 0: as fast as possible)")
+    pace.add_argument(
+        "--work-hours",
+        type=float,
+        help="simulated hours of the whole run; the pace is derived from $SKYNOMAD_SIM_SPEED (default 1 = real time)",
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if not args.checkpoint_dir:
+        parser.error("--checkpoint-dir is required (or set SKYNOMAD_CHECKPOINT_DIR)")
+    if args.total_steps < 1:
+        parser.error(f"--total-steps must be ≥ 1, got {args.total_steps}")
+    if args.work_hours is not None:
+        if args.work_hours < 0:
+            parser.error(f"--work-hours must be ≥ 0, got {args.work_hours}")
+        speed_text = os.environ.get("SKYNOMAD_SIM_SPEED", "1")
+        try:
+            speed = float(speed_text)
+        except ValueError:
+            parser.error(f"SKYNOMAD_SIM_SPEED must be simulated seconds per wall second, got {speed_text!r}")
+        if speed <= 0:
+            parser.error(f"SKYNOMAD_SIM_SPEED must be > 0, got {speed}")
+        args.seconds_per_step = seconds_per_step_for(args.work_hours, args.total_steps, speed)
+    if args.seconds_per_step is None:
+        args.seconds_per_step = 0.0
+    if args.seconds_per_step < 0:
+        parser.error(f"--seconds-per-step must be ≥ 0, got {args.seconds_per_step}")
+    return args
+
+
+def _run_started_at_wall() -> float:
+    """The launcher's planned start of this run when known, else when this module began importing."""
+    text = os.environ.get("SKYNOMAD_WORKLOAD_START_WALL")
+    try:
+        return float(text) if text else _IMPORTED_AT_WALL
+    except ValueError:
+        return _IMPORTED_AT_WALL
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    try:
+        train(args.checkpoint_dir, args.total_steps, args.seconds_per_step, args.seed, _run_started_at_wall())
+    except CheckpointMismatch as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,422 @@
+"""SimulatedCloud: capacity, preemption, idempotency, cross-process state, billing, process hygiene, egress.
+
+Most tests replay a tiny synthetic trace (hourly rows, exact prices) at 36 000× real time, so
+one simulated hour takes 0.1 wall seconds and costs can be asserted exactly; one test replays
+a window of the bundled GCP trace with a known capacity loss.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from airflow_provider_skynomad.clouds.base import CapacityError, GroupHandle, GroupStatus, LaunchRequest
+from airflow_provider_skynomad.clouds.simulated import CLIENT_TOKEN_TAG, SimulatedCloud, TraceEndedError
+from airflow_provider_skynomad.market.observations import read_observations
+from airflow_provider_skynomad.workload import train_command
+
+FAST = 36000.0  # simulated seconds per wall second: 1 simulated hour = 0.1 s
+START = pd.Timestamp("2025-01-01T00:00:00Z")
+BUNDLED_GCP = Path(__file__).parents[2] / "airflow_provider_skynomad" / "data" / "gcp-h100-2025-first-week.csv.gz"
+SLEEPER = (sys.executable, "-c", "import time; time.sleep(600)")
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="process checks read /proc (Linux)")
+
+
+def _zone_rows(hour: int) -> list[tuple]:
+    """(zone, region, available, spot $/h, on-demand $/h) at trace hour `hour`.
+
+    r1-a loses capacity at hour 10 and regains it at hour 11; its spot price doubles at hour 5.
+    """
+    return [
+        ("r1-a", "r1", 0 if hour == 10 else 4, 1.0 if hour < 5 else 2.0, 10.0),
+        ("r1-b", "r1", 4, 1.5, 10.0),
+        ("r2-a", "r2", 1, 3.0, 12.0),
+    ]
+
+
+@pytest.fixture
+def trace(tmp_path) -> Path:
+    rows = [
+        {
+            "observed_at": (START + pd.Timedelta(hours=h)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "cloud": "gcp",
+            "region": region,
+            "zone": zone,
+            "instance_type": "g1",
+            "accelerator": "H100",
+            "accelerator_count": 1,
+            "requested": 4,
+            "available": available,
+            "spot_price": spot,
+            "on_demand_price": on_demand,
+        }
+        for h in range(48)
+        for zone, region, available, spot, on_demand in _zone_rows(h)
+    ]
+    path = tmp_path / "trace.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_groups(tmp_path):
+    """Whatever a test leaves running (even when it fails) is terminated, so no test leaks processes."""
+    yield
+    for config in tmp_path.rglob("cloud.json"):
+        cloud = SimulatedCloud.attach(config.parent)
+        for group in cloud.groups():
+            cloud.terminate(GroupHandle.from_dict({k: group[k] for k in GroupHandle.__dataclass_fields__}))
+
+
+@pytest.fixture
+def cloud(trace, tmp_path) -> SimulatedCloud:
+    return SimulatedCloud(trace, tmp_path / "state", speed=FAST)
+
+
+def request(zone: str = "r1-b", token: str = "job-1", spot: bool = True, count: int = 2, **kwargs) -> LaunchRequest:
+    region = zone.split("-")[0]
+    return LaunchRequest(
+        cloud="gcp", region=region, zone=zone, instance_type="g1", count=count, spot=spot, client_token=token, **kwargs
+    )
+
+
+def live_members(pgid: int) -> list[int]:
+    """Pids of the process group that are alive (zombies excluded: they are dead, just unreaped)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+def wait_for(predicate, timeout_s: float = 20.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.01)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+# -- capacity and preemption ----------------------------------------------------------------
+
+
+def test_spot_launch_without_capacity_is_refused_and_nothing_is_billed(cloud):
+    with pytest.raises(CapacityError, match="r2-a.*1 available"):
+        cloud.launch(request("r2-a", command=SLEEPER))
+    bill = cloud.bill()
+    assert bill["groups"] == [] and bill["total_usd"] == 0
+    assert not (cloud.state_dir / "groups").exists()  # no process was started
+    # On-demand always launches, whatever the spot capacity.
+    handle = cloud.launch(request("r2-a", spot=False))
+    assert cloud.poll(handle) in (GroupStatus.STARTING, GroupStatus.RUNNING)
+
+
+def test_preemption_at_the_traces_capacity_loss_gives_notice_then_kills(trace, tmp_path):
+    """Clock hour 0 = trace hour 8, so r1-a loses capacity at clock hour 2 (0.2 wall seconds)."""
+    cloud = SimulatedCloud(trace, tmp_path / "state", speed=FAST, trace_start=8.0, preemption_notice_seconds=3600)
+    ignores_sigterm = textwrap.dedent(
+        """
+        import pathlib, signal, time
+        signal.signal(signal.SIGTERM, lambda *a: pathlib.Path("got-sigterm").touch())
+        pathlib.Path("started").touch()
+        while True:
+            time.sleep(1)
+        """
+    )
+    handle = cloud.launch(request("r1-a", command=(sys.executable, "-c", ignores_sigterm)))
+    zone_dir = cloud.zone_dir("r1-a")
+    wait_for(lambda: (zone_dir / "started").exists(), what="workload start")
+    pgid = cloud.describe(handle)["pgid"]
+    assert cloud.now_hours() < 2.0 and cloud.poll(handle) is GroupStatus.RUNNING
+
+    cloud.sleep_until_simulated(2.2)
+    assert cloud.poll(handle) is GroupStatus.PREEMPTED
+    wait_for(lambda: (zone_dir / "got-sigterm").exists(), what="SIGTERM notice")
+    # It ignores SIGTERM; the supervisor SIGKILLs the whole group once the notice (0.1 s) is over.
+    wait_for(lambda: not live_members(pgid), what="group killed after the notice")
+
+    record = cloud.describe(handle)
+    assert record["ended_at_hours"] == 2.0
+    assert record["ended_at"] == "2025-01-01T10:00:00+00:00"
+    assert "0 available < 2" in record["end_reason"]
+    cloud.sleep_until_simulated(3.5)  # trace hour 11.5: capacity is back, the group stays preempted
+    assert cloud.poll(handle) is GroupStatus.PREEMPTED
+
+
+def test_preemption_is_found_however_late_the_poll(trace, tmp_path):
+    """Nobody polls during the loss; the group still ends, and stops billing, at the trace's instant."""
+    cloud = SimulatedCloud(trace, tmp_path / "state", speed=FAST, trace_start=9.5)
+    handle = cloud.launch(request("r1-a", command=SLEEPER))
+    pgid = cloud.describe(handle)["pgid"]
+    cloud.sleep_until_simulated(2.0)  # trace hour 11.5, after the one-hour outage
+    assert not live_members(pgid)  # stopped at the loss by its supervisor, before anyone polled
+    assert cloud.poll(handle) is GroupStatus.PREEMPTED
+    record = cloud.describe(handle)
+    assert record["ended_at_hours"] == pytest.approx(0.5)
+    assert record["usd"] == pytest.approx(2 * 2.0 * (0.5 - record["launched_at_hours"]))
+
+
+def test_capacity_loss_in_the_bundled_gcp_trace(tmp_path):
+    """Find a drop below the gang size in a real zone with pandas; the group is preempted exactly then."""
+    zone, gang = "us-west1-a", 8
+    available = read_observations(BUNDLED_GCP, zones=[zone]).set_index("observed_at")["available"]
+    drops = (available < gang) & (available.shift() >= gang)
+    loss_at = drops[drops].index[0]
+    before = available.index[available.index.get_loc(loss_at) - 1]
+    cloud = SimulatedCloud(BUNDLED_GCP, tmp_path / "state", speed=FAST, trace_start=before.isoformat())
+    region = zone.rsplit("-", 1)[0]
+    handle = cloud.launch(LaunchRequest("gcp", region, zone, "a3-highgpu-1g", gang, True, "gcp-1", command=SLEEPER))
+    cloud.sleep_until_simulated((loss_at - before) / pd.Timedelta(hours=1) + 0.01)
+    with pytest.raises(CapacityError):  # a new gang is refused there now, too
+        cloud.launch(LaunchRequest("gcp", region, zone, "a3-highgpu-1g", gang, True, "gcp-2"))
+    assert cloud.poll(handle) is GroupStatus.PREEMPTED
+    assert pd.Timestamp(cloud.describe(handle)["ended_at"]) == loss_at
+
+
+# -- idempotency, cross-process state -------------------------------------------------------
+
+
+def test_launch_is_idempotent_on_the_client_token(cloud):
+    first = cloud.launch(request("r1-b", command=SLEEPER, tags={"skynomad-job": "j1"}))
+    again = cloud.launch(request("r1-b", command=SLEEPER, tags={"skynomad-job": "j1"}))
+    assert again == first
+    groups = cloud.groups()
+    assert len(groups) == 1 and len(list((cloud.state_dir / "groups").iterdir())) == 1
+    assert groups[0]["tags"] == {"skynomad-job": "j1", CLIENT_TOKEN_TAG: "job-1"}
+    assert [g["group_id"] for g in cloud.groups({"skynomad-job": "j1"})] == [groups[0]["group_id"]]
+    assert cloud.groups({"skynomad-job": "j2"}) == []
+    with pytest.raises(ValueError, match="client token 'job-1'.*zone"):
+        cloud.launch(request("r1-a", command=SLEEPER))
+    cloud.terminate(first)
+
+
+def test_another_process_sees_the_same_clock_and_groups(cloud, trace):
+    handle = cloud.launch(request("r1-b", command=SLEEPER, tags={"team": "ml"}))
+    script = textwrap.dedent(
+        f"""
+        import json, sys
+        from airflow_provider_skynomad.clouds.base import GroupHandle
+        from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+        cloud = SimulatedCloud.attach({str(cloud.state_dir)!r})
+        handle = GroupHandle.from_dict(json.loads(sys.argv[1]))
+        print(json.dumps({{"now_hours": cloud.now_hours(), "status": cloud.poll(handle).value,
+                          "group": cloud.describe(handle)}}))
+        cloud.terminate(handle)
+        """
+    )
+    before = cloud.now_hours()
+    output = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(handle.to_dict())], capture_output=True, text=True, timeout=120
+    )
+    after = cloud.now_hours()
+    assert output.returncode == 0, output.stderr
+    seen = json.loads(output.stdout)
+    assert before <= seen["now_hours"] <= after  # one clock: the epoch is shared through state_dir
+    assert seen["status"] in ("starting", "running")
+    assert seen["group"]["group_id"] == cloud.describe(handle)["group_id"]
+    assert seen["group"]["tags"] == {"team": "ml", CLIENT_TOKEN_TAG: "job-1"}
+    assert cloud.poll(handle) is GroupStatus.TERMINATED  # terminated over there, seen here
+    assert not live_members(seen["group"]["pgid"])
+
+
+def test_launch_and_probe_refuse_to_run_past_the_end_of_the_trace(trace, tmp_path):
+    cloud = SimulatedCloud(trace, tmp_path / "state", speed=FAST, trace_start=47.5)  # the last row holds 1 h
+    cloud.sleep_until_simulated(1.1)
+    with pytest.raises(TraceEndedError, match="past the end of trace.csv.*fresh state_dir"):
+        cloud.launch(request())
+    with pytest.raises(TraceEndedError):
+        cloud.probe("r1", "r1-b", "g1", 1)
+
+
+def test_reopening_a_state_dir_with_other_settings_is_an_error(cloud, trace):
+    same = SimulatedCloud(trace, cloud.state_dir, speed=FAST)
+    assert same.clock == cloud.clock
+    with pytest.raises(ValueError, match="speed=36000.0 .asked 3600.0.*attach"):
+        SimulatedCloud(trace, cloud.state_dir, speed=3600)
+    assert SimulatedCloud.attach(cloud.state_dir).clock == cloud.clock
+
+
+# -- workload lifecycle ---------------------------------------------------------------------
+
+
+def test_workload_starts_after_the_cold_start_in_its_zone_directory(cloud):
+    reports = textwrap.dedent(
+        """
+        import json, os, pathlib, time
+        pathlib.Path("started.json").write_text(json.dumps({"wall": time.time(), "cwd": os.getcwd(),
+            "checkpoint_dir": os.environ["SKYNOMAD_CHECKPOINT_DIR"], "job": os.environ["JOB"]}))
+        """
+    )
+    env = {"SKYNOMAD_COLD_START_HOURS": "1.5", "JOB": "j1"}
+    handle = cloud.launch(request(command=(sys.executable, "-c", reports), env=env))
+    record = cloud.describe(handle)
+    assert cloud.poll(handle) is GroupStatus.STARTING
+    report_path = cloud.zone_dir("r1-b") / "started.json"
+    wait_for(lambda: cloud.poll(handle) is GroupStatus.SUCCEEDED, what="success")
+    started = json.loads(report_path.read_text())
+    assert started["wall"] >= cloud.clock.wall_at_hours(record["launched_at_hours"] + 1.5)
+    assert started["cwd"] == str(cloud.zone_dir("r1-b"))
+    assert started["checkpoint_dir"] == str(cloud.checkpoint_dir("r1-b"))
+    assert started["job"] == "j1"
+    ended = cloud.describe(handle)
+    assert ended["exit_code"] == 0 and ended["ended_at_hours"] >= record["launched_at_hours"] + 1.5
+    assert cloud.bill()["as_of_hours"] > ended["ended_at_hours"]  # billing stopped at the exit, not at the poll
+
+
+def test_exit_status_and_progress(cloud):
+    writes_progress = textwrap.dedent(
+        """
+        import json, os, pathlib, sys
+        pathlib.Path(os.environ["SKYNOMAD_CHECKPOINT_DIR"], "progress.json").write_text(
+            json.dumps({"step": 3, "total_steps": 4}))
+        sys.exit(int(sys.argv[1]))
+        """
+    )
+    env = {"SKYNOMAD_COLD_START_HOURS": "0"}
+    assert cloud.progress(cloud.launch(request("r2-a", spot=False, token="idle"))) is None  # no progress file yet
+    failed = cloud.launch(request("r1-b", token="fails", command=(sys.executable, "-c", writes_progress, "3"), env=env))
+    wait_for(lambda: cloud.poll(failed) is GroupStatus.FAILED, what="failure")
+    assert cloud.describe(failed)["exit_code"] == 3
+    assert cloud.progress(failed) == 0.75
+    ok = cloud.launch(request("r2-a", spot=False, token="works", command=(sys.executable, "-c", writes_progress, "0"), env=env))
+    wait_for(lambda: cloud.poll(ok) is GroupStatus.SUCCEEDED, what="success")
+    with pytest.raises(ValueError, match="SKYNOMAD_COLD_START_HOURS"):
+        cloud.launch(request("r1-a", token="bad", env={"SKYNOMAD_COLD_START_HOURS": "soon"}))
+
+
+def test_terminate_kills_the_whole_process_group_and_is_idempotent(cloud):
+    forks = (sys.executable, "-c", "import subprocess, time; subprocess.Popen(['sleep', '600']); time.sleep(600)")
+    handle = cloud.launch(request(command=forks, env={"SKYNOMAD_COLD_START_HOURS": "0"}))
+    pgid = cloud.describe(handle)["pgid"]
+    wait_for(lambda: len(live_members(pgid)) >= 3, what="supervisor, workload and its child")
+    cloud.terminate(handle)
+    cloud.terminate(handle)
+    assert cloud.poll(handle) is GroupStatus.TERMINATED
+    wait_for(lambda: not live_members(pgid), timeout_s=5, what="no process left in the group")
+    ended = cloud.describe(handle)["ended_at_hours"]
+    time.sleep(0.05)
+    assert cloud.describe(handle)["ended_at_hours"] == ended  # a second terminate did not move the end
+
+
+def test_terminate_during_the_cold_start_never_starts_the_workload(cloud):
+    marker = cloud.zone_dir("r1-b") / "started"
+    handle = cloud.launch(request(command=("touch", str(marker)), env={"SKYNOMAD_COLD_START_HOURS": "2"}))
+    pgid = cloud.describe(handle)["pgid"]
+    assert cloud.poll(handle) is GroupStatus.STARTING
+    cloud.terminate(handle)
+    cloud.sleep_until_simulated(cloud.describe(handle)["launched_at_hours"] + 3)
+    assert not marker.exists() and not live_members(pgid)
+
+
+# -- billing, probes, egress ----------------------------------------------------------------
+
+
+def test_bill_is_price_times_time_following_price_changes(trace, tmp_path):
+    """Clock hour 0 = trace hour 3: r1-a spot costs $1/h until clock hour 2, then $2/h."""
+    cloud = SimulatedCloud(trace, tmp_path / "state", speed=FAST, trace_start=3.0)
+    spot = cloud.launch(request("r1-a"))
+    on_demand = cloud.launch(request("r2-a", token="od", spot=False, count=3))
+    cloud.sleep_until_simulated(4.0)
+    cloud.terminate(spot)
+    cloud.terminate(on_demand)
+    bill = cloud.bill()
+    s, od = (next(g for g in bill["groups"] if g["zone"] == zone) for zone in ("r1-a", "r2-a"))
+    exact_spot = 2 * (1.0 * (2.0 - s["launched_at_hours"]) + 2.0 * (s["ended_at_hours"] - 2.0))
+    assert bill["spot_usd"] == pytest.approx(exact_spot, rel=1e-12)
+    assert bill["on_demand_usd"] == pytest.approx(3 * 12.0 * od["hours"], rel=1e-12)
+    # Against the nominal schedule (launch at 0, stop at 4): off only by wall-clock jitter.
+    assert bill["spot_usd"] == pytest.approx(2 * (1.0 * 2 + 2.0 * 2), abs=2 * 2.0 * 0.3)
+    assert bill["spot_hours"] == pytest.approx(4.0, abs=0.3) and bill["spot_instance_hours"] == 2 * bill["spot_hours"]
+    assert bill["on_demand_hours"] == pytest.approx(od["ended_at_hours"] - od["launched_at_hours"])
+    assert bill["total_usd"] == pytest.approx(bill["spot_usd"] + bill["on_demand_usd"])
+
+
+def test_probe_reports_capped_capacity_and_bills_one_minute(cloud):
+    result = cloud.probe("r1", "r1-a", "g1", 16)
+    assert (result.requested, result.available, result.spot_usd_per_hour, result.on_demand_usd_per_hour) == (
+        16, 4, 1.0, 10.0,
+    )  # fmt: skip
+    assert cloud.probe("r2", "r2-a", "g1", 1).available == 1
+    bill = cloud.bill()
+    assert bill["probes"] == 2
+    assert bill["probe_usd"] == pytest.approx(4 * 1.0 / 60 + 1 * 3.0 / 60)
+    with pytest.raises(ValueError, match="no market nowhere:g1"):
+        cloud.probe("r1", "nowhere", "g1", 1)
+    with pytest.raises(ValueError, match="region r1"):
+        cloud.probe("r2", "r1-a", "g1", 1)
+
+
+def test_copy_checkpoint_moves_files_and_charges_egress(trace, tmp_path):
+    cloud = SimulatedCloud(trace, tmp_path / "state", speed=FAST)
+    source = cloud.checkpoint_dir("r1-a")
+    source.mkdir(parents=True)
+    (source / "checkpoint.pkl").write_bytes(b"weights")
+    (source / "progress.json").write_text('{"step": 1, "total_steps": 2}')
+    stale = cloud.checkpoint_dir("r2-a")
+    stale.mkdir(parents=True)
+    (stale / "old.pkl").write_bytes(b"stale")
+
+    cloud.copy_checkpoint("r1-a", "r1-b", 50)  # same region: $0.01/GB
+    cloud.copy_checkpoint("r1-a", "r2-a", 50)  # another region: $0.02/GB
+    cloud.copy_checkpoint("r1-a", "r1-a", 50)  # same zone: nothing to do
+    cloud.copy_checkpoint("r1-b", "r1-b", 50)
+    assert sorted(p.name for p in cloud.checkpoint_dir("r2-a").iterdir()) == ["checkpoint.pkl", "progress.json"]
+    assert (cloud.checkpoint_dir("r1-b") / "checkpoint.pkl").read_bytes() == b"weights"
+    bill = cloud.bill()
+    assert bill["egress_usd"] == pytest.approx(50 * 0.01 + 50 * 0.02)
+    assert [e["target_zone"] for e in bill["egress"]] == ["r1-b", "r2-a"]
+
+    priced = SimulatedCloud(trace, tmp_path / "other", speed=FAST, egress_usd_per_gb=lambda a, b: 0.07)
+    priced.copy_checkpoint("r1-a", "r1-b", 10)  # nothing in r1-a here: nothing moved, nothing charged
+    priced.checkpoint_dir("r1-a").mkdir(parents=True)
+    (priced.checkpoint_dir("r1-a") / "checkpoint.pkl").write_bytes(b"w")
+    priced.copy_checkpoint("r1-a", "r2-a", 10)
+    assert priced.bill()["egress_usd"] == pytest.approx(0.7)
+
+
+# -- the real workload on the simulated cloud -----------------------------------------------
+
+
+def test_training_preempted_then_resumed_in_another_zone_ends_bit_identical(trace, tmp_path):
+    """Real clock speed 3600 (1 h per s): r1-a loses capacity 4 h in, mid-way through 6 h of training."""
+    from airflow_provider_skynomad.workload.train import MODEL_FILE, train
+
+    cloud = SimulatedCloud(trace, tmp_path / "state", speed=3600, trace_start=6.0)
+    command = train_command(total_steps=30, work_hours=6.0)
+    first = cloud.launch(request("r1-a", token="run-1", count=1, command=command))
+    wait_for(lambda: cloud.poll(first) is GroupStatus.PREEMPTED, timeout_s=60, what="preemption at clock hour 4")
+    done = cloud.progress(first)
+    assert done is not None and 0 < done < 1, f"preemption should land mid-run, progress was {done}"
+    # Stopped at the loss, not at the poll: no more steps than fit between the cold start and clock hour 4.
+    launched = cloud.describe(first)["launched_at_hours"]
+    assert done <= (4.0 - launched - 0.2) / 6.0 + 1e-9
+    wait_for(lambda: not live_members(cloud.describe(first)["pgid"]), what="preempted workload gone")
+
+    second = cloud.launch(request("r1-b", token="run-2", count=1, command=command))
+    cloud.copy_checkpoint("r1-a", "r1-b", 50)  # during the new group's cold start, as the driver does
+    wait_for(lambda: cloud.poll(second) is GroupStatus.SUCCEEDED, timeout_s=120, what="resumed run to finish")
+
+    reference = train(tmp_path / "uninterrupted", 30)
+    resumed = pickle.loads((cloud.checkpoint_dir("r1-b") / MODEL_FILE).read_bytes())
+    assert (resumed.coef_ == reference.coef_).all() and (resumed.intercept_ == reference.intercept_).all()
+    assert (cloud.checkpoint_dir("r1-b") / MODEL_FILE).read_bytes() == (tmp_path / "uninterrupted" / MODEL_FILE).read_bytes()
+    bill = cloud.bill()
+    assert bill["egress_usd"] == pytest.approx(0.5)
+    assert [g["status"] for g in bill["groups"]] == ["preempted", "succeeded"]
+    assert os.path.exists(cloud.state_dir / "groups" / cloud.describe(second)["group_id"] / "workload.log")
