@@ -124,7 +124,8 @@ def build_grid(frame: pd.DataFrame, step_hours: float | None = None) -> MarketGr
         available[:, j] = np.where(seen, rows["available"].to_numpy()[at], 0)
         spot[:, j] = np.where(seen, rows["spot_price"].to_numpy()[at], np.nan)
         on_demand[:, j] = np.where(seen, rows["on_demand_price"].to_numpy()[at], np.nan)
-    # A market first observed after the trace start has unknown prices before that: carry the first back.
-    spot = pd.DataFrame(spot).bfill().to_numpy()
-    on_demand = pd.DataFrame(on_demand).bfill().to_numpy()
+    # Before a market's first observation nothing is known: no capacity and an infinite price, so
+    # no policy (nor the optimum) can use it, and no view shows a price that was observed later.
+    spot = np.where(np.isnan(spot), np.inf, spot)
+    on_demand = np.where(np.isnan(on_demand), np.inf, on_demand)
     return MarketGrid(start, step_hours, markets, available, spot, on_demand)

@@ -52,10 +52,14 @@ def read_observations(path: str | Path, zones: list[str] | None = None) -> pd.Da
     if not path.exists():
         raise TraceError(f"{path}: no such trace file")
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (pd.errors.ParserError, UnicodeDecodeError, EOFError, OSError) as exc:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, EOFError, OSError) as exc:
         raise TraceError(f"{path}: not a readable CSV trace ({exc})") from exc
-    frame = validate_observations(frame, source=str(path))
+    # Blank lines are dropped, but errors keep the line numbers an editor shows (header = line 1).
+    blank = (frame == "").all(axis=1) if len(frame.columns) else pd.Series(False, index=frame.index)
+    lines = (np.flatnonzero(~blank.to_numpy()) + 2).tolist()
+    frame = frame[~blank].reset_index(drop=True)
+    frame = validate_observations(frame, source=str(path), line_numbers=lines)
     return select_zones(frame, zones, source=str(path))
 
 
@@ -73,7 +77,9 @@ def select_zones(frame: pd.DataFrame, zones: list[str] | None, source: str = "tr
     return frame[frame["zone"].isin(zones)].reset_index(drop=True)
 
 
-def validate_observations(frame: pd.DataFrame, source: str = "trace") -> pd.DataFrame:
+def validate_observations(
+    frame: pd.DataFrame, source: str = "trace", line_numbers: list[int] | None = None
+) -> pd.DataFrame:
     """Check columns, types and ordering; return a typed copy (UTC timestamps, numbers).
 
     Line numbers in errors count the header as line 1, as an editor shows the file.
@@ -84,8 +90,12 @@ def validate_observations(frame: pd.DataFrame, source: str = "trace") -> pd.Data
         raise TraceError(f"{where.at(line=1)}: missing columns {missing}; expected header {','.join(COLUMNS)}")
     if frame.empty:
         raise TraceError(f"{where.at()}: no observation rows")
+    frame = frame.reset_index(drop=True)
     out = frame[COLUMNS].copy()
-    line = lambda i: int(i) + 2  # noqa: E731 - header is line 1, rows start at 2
+
+    def line(i) -> int:
+        """File line of row position i (header is line 1)."""
+        return line_numbers[int(i)] if line_numbers is not None else int(i) + 2
 
     times = pd.to_datetime(out["observed_at"], utc=True, errors="coerce", format="ISO8601")
     bad = times.isna()

@@ -38,15 +38,18 @@ def step_progress_hours(job: JobSpec, state: JobState, view: MarketView, option:
 def is_safe(job: JobSpec, state: JobState, view: MarketView, option: Option | None) -> bool:
     """Choosing `option` for this step still leaves an on-demand rescue that meets the deadline."""
     remaining = job.work_hours - state.progress_hours
-    if option is not None and option.mode is Mode.ON_DEMAND:
-        # On-demand is never lost: it only has to finish itself.
-        warmup = state.warmup_left_hours if option == state.running else launch_delay_hours(
-            job, state, view, view.index(option.market)
-        )
-        return state.elapsed_hours + warmup + remaining <= job.deadline_hours + EPS_HOURS
+    if option is None:
+        warmup = 0.0
+    elif option == state.running:
+        warmup = state.warmup_left_hours
+    else:
+        warmup = launch_delay_hours(job, state, view, view.index(option.market))
+    finish = state.elapsed_hours + warmup + remaining
+    if option is not None and (option.mode is Mode.ON_DEMAND or finish <= state.elapsed_hours + view.step_hours):
+        # On-demand is never lost, and a group that finishes within this step is not lost either:
+        # either way it only has to finish in time itself.
+        return finish <= job.deadline_hours + EPS_HOURS
     after = remaining - step_progress_hours(job, state, view, option)
-    if after <= EPS_HOURS:
-        return True  # finishes within this step
     # The rescue runs on-demand where the checkpoint then is, so it pays a cold start but no transfer.
     rescue = after + job.cold_start_hours
     return state.elapsed_hours + view.step_hours + rescue <= job.deadline_hours + EPS_HOURS

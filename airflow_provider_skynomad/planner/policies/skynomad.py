@@ -135,6 +135,8 @@ class SkyNomadPolicy:
     def _probes(self, job: JobSpec, state: JobState, view: MarketView) -> tuple[str, ...]:
         """Stale markets cheaper than what we pay now: worth one minute of spot to learn about them."""
         current = state.running
+        if not is_safe(job, state, view, IDLE):
+            return ()  # on the safety net: nothing learnt now could be used
         if current is None:
             ceiling = np.inf
         else:

@@ -1,0 +1,166 @@
+"""Issue 2 benchmarks: policy cost vs the optimum, decision latency, evaluation wall time.
+
+    .venv/bin/python benchmarks/bench_policies.py            # everything (~5 min on 2 cores)
+    .venv/bin/python benchmarks/bench_policies.py --quick    # fewer windows
+
+(a) mean cost / optimum mean cost per policy, on the GCP H100 week (the paper's 6 zones, and all 13)
+    and the AWS V100 trace, at T/P ∈ {1.05, 1.2, 1.5, 2.0}, deadline 51.83 h, d = 0.2 h, S = 50 GB;
+(b) planner decision latency p50/p99 at 13 zones and at 200 zone×type options;
+(c) wall time of a 10-window × 5-policy evaluation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from concurrent.futures import ProcessPoolExecutor
+from importlib import resources
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from airflow_provider_skynomad.market.egress import EgressModel
+from airflow_provider_skynomad.market.grid import Market, MarketGrid, build_grid
+from airflow_provider_skynomad.market.observations import read_observations
+from airflow_provider_skynomad.planner.job import JobSpec
+from airflow_provider_skynomad.planner.registry import get_policy
+from airflow_provider_skynomad.simulation.evaluate import Evaluation
+from airflow_provider_skynomad.simulation.simulator import simulate
+
+DATA = resources.files("airflow_provider_skynomad") / "data"
+DEADLINE_HOURS = 51.8333
+RATIOS = (1.05, 1.2, 1.5, 2.0)
+PAPER_ZONES = "us-central1-a,us-west1-a,europe-west1-c,europe-west3-c,asia-southeast1-b,asia-south2-b".split(",")
+TRACES = {
+    "gcp-h100 (6 zones)": ("gcp-h100-2025-first-week.csv.gz", PAPER_ZONES, None),
+    "gcp-h100 (13 zones)": ("gcp-h100-2025-first-week.csv.gz", None, None),
+    "aws-v100 (9 zones)": ("aws-v100-2023.csv.gz", None, 20),
+}
+POLICIES = ("skynomad", "optimal", "on-demand", "uniform-progress", "eager-failover")
+console = Console()
+
+
+def load_grid(file: str, zones, step_minutes: float | None = None) -> MarketGrid:
+    frame = read_observations(DATA / file, zones)
+    grid = build_grid(frame)
+    minutes = step_minutes or max(1.0, round(grid.step_hours * 60))
+    return build_grid(frame, minutes / 60)
+
+
+def evaluate(args) -> tuple[str, float, dict, float]:
+    label, ratio, max_windows, policies, params = args
+    file, zones, default_windows = TRACES[label]
+    grid = load_grid(file, zones)
+    job = JobSpec(work_hours=DEADLINE_HOURS / ratio, deadline_hours=DEADLINE_HOURS, cold_start_hours=0.2,
+                  checkpoint_gb=50)
+    evaluation = Evaluation(job, grid, EgressModel().matrix(grid.markets), policies=policies,
+                            max_windows=max_windows or default_windows, policy_params=params)
+    started = time.perf_counter()
+    report = evaluation.run()
+    return label, ratio, report["summary"], time.perf_counter() - started
+
+
+def cost_table(quick: bool) -> None:
+    jobs = [(label, ratio, 4 if quick else None, POLICIES, {}) for label in TRACES for ratio in RATIOS]
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(evaluate, jobs))
+    table = Table(title="(a) mean cost ÷ optimal mean cost (misses in brackets when any)")
+    names = ["skynomad", "eager-failover", "uniform-progress-best", "uniform-progress-mean", "on-demand"]
+    for column in ("trace", "T/P", "optimal $", *names, "s"):
+        table.add_column(column, justify="right")
+    worst = {"skynomad": 0.0}
+    for label, ratio, summary, seconds in results:
+        cells = []
+        for name in names:
+            row = summary[name]
+            miss = f" [{row['misses']:g} miss]" if row["misses"] else ""
+            cells.append(f"{row['ratio_to_optimal']:.3f}{miss}")
+        table.add_row(label, f"{ratio}", f"{summary['optimal']['mean_cost_usd']:.2f}", *cells, f"{seconds:.0f}")
+        sky, eager = summary["skynomad"]["mean_cost_usd"], summary["eager-failover"]["mean_cost_usd"]
+        worst["skynomad"] = max(worst["skynomad"], sky / eager)
+    console.print(table)
+    console.print(f"max over rows of skynomad ÷ eager-failover mean cost: {worst['skynomad']:.3f}")
+
+
+def forecaster_table(quick: bool) -> None:
+    jobs = [
+        (label, 1.2, 4 if quick else 6, ("skynomad", "optimal"), {"skynomad": {"forecaster": name}})
+        for label in ("gcp-h100 (6 zones)", "aws-v100 (9 zones)")
+        for name in ("nelson-aalen", "learned", "constant")
+    ]
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(evaluate, jobs))
+    table = Table(title="planner cost with each lifetime forecaster (T/P 1.2)")
+    for column in ("trace", "forecaster", "skynomad ÷ optimal", "s"):
+        table.add_column(column, justify="right")
+    for (label, _, _, _, params), (_, _, summary, seconds) in zip(jobs, results):
+        table.add_row(label, params["skynomad"]["forecaster"], f"{summary['skynomad']['ratio_to_optimal']:.3f}",
+                      f"{seconds:.0f}")
+    console.print(table)
+
+
+def wide_grid(base: MarketGrid, markets: int, seed: int = 0) -> MarketGrid:
+    """`markets` options built from the real ones: prices jittered, availability shifted in time."""
+    rng = np.random.default_rng(seed)
+    cols = rng.integers(0, len(base.markets), markets)
+    shifts = rng.integers(0, base.ticks, markets)
+    scale = rng.uniform(0.8, 1.2, markets)
+    available = np.stack([np.roll(base.available[:, c], s) for c, s in zip(cols, shifts)], axis=1)
+    made = tuple(
+        Market(f"{base.markets[c].zone}:type{j}", base.markets[c].cloud, base.markets[c].region,
+               base.markets[c].zone, f"type{j}")
+        for j, c in enumerate(cols)
+    )
+    return MarketGrid(base.start, base.step_hours, made, available, base.spot_usd_per_hour[:, cols] * scale,
+                      base.on_demand_usd_per_hour[:, cols] * scale)
+
+
+def latency_table() -> None:
+    table = Table(title="(b) skynomad decision latency (every decision of whole simulated jobs)")
+    for column in ("markets", "options", "decisions", "p50 ms", "p99 ms", "max ms"):
+        table.add_column(column, justify="right")
+    base = load_grid("gcp-h100-2025-first-week.csv.gz", None)
+    for grid in (base, wide_grid(base, 100)):
+        job = JobSpec(work_hours=DEADLINE_HOURS / 1.2, deadline_hours=DEADLINE_HOURS)
+        egress = EgressModel().matrix(grid.markets)
+        times: list[float] = []
+        for start in (0, 216, 432, 648):
+            policy = get_policy("skynomad")
+            decide = policy.decide
+
+            def timed(*args, _decide=decide):
+                t0 = time.perf_counter()
+                out = _decide(*args)
+                times.append(time.perf_counter() - t0)
+                return out
+
+            policy.decide = timed
+            simulate(policy, job, grid, start, egress)
+        ms = np.array(times) * 1e3
+        table.add_row(str(len(grid.markets)), str(2 * len(grid.markets)), str(len(ms)),
+                      f"{np.percentile(ms, 50):.3f}", f"{np.percentile(ms, 99):.3f}", f"{ms.max():.2f}")
+    console.print(table)
+
+
+def wall_time() -> None:
+    grid = load_grid("gcp-h100-2025-first-week.csv.gz", None)
+    job = JobSpec(work_hours=DEADLINE_HOURS / 1.2, deadline_hours=DEADLINE_HOURS)
+    started = time.perf_counter()
+    evaluation = Evaluation(job, grid, EgressModel().matrix(grid.markets), policies=POLICIES, max_windows=10)
+    evaluation.run()
+    seconds = time.perf_counter() - started
+    runs = evaluation.total_runs()
+    console.print(f"(c) evaluation of 10 windows × 5 policies (13 zones, uniform-progress per zone = {runs} runs): "
+                  f"{seconds:.1f} s wall")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", choices=["cost", "forecasters", "latency", "wall"], default=None)
+    args = parser.parse_args()
+    steps = {"cost": cost_table, "forecasters": forecaster_table, "latency": latency_table, "wall": wall_time}
+    for name, step in steps.items():
+        if args.only in (None, name):
+            step(args.quick) if name in ("cost", "forecasters") else step()
