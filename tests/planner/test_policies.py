@@ -1,0 +1,193 @@
+"""Policies: well-formed, safe decisions on random states; eager-failover order; uniform progress stays on spot."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from skynomad_synth import STEP_HOURS, flat_egress, grids, jobs, make_grid, markets, segment_mode
+
+from airflow_provider_skynomad.market.grid import Market
+from airflow_provider_skynomad.market.view import MarketView
+from airflow_provider_skynomad.planner.actions import IDLE, Decision, Mode, Option
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
+from airflow_provider_skynomad.planner.registry import get_policy
+from airflow_provider_skynomad.planner.safety import is_safe
+from airflow_provider_skynomad.simulation.simulator import simulate
+
+POLICY_NAMES = ["skynomad", "on-demand", "uniform-progress", "eager-failover"]
+
+
+@st.composite
+def situations(draw):
+    """(policy name, params, job, state, view) with a consistent random state on a random market view."""
+    job = draw(jobs(feasible=True))
+    grid = draw(grids(ticks=30))
+    keys = grid.keys
+    name = draw(st.sampled_from(POLICY_NAMES))
+    params = {}
+    allowed = keys
+    if name == "uniform-progress":
+        params = {"zone": draw(st.sampled_from(keys))}
+        allowed = [params["zone"]]
+    tick = draw(st.integers(0, grid.ticks - 1))
+    T, P, d = job.deadline_hours, job.work_hours, job.cold_start_hours
+    t = round(draw(st.floats(0.0, 0.999)) * T / STEP_HOURS) * STEP_HOURS
+    p = min(draw(st.floats(0.0, 0.999)) * P, P * 0.999)
+    running = draw(st.one_of(st.none(), st.builds(Option, st.sampled_from(allowed), st.sampled_from(list(Mode)))))
+    if running is not None and running.mode is Mode.SPOT and not grid.usable(job.instances)[tick, keys.index(running.market)]:
+        running = None  # the simulator never asks with a lost spot group still "running"
+    warmup = draw(st.floats(0.0, d)) if running else 0.0
+    since = draw(st.floats(0.0, t)) if running else 0.0
+    checkpoint = running.market if running else draw(st.one_of(st.none(), st.sampled_from(allowed)))
+    preempted = draw(st.one_of(st.none(), st.sampled_from(keys)))
+    state = JobState(t, p, running, since, warmup, checkpoint, preempted)
+    seen = None
+    if draw(st.booleans()):
+        seen = np.random.default_rng(draw(st.integers(0, 1000))).random(grid.available.shape) < 0.3
+    view = MarketView(grid, tick, job.instances, seen, flat_egress(len(keys)))
+    return name, params, job, state, view
+
+
+def _rescuable(job: JobSpec, state: JobState, view: MarketView) -> bool:
+    """On-demand can still finish from here (by launching, or by staying on a running on-demand group)."""
+    remaining = job.work_hours - state.progress_hours
+    if state.running is not None and state.running.mode is Mode.ON_DEMAND:
+        if state.elapsed_hours + state.warmup_left_hours + remaining <= job.deadline_hours + 1e-9:
+            return True
+    return state.elapsed_hours + job.cold_start_hours + remaining <= job.deadline_hours + 1e-9
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(situations())
+def test_every_decision_is_well_formed_and_safe(situation):
+    name, params, job, state, view = situation
+    decision = get_policy(name, **params).decide(job, state, view, state.elapsed_hours)
+    assert isinstance(decision, Decision)
+    assert decision.try_in_order, "a decision must say what to run"
+    for option in decision.try_in_order:
+        assert option is None or (isinstance(option, Option) and option.market in view.keys
+                                  and isinstance(option.mode, Mode))
+    for market in decision.probes:
+        assert market in view.keys
+    # The list ends with something that cannot fail to "launch": idle, on-demand, or the running group.
+    last = decision.try_in_order[-1]
+    assert last is None or last.mode is Mode.ON_DEMAND or last == state.running, decision
+    # Nothing is listed after a sure option (it would never be tried).
+    for option in decision.try_in_order[:-1]:
+        assert option is not None and option.mode is Mode.SPOT and option != state.running, decision
+    assert Decision.from_dict(decision.to_dict()) == decision
+    if name == "uniform-progress":
+        assert {o.market for o in decision.try_in_order if o} <= {params["zone"]}
+    if name == "on-demand":
+        assert all(o is not None and o.mode is Mode.ON_DEMAND for o in decision.try_in_order)
+    # Safety: whenever on-demand can still finish, every option the policy may end up with keeps that true.
+    if _rescuable(job, state, view):
+        for option in decision.try_in_order:
+            assert is_safe(job, state, view, option), (option, decision)
+
+
+# --------------------------------------------------------------------------- eager failover
+
+
+def _failover_view(prices, regions):
+    ms = tuple(Market(f"{r}-{chr(97 + j)}", "gcp", r, f"{r}-{chr(97 + j)}", "t") for j, r in enumerate(regions))
+    grid = make_grid(np.ones((20, len(prices)), bool), prices, 20.0, market_list=ms)
+    return MarketView(grid, 5, 1, None, flat_egress(len(prices)))
+
+
+def _spot_tries(decision):
+    return [o.market for o in decision.try_in_order if o is not None and o.mode is Mode.SPOT]
+
+
+def test_eager_failover_tries_cheapest_spot_first_and_the_preempted_region_last():
+    prices = [2.0, 1.0, 3.0, 1.5, 0.5]
+    regions = ["us-central1", "us-central1", "europe-west1", "asia-south2", "us-east1"]
+    view = _failover_view(prices, regions)
+    k = view.keys
+    job = JobSpec(work_hours=4.0, deadline_hours=8.0, cold_start_hours=0.2)
+    ahead = JobState(elapsed_hours=1.0, progress_hours=1.0)  # ahead of the uniform line, plenty of slack
+    policy = get_policy("eager-failover")
+    # No preemption yet: plain price order.
+    assert _spot_tries(policy.decide(job, ahead, view, 1.0)) == [k[4], k[1], k[3], k[0], k[2]]
+    # Preempted in us-central1 (the 1.0 $/h zone): both us-central1 zones go last, price order kept.
+    after = ahead.advance(last_preempted_market=k[1], checkpoint_market=k[1])
+    assert _spot_tries(policy.decide(job, after, view, 1.0)) == [k[4], k[3], k[2], k[1], k[0]]
+
+
+def test_eager_failover_falls_back_to_on_demand_when_behind_and_idle_when_ahead():
+    view = _failover_view([2.0, 1.0], ["us-central1", "europe-west1"])
+    job = JobSpec(work_hours=4.0, deadline_hours=8.0, cold_start_hours=0.2)
+    policy = get_policy("eager-failover")
+    behind = policy.decide(job, JobState(elapsed_hours=2.0, progress_hours=0.5), view, 2.0)
+    assert behind.try_in_order[-1] is not None and behind.try_in_order[-1].mode is Mode.ON_DEMAND
+    ahead = policy.decide(job, JobState(elapsed_hours=2.0, progress_hours=1.5), view, 2.0)
+    assert ahead.try_in_order[-1] is IDLE
+
+
+def test_eager_failover_only_moves_when_preempted():
+    # Zone a (expensive) always has capacity; zone b (cheap) gets capacity after 1 h and keeps it.
+    available = np.ones((60, 2), bool)
+    available[:6, 1] = False
+    grid = make_grid(available, [3.0, 1.0], [10.0, 10.0])
+    job = JobSpec(work_hours=3.0, deadline_hours=6.0, cold_start_hours=0.2, checkpoint_gb=0)
+    result = simulate(get_policy("eager-failover"), job, grid, 0, flat_egress(2))
+    assert result.met_deadline
+    assert [s.option for s in result.segments] == ["spot(us-central1-a)"]
+    assert result.migrations == 0
+    # Preempt a at 1.5 h: it moves to b (cheapest available) and stays there.
+    available[9:, 0] = False
+    result = simulate(get_policy("eager-failover"), job, make_grid(available, [3.0, 1.0], [10.0, 10.0]), 0,
+                      flat_egress(2))
+    assert [(s.option, s.ended_by) for s in result.segments] == [
+        ("spot(us-central1-a)", "preempted"),
+        ("spot(us-central1-b)", "finished"),
+    ]
+    assert result.segments[1].start_hours == pytest.approx(1.5)
+
+
+# --------------------------------------------------------------------------- uniform progress
+
+
+def test_uniform_progress_stays_on_spot_until_preempted():
+    # One zone, spot available for 1.5 h, gone for 0.5 h, then back; prices change but it never leaves voluntarily.
+    available = np.ones((60, 1), bool)
+    available[9:12] = False
+    spot = np.full((60, 1), 1.0)
+    spot[3:] = 4.0  # spot gets expensive (still cheaper than on-demand): stays anyway
+    grid = make_grid(available, spot, 5.0, market_list=markets(1))
+    job = JobSpec(work_hours=3.0, deadline_hours=6.0, cold_start_hours=0.2, checkpoint_gb=0)
+    result = simulate(get_policy("uniform-progress", zone=grid.keys[0]), job, grid, 0, flat_egress(1))
+    assert result.met_deadline
+    first = result.segments[0]
+    assert first.option == "spot(us-central1-a)" and first.start_hours == 0
+    assert first.ended_by == "preempted" and first.end_hours == pytest.approx(1.5)
+    assert result.preemptions == 1
+    # After the outage it is back on spot and stays there to the end.
+    assert result.segments[-1].option == "spot(us-central1-a)" and result.segments[-1].ended_by == "finished"
+
+
+def test_uniform_progress_without_spot_follows_the_uniform_line_on_demand():
+    grid = make_grid(np.zeros((80, 1), bool), 1.0, 5.0, market_list=markets(1))
+    job = JobSpec(work_hours=3.0, deadline_hours=9.0, cold_start_hours=0.2, checkpoint_gb=0)
+    result = simulate(get_policy("uniform-progress", zone=grid.keys[0]), job, grid, 0, flat_egress(1))
+    assert result.met_deadline and result.spot_usd == 0
+    modes = {segment_mode(s.option) for s in result.segments}
+    assert modes == {"on-demand"}
+    # Not on-demand from the start to the end: it leaves when ahead of the line by 2d and comes back when behind.
+    assert len(result.segments) > 1
+    assert result.segments[0].start_hours == pytest.approx(STEP_HOURS)  # idle at t = 0 (on the line), then behind
+    for s in result.segments[:-1]:
+        assert s.ended_by == "idle"
+
+
+@pytest.mark.parametrize("name", ["skynomad", "eager-failover"])
+def test_policies_take_cheap_spot_when_it_is_there(name):
+    grid = make_grid(np.ones((60, 3), bool), [0.5, 2.0, 3.0], [10.0, 8.0, 9.0])
+    job = JobSpec(work_hours=3.0, deadline_hours=6.0, cold_start_hours=0.2, checkpoint_gb=50)
+    result = simulate(get_policy(name), job, grid, 6, flat_egress(3))
+    assert result.met_deadline
+    assert result.on_demand_usd == 0
+    assert [s.option for s in result.segments] == ["spot(us-central1-a)"]
+    assert result.spot_usd == pytest.approx(0.5 * 3.2)
