@@ -34,16 +34,16 @@ import pandas as pd
 
 from .base import CapacityError, Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult
 from .simulated_clock import SimClock, open_shared_clock, read_shared_settings
-from .simulated_groups import LIVE, GroupTracker, handle_of, same_request
+from .simulated_groups import CLIENT_TOKEN_TAG, GroupTracker, handle_of, new_record, same_request
 from .simulated_launcher import spawn_group
 from .simulated_market import TraceMarket
 from .simulated_store import StateStore
 
 COLD_START_ENV = "SKYNOMAD_COLD_START_HOURS"
 DEFAULT_COLD_START_HOURS = 0.2
-CLIENT_TOKEN_TAG = "skynomad:client-token"
 PROBE_HOURS = 1.0 / 60.0  # a probe holds what it was granted for one simulated minute
 _SETTINGS = ("trace_path", "speed", "trace_start", "preemption_notice_seconds")
+__all__ = ["CLIENT_TOKEN_TAG", "COLD_START_ENV", "DEFAULT_COLD_START_HOURS", "SimulatedCloud", "TraceEndedError"]
 
 
 class TraceEndedError(RuntimeError):
@@ -148,29 +148,7 @@ class SimulatedCloud(Cloud):
                         f"{self.clock.timestamp_at(now_hours).isoformat()} (the trace shows {available} available)"
                     )
             group_id = uuid.uuid4().hex[:12]
-            record = {
-                "group_id": group_id,
-                "client_token": request.client_token,
-                "cloud": request.cloud,
-                "region": request.region,
-                "zone": request.zone,
-                "instance_type": request.instance_type,
-                "count": request.count,
-                "spot": request.spot,
-                "instance_ids": [f"sim-{group_id}-{i}" for i in range(request.count)],
-                "tags": {**request.tags, CLIENT_TOKEN_TAG: request.client_token},
-                "command": list(request.command),
-                "launched_at_hours": now_hours,
-                "cold_start_hours": cold_start_hours,
-                "group_dir": str(self.state_dir / "groups" / group_id),
-                "pgid": None,
-                "state": LIVE,
-                "ended_at_hours": None,
-                "end_reason": None,
-                "exit_code": None,
-                "kill_after_wall": None,
-                "killed": False,
-            }
+            record = new_record(request, group_id, self.state_dir / "groups" / group_id, now_hours, cold_start_hours)
             self.checkpoint_dir(request.zone).mkdir(parents=True, exist_ok=True)
             if request.command:
                 loss = (

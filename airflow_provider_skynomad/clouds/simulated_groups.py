@@ -21,6 +21,36 @@ from .simulated_launcher import group_alive, read_exit, signal_group
 from .simulated_market import TraceMarket
 
 LIVE = "live"  # stored state of a group that has not ended; STARTING vs RUNNING is derived from the clock
+CLIENT_TOKEN_TAG = "skynomad:client-token"
+
+
+def new_record(
+    request: LaunchRequest, group_id: str, group_dir: Path, now_hours: float, cold_start_hours: float
+) -> dict:
+    """The stored record of a group launched now; tagged like a real cloud tags its instances."""
+    return {
+        "group_id": group_id,
+        "client_token": request.client_token,
+        "cloud": request.cloud,
+        "region": request.region,
+        "zone": request.zone,
+        "instance_type": request.instance_type,
+        "count": request.count,
+        "spot": request.spot,
+        "instance_ids": [f"sim-{group_id}-{i}" for i in range(request.count)],
+        "tags": {**request.tags, CLIENT_TOKEN_TAG: request.client_token},
+        "command": list(request.command),
+        "launched_at_hours": now_hours,
+        "cold_start_hours": cold_start_hours,
+        "group_dir": str(group_dir),
+        "pgid": None,  # process group of the supervisor and workload; None when there is no command
+        "state": LIVE,
+        "ended_at_hours": None,
+        "end_reason": None,
+        "exit_code": None,
+        "kill_after_wall": None,  # preempted: SIGKILL by then if the supervisor has not
+        "killed": False,
+    }
 
 
 class GroupTracker:

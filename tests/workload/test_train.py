@@ -132,7 +132,11 @@ def test_work_hours_are_paced_by_the_simulated_clock_speed(tmp_path):
     """
     assert seconds_per_step_for(4.0, 40, 36000.0) == pytest.approx(0.01)
     started = time.time()
-    env = {"SKYNOMAD_SIM_SPEED": "36000", "SKYNOMAD_CHECKPOINT_DIR": str(tmp_path), "SKYNOMAD_WORKLOAD_START_WALL": str(started)}
+    env = {
+        "SKYNOMAD_SIM_SPEED": "36000",
+        "SKYNOMAD_CHECKPOINT_DIR": str(tmp_path),
+        "SKYNOMAD_WORKLOAD_START_WALL": str(started),
+    }
     argv = list(train_command(total_steps=40, work_hours=4.0))
     assert subprocess.run(argv, env={**os.environ, **env}, timeout=120).returncode == 0
     assert time.time() - started >= 0.4
