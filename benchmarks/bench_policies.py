@@ -38,7 +38,7 @@ TRACES = {
     "aws-v100 (9 zones)": ("aws-v100-2023.csv.gz", None, 20),
 }
 POLICIES = ("skynomad", "optimal", "on-demand", "uniform-progress", "eager-failover")
-console = Console()
+console = Console(width=170)
 
 
 def load_grid(file: str, zones, step_minutes: float | None = None) -> MarketGrid:

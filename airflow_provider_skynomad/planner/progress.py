@@ -27,6 +27,26 @@ def value_of_progress(job: JobSpec, state: JobState, cheapest_on_demand_usd_per_
     return min(value, cap)
 
 
+def slack_value(
+    job: JobSpec, state: JobState, cheapest_on_demand_usd_per_hour: float, reference_usd_per_hour: float
+) -> float:
+    """Value of progress anchored at the market: what an hour of progress will cost to buy later.
+
+    With the job's whole initial slack left, progress bought later costs the reference (cheapest
+    recent spot) price; as the slack share of the remaining time shrinks below the job's initial
+    share, more of the remaining work will have to be bought on-demand, so V rises linearly to C_od.
+    """
+    T, P = job.deadline_hours, job.work_hours
+    left = T - state.elapsed_hours
+    if left <= 0:
+        return cheapest_on_demand_usd_per_hour
+    initial = max(1e-9, (T - P - job.cold_start_hours) / T)
+    slack = (left - (P - state.progress_hours) - job.cold_start_hours) / left
+    urgency = min(1.0, max(0.0, 1.0 - slack / initial))
+    reference = min(reference_usd_per_hour, cheapest_on_demand_usd_per_hour)
+    return reference + (cheapest_on_demand_usd_per_hour - reference) * urgency
+
+
 def behind_uniform_line(job: JobSpec, state: JobState, lead_hours: float = 0.0) -> bool:
     """p < P·(t + lead)/T: progress trails the straight line from (0, 0) to (T, P)."""
     return state.progress_hours < job.work_hours * (state.elapsed_hours + lead_hours) / job.deadline_hours

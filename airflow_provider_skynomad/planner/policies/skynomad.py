@@ -17,7 +17,7 @@ import numpy as np
 from ...market.view import MarketView
 from ..actions import IDLE, Decision, Mode, Option
 from ..job import JobSpec, JobState
-from ..progress import value_of_progress
+from ..progress import slack_value, value_of_progress
 from ..safety import cheapest_on_demand, is_safe
 from ..utility import Scored, migration_pays, score
 from .lifetimes import LifetimeCache
@@ -41,7 +41,11 @@ class SkyNomadPolicy:
         probe_interval_hours: float = 2.0,
         refit_hours: float = 1.0,
         lifetime_cap_hours: float | None = None,
+        value: str = "slack",
     ):
+        if value not in ("slack", "barrier"):
+            raise ValueError(f"value must be 'slack' or 'barrier', got {value!r}")
+        self.value = value
         self.hysteresis_fraction = hysteresis_fraction
         self.probe_interval_hours = probe_interval_hours
         self.lifetimes = LifetimeCache(forecaster, refit_hours, lifetime_cap_hours)
@@ -69,7 +73,10 @@ class SkyNomadPolicy:
         # premium): pausing while ahead of schedule only pays when something cheaper is coming.
         # The floor never exceeds C_od, so on its own it never makes on-demand worth launching.
         floor = self._floor(state, view, costs.values())
-        value = max(barrier, min((1.0 + self.hysteresis_fraction) * floor, cheapest_od))
+        if self.value == "slack" and floor > 0:
+            value = (1.0 + self.hysteresis_fraction) * slack_value(job, state, cheapest_od, floor)
+        else:
+            value = max(barrier, min((1.0 + self.hysteresis_fraction) * floor, cheapest_od))
 
         def scored(option: Option, value: float) -> Scored:
             s = costs[option]
