@@ -1,0 +1,113 @@
+"""Carry out one planner Decision against a Cloud (DESIGN §5: the planner decides, a cloud only does).
+
+Walk `try_in_order` front to back: the option already running "launches" for free; a spot launch
+that meets no capacity (`CapacityError`) teaches us the zone is full and moves on; `IDLE` releases
+everything. A launch elsewhere is a move: the new group is launched first, the old one is
+terminated after it (so a failed move never leaves the job with nothing), then the latest
+checkpoint is copied to the new zone — during the new group's cold start, before its workload
+resumes. `before_launch` runs before every launch so the caller can persist the request (and its
+client token) first: a crash between persisting and launching is then repaired by relaunching the
+same request, which the cloud answers with the same group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..market.grid import Market
+from ..planner.actions import Decision, Mode, Option
+from .base import CapacityError, Cloud, GroupHandle, LaunchRequest, ProbeResult
+
+
+@dataclass
+class DriveResult:
+    """What carrying out a decision did; `handle`/`option` is what runs now (None = idle)."""
+
+    handle: GroupHandle | None
+    option: Option | None
+    launched: bool = False
+    failed: list[Option] = field(default_factory=list)
+    terminated: GroupHandle | None = None
+    moved_from_zone: str | None = None
+    probes: list[ProbeResult] = field(default_factory=list)
+
+
+def drive(
+    cloud: Cloud,
+    decision: Decision,
+    *,
+    current: GroupHandle | None,
+    current_option: Option | None,
+    checkpoint_zone: str | None,
+    markets: dict[str, Market],
+    make_request: Callable[[Option, Market], LaunchRequest],
+    checkpoint_gb: float,
+    gang_size: int,
+    before_launch: Callable[[LaunchRequest], None] = lambda request: None,
+    after_failure: Callable[[LaunchRequest], None] = lambda request: None,
+) -> DriveResult:
+    """Execute `decision`; see the module docstring for the order of effects."""
+    probes = [_probe(cloud, markets[key], gang_size) for key in decision.probes]
+    failed: list[Option] = []
+    for option in decision.try_in_order:
+        if option is not None and current is not None and option == current_option:
+            return DriveResult(current, current_option, failed=failed, probes=probes)
+        if option is None:
+            if current is not None:
+                cloud.terminate(current)
+            return DriveResult(None, None, failed=failed, terminated=current, probes=probes)
+        market = _market(markets, option)
+        request = make_request(option, market)
+        before_launch(request)
+        try:
+            handle = cloud.launch(request)
+        except CapacityError:
+            failed.append(option)
+            after_failure(request)
+            continue
+        if current is not None:
+            cloud.terminate(current)
+        moved_from = None
+        if checkpoint_zone is not None and checkpoint_zone != market.zone:
+            cloud.copy_checkpoint(checkpoint_zone, market.zone, checkpoint_gb)
+            moved_from = checkpoint_zone
+        return DriveResult(
+            handle, option, launched=True, failed=failed, terminated=current, moved_from_zone=moved_from, probes=probes
+        )
+    # Nothing launched (every spot option was full): the job waits idle for the next step.
+    if current is not None:
+        cloud.terminate(current)
+    return DriveResult(None, None, failed=failed, terminated=current, probes=probes)
+
+
+def _market(markets: dict[str, Market], option: Option) -> Market:
+    try:
+        return markets[option.market]
+    except KeyError:
+        raise ValueError(f"decision names market {option.market!r}, not among the job's {sorted(markets)}") from None
+
+
+def _probe(cloud: Cloud, market: Market, gang_size: int) -> ProbeResult:
+    return cloud.probe(market.region, market.zone, market.instance_type, gang_size)
+
+
+def is_spot(option: Option | None) -> bool:
+    return option is not None and option.mode is Mode.SPOT
+
+
+def cloud_now(cloud: Cloud):
+    """The cloud's clock as a UTC pandas Timestamp (the simulated cloud's is its replayed trace time).
+
+    Market rows are stamped with it and the planner's view is cut at it, so on an accelerated
+    simulated clock the job never sees an observation from its future.
+    """
+    import pandas as pd
+
+    for name in ("now_timestamp", "now_datetime", "now_time"):
+        method = getattr(cloud, name, None)
+        if callable(method):
+            stamp = pd.Timestamp(method())
+            stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+            return stamp.floor("us")  # databases keep microseconds
+    return pd.Timestamp.now(tz="UTC").floor("us")

@@ -1,0 +1,1 @@
+"""Runnable example DAGs; `skynomad demo` and the tests run them through Airflow."""

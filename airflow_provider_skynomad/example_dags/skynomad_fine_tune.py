@@ -1,0 +1,43 @@
+"""skynomad_fine_tune: one deadline-bound training job, placed and moved by the SkyNomad planner.
+
+The job's deadline comes from the DAG's ``DeadlineAlert`` (10 h after the run is queued), so the
+same number that pages someone is the one the planner plans against. On the default simulated
+cloud the bundled training loop runs as a real subprocess, checkpoints, is preempted when the
+replayed trace loses capacity and resumes elsewhere; the task returns a small summary (zones
+timeline, hours by mode, cost, all-on-demand cost, deadline met).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import DAG, AsyncCallback, DeadlineAlert, DeadlineReference
+
+from airflow_provider_skynomad.operators.skynomad import SkyNomadOperator, on_deadline_missed
+
+with DAG(
+    dag_id="skynomad_fine_tune",
+    schedule=None,
+    start_date=datetime(2025, 1, 1),
+    catchup=False,
+    params={"work_hours": 8.0, "policy": "skynomad"},
+    deadline=DeadlineAlert(
+        reference=DeadlineReference.DAGRUN_QUEUED_AT,
+        interval=timedelta(hours=10),
+        callback=AsyncCallback(on_deadline_missed),
+    ),
+    tags=["skynomad", "example"],
+    doc_md=__doc__,
+) as dag:
+    SkyNomadOperator(
+        task_id="fine_tune",
+        work_hours="{{ params.work_hours }}",
+        accelerator="H100",
+        instances=1,
+        cold_start_hours=0.2,
+        checkpoint_gb=50,
+        policy="skynomad",
+        decision_step_minutes=10,
+        retries=2,
+        retry_delay=timedelta(seconds=2),
+    )

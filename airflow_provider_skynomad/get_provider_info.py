@@ -1,0 +1,100 @@
+"""Provider metadata for Airflow's ProvidersManager (`apache_airflow_provider` entry point)."""
+
+from __future__ import annotations
+
+
+def get_provider_info() -> dict:
+
+    return {
+        "package-name": "airflow-provider-skynomad",
+        "name": "SkyNomad",
+        "description": "Deadline-bound GPU batch jobs on spot instances across regions (SkyNomad planner).",
+        "versions": ["0.1.0"],
+        "integrations": [
+            {
+                "integration-name": "SkyNomad",
+                "external-doc-url": "https://github.com/andylizf/skynomad-artifact",
+                "tags": ["service"],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "SkyNomad",
+                "python-modules": [
+                    "airflow_provider_skynomad.operators.skynomad",
+                    "airflow_provider_skynomad.operators.probe",
+                ],
+            }
+        ],
+        "triggers": [
+            {"integration-name": "SkyNomad", "python-modules": ["airflow_provider_skynomad.triggers.skynomad"]}
+        ],
+        "hooks": [{"integration-name": "SkyNomad", "python-modules": ["airflow_provider_skynomad.hooks.skynomad"]}],
+        "extra-links": ["airflow_provider_skynomad.links.skynomad.SkyNomadGroupLink"],
+        "connection-types": [
+            {
+                "connection-type": "skynomad",
+                "hook-class-name": "airflow_provider_skynomad.hooks.skynomad.SkyNomadHook",
+                "hook-name": "SkyNomad",
+                "ui-field-behaviour": {
+                    "hidden-fields": ["extra"],
+                    "relabeling": {
+                        "host": "Market DB host (PostgreSQL; empty = embedded SQLite)",
+                        "schema": "Market DB database",
+                        "login": "Market DB user",
+                        "password": "Market DB password",
+                        "port": "Market DB port",
+                    },
+                    "placeholders": {"host": "127.0.0.1", "port": "5432", "schema": "skynomad"},
+                },
+                "conn-fields": {
+                    "market_url": {
+                        "label": "Market table URL",
+                        "description": "SQLAlchemy URL of the market table; overrides the host fields. "
+                        "Empty and no host: sqlite under $SKYNOMAD_HOME.",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "cloud": {
+                        "label": "Cloud",
+                        "description": "Where jobs run: simulated (replays a trace, no account), aws or gcp.",
+                        "schema": {"type": "string", "enum": ["simulated", "aws", "gcp"], "default": "simulated"},
+                    },
+                    "trace_path": {
+                        "label": "Simulated: trace file",
+                        "description": "Market trace the simulated cloud replays (default: bundled GCP H100 week).",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "state_dir": {
+                        "label": "Simulated: state directory",
+                        "description": "Shared by worker, triggerer and retries (default: $SKYNOMAD_HOME/cloud).",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "speed": {
+                        "label": "Simulated: speed",
+                        "description": "Simulated seconds per wall-clock second (3600 = one hour per second).",
+                        "schema": {"type": ["number", "null"], "minimum": 0, "default": 3600},
+                    },
+                    "aws_conn_id": {
+                        "label": "AWS: connection id",
+                        "description": "Amazon provider connection used for EC2 (cloud = aws).",
+                        "schema": {"type": ["string", "null"], "default": "aws_default"},
+                    },
+                    "checkpoint_bucket": {
+                        "label": "AWS: checkpoint bucket pattern",
+                        "description": "S3 bucket per region for checkpoints, e.g. my-ckpt-{region}.",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "gcp_conn_id": {
+                        "label": "GCP: connection id",
+                        "description": "Google provider connection used for Compute Engine (cloud = gcp).",
+                        "schema": {"type": ["string", "null"], "default": "google_cloud_default"},
+                    },
+                    "gcp_project": {
+                        "label": "GCP: project id",
+                        "description": "Project that owns the instances (default: the connection's project).",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                },
+            }
+        ],
+    }

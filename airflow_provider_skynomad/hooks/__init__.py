@@ -1,0 +1,1 @@
+"""Hooks: the `skynomad` connection (market database + cloud) and the clouds behind it."""

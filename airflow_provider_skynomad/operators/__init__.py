@@ -1,0 +1,1 @@
+"""Operators: SkyNomadOperator (deferrable gang job under a deadline) and SkyNomadProbeOperator."""

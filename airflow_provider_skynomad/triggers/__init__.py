@@ -1,0 +1,1 @@
+"""Triggers: wait on the cloud between decisions; every action happens back on a worker."""
