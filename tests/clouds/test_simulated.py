@@ -211,6 +211,19 @@ def test_launch_is_idempotent_on_the_client_token(cloud):
     cloud.terminate(first)
 
 
+def test_concurrent_launches_lose_no_group_and_never_duplicate_a_token(cloud):
+    """Threads open separate lock descriptions, so they exclude each other as processes do."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    same = [request(token="shared") for _ in range(6)]
+    distinct = [request(token=f"own-{i}") for i in range(6)]
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        handles = list(pool.map(cloud.launch, same + distinct))
+    assert len(set(handles[:6])) == 1
+    tokens = sorted(g["client_token"] for g in cloud.groups())
+    assert tokens == sorted(["shared"] + [f"own-{i}" for i in range(6)])
+
+
 def test_another_process_sees_the_same_clock_and_groups(cloud, trace):
     handle = cloud.launch(request("r1-b", command=SLEEPER, tags={"team": "ml"}))
     script = textwrap.dedent(
