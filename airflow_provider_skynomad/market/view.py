@@ -92,6 +92,13 @@ class MarketView:
         first = max(0, self.tick + 1 - max(1, int(round(hours / self.step_hours))))
         return self._grid.spot_usd_per_hour[first : self.tick + 1]
 
+    def usable_within(self, hours: float) -> np.ndarray:
+        """Per market: seen with capacity at least once in the last `hours` (this tick included)."""
+        first = max(0, self.tick + 1 - max(1, int(round(hours / self.step_hours)) + 1))
+        stop = self.tick + 1
+        usable = self._grid.available[first:stop] >= self.gang_size
+        return (usable & self._seen[first:stop]).any(axis=0)
+
     @cached_property
     def last_seen(self) -> tuple[np.ndarray, np.ndarray]:
         """Per market: ticks since the last observation (inf if never) and whether it was usable."""

@@ -123,9 +123,12 @@ class SkyNomadPolicy:
         return Decision(tuple(tries), probes=probes, reason=reason)
 
     def _floor(self, state: JobState, view: MarketView, costs) -> float:
-        """Cheapest cost per progress hour among the running group and spot markets seen with capacity lately."""
-        age_ticks, was_usable = view.last_seen
-        recent = was_usable & (age_ticks * view.step_hours <= self.probe_interval_hours)
+        """Cheapest cost per progress hour among the running group and spot markets seen with capacity lately.
+
+        A market that just preempted us counts too: waiting for it to come back (no egress) is
+        often cheaper than moving, and it is retried for free every step meanwhile.
+        """
+        recent = view.usable_within(self.probe_interval_hours)
         best = math.inf
         for s in costs:
             i = view.index(s.option.market)
