@@ -194,7 +194,7 @@ class SkyNomadOperator(BaseOperator):
             )
             if record.finished:
                 return record.summary
-            return self._defer(record, store)
+            return self._defer(record, store, bump=False)  # keep waiting on the current deferral
         if record.pending:
             view = self._view(record, config, cloud)
             self._recover_pending(record, cloud, view, store, context)
@@ -589,9 +589,10 @@ class SkyNomadOperator(BaseOperator):
         self.log.info("%s", format_timeline(record, summary))
         return summary
 
-    def _defer(self, record: JobRecord, store: StateStore):
-        record.seq += 1
-        store.save(record)
+    def _defer(self, record: JobRecord, store: StateStore, bump: bool = True):
+        if bump:
+            record.seq += 1
+            store.save(record)
         self._remember(record)
         trigger = SkyNomadTrigger(
             job=record.job,

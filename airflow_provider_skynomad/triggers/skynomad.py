@@ -151,6 +151,8 @@ class SkyNomadTrigger(BaseTrigger):
                     )
                     return
                 progress = await self._progress(cloud, handle, job, base, elapsed)
+                if handle is not None and progress >= job.work_hours - 1e-9:
+                    continue  # all work checkpointed: the workload is writing its result and exiting
                 state = self._state_now(base, elapsed, progress)
                 view = await asyncio.to_thread(self._view, table, cloud, job)
                 decision = await asyncio.to_thread(policy.decide, job, state, view, elapsed)

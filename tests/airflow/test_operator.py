@@ -1,0 +1,314 @@
+"""SkyNomadOperator on a worker, driven directly: defer, events, retries, bad inputs, on_kill."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+from airflow.sdk import DAG, AsyncCallback, DeadlineAlert, DeadlineReference
+from airflow.sdk.exceptions import TaskDeferred
+
+from airflow_provider_skynomad.clouds.base import GroupStatus
+from airflow_provider_skynomad.market.table import MarketTable
+from airflow_provider_skynomad.operators.record import RECORD_KEY
+from airflow_provider_skynomad.operators.skynomad import (
+    SkyNomadInputError,
+    SkyNomadOperator,
+    on_deadline_missed,
+    resolve_deadline_hours,
+)
+from airflow_provider_skynomad.triggers.skynomad import SkyNomadTrigger
+
+from .conftest import seed_market
+from .fakes import FakeCloud
+
+
+class FakeStore:
+    """Stands in for context["task_state_store"] (same get/set signature); survives 'crashes'."""
+
+    def __init__(self):
+        self.data = {}
+        self.writes = 0
+
+    def get(self, key, default=None):
+        value = self.data.get(key)
+        return json.loads(value) if value is not None else default
+
+    def set(self, key, value, *, retention=None):
+        self.data[key] = json.dumps(value)  # must be JSON, like the real store
+        self.writes += 1
+
+
+class FakeTI:
+    dag_id, run_id, task_id, map_index = "dag", "manual__1", "job", -1
+
+    def __init__(self, try_number=1):
+        self.try_number = try_number
+        self.xcom = {}
+
+    def xcom_push(self, key, value):
+        self.xcom[key] = value
+
+
+def context_for(store, try_number=1, started=None):
+    started = started or datetime.now(timezone.utc)
+    run = SimpleNamespace(start_date=started, run_after=started, logical_date=started)
+    return {"ti": FakeTI(try_number), "dag_run": run, "task_state_store": store}
+
+
+@pytest.fixture
+def now(gcp_frame):
+    return gcp_frame["observed_at"].min() + pd.Timedelta(hours=60)
+
+
+@pytest.fixture
+def cloud(skynomad_home, gcp_frame, now, monkeypatch):
+    seed_market(gcp_frame, until=now + pd.Timedelta(seconds=1))
+    fake = FakeCloud(now)
+    monkeypatch.setattr("airflow_provider_skynomad.operators.skynomad.make_cloud", lambda config: fake)
+    monkeypatch.setattr("airflow_provider_skynomad.hooks.skynomad.make_cloud", lambda config: fake)
+    return fake
+
+
+def make_op(**kwargs):
+    params = dict(task_id="job", work_hours=6.0, deadline=timedelta(hours=10), decision_step_minutes=10)
+    params.update(kwargs)
+    with DAG("dag", schedule=None, start_date=datetime(2025, 1, 1)):
+        return SkyNomadOperator(**params)
+
+
+def defer(op, context) -> SkyNomadTrigger:
+    with pytest.raises(TaskDeferred) as info:
+        op.execute(context)
+    return info.value.trigger
+
+
+def market_rows() -> int:
+    table = MarketTable()
+    try:
+        return len(table.read())
+    finally:
+        table.close()
+
+
+# -- deferral ----------------------------------------------------------------------------------
+
+
+def test_execute_launches_then_defers_with_a_serialisable_trigger(cloud):
+    store = FakeStore()
+    trigger = defer(make_op(), context_for(store))
+    assert len(cloud.launches) == 1
+    path, kwargs = trigger.serialize()
+    assert json.loads(json.dumps(kwargs)) == kwargs
+    rebuilt = SkyNomadTrigger(**kwargs)
+    assert rebuilt.serialize() == (path, kwargs)
+    assert kwargs["group"]["zone"] == cloud.launches[0].zone
+    record = store.get(RECORD_KEY)
+    assert record["group"] == kwargs["group"] and record["seq"] == kwargs["seq"] == 1
+    # Instances are tagged with the job; the workload's env carries no secrets, only the cold start.
+    tags = cloud.launches[0].tags
+    assert tags["skynomad-job"] == record["job_id"] and tags["skynomad-dag"] == "dag"
+    assert set(cloud.launches[0].env) == {"SKYNOMAD_COLD_START_HOURS"}
+
+
+def test_retry_after_a_crash_reconnects_instead_of_launching_again(cloud):
+    store = FakeStore()
+    first = defer(make_op(), context_for(store))
+    # The worker dies; the retry (a new operator object) finds the record and re-defers.
+    second = defer(make_op(), context_for(store, try_number=2))
+    assert len(cloud.launches) == 1
+    assert second.serialize()[1]["group"] == first.serialize()[1]["group"]
+
+
+def test_crash_in_the_middle_of_a_launch_is_finished_with_the_same_client_token(cloud, monkeypatch):
+    store = FakeStore()
+    real_launch = cloud.launch
+
+    def launch_then_die(request):
+        real_launch(request)  # the cloud starts the group ...
+        raise SystemExit("worker killed")  # ... and the worker dies before recording it
+
+    monkeypatch.setattr(cloud, "launch", launch_then_die)
+    with pytest.raises(SystemExit):
+        make_op().execute(context_for(store))
+    assert store.get(RECORD_KEY)["pending"] is not None
+    monkeypatch.setattr(cloud, "launch", real_launch)
+    trigger = defer(make_op(), context_for(store, try_number=2))
+    assert len(cloud.launches) == 1 and len(cloud.groups) == 1  # same token: same group
+    assert trigger.serialize()[1]["group"]["client_token"] == cloud.launches[0].client_token
+    assert store.get(RECORD_KEY)["pending"] is None
+
+
+# -- events ------------------------------------------------------------------------------------
+
+
+def _event(kind, seq, elapsed, progress, decision=None):
+    return {"kind": kind, "seq": seq, "elapsed_hours": elapsed, "progress_hours": progress,
+            "status": None, "decision": decision, "reason": ""}
+
+
+def test_repeated_event_is_ignored(cloud):
+    store = FakeStore()
+    op = make_op()
+    defer(op, context_for(store))
+    handle = next(iter(cloud.groups.values()))
+    cloud.status[handle.client_token] = GroupStatus.PREEMPTED
+    cloud.hours = 1.0
+    with pytest.raises(TaskDeferred):
+        make_op().execute_complete(context_for(store), _event("preempted", 1, 1.0, 0.8))
+    launches = len(cloud.launches)
+    with pytest.raises(TaskDeferred) as again:
+        make_op().execute_complete(context_for(store), _event("preempted", 1, 1.0, 0.8))
+    assert len(cloud.launches) == launches  # the duplicate did nothing
+    assert again.value.trigger.seq == store.get(RECORD_KEY)["seq"] == 2
+
+
+def test_preemption_relaunches_elsewhere_and_moves_the_checkpoint(cloud):
+    # eager-failover always moves after a preemption (SkyNomad may rather wait for the zone).
+    store = FakeStore()
+    defer(make_op(policy="eager-failover"), context_for(store))
+    first = cloud.launches[0]
+    cloud.status[first.client_token] = GroupStatus.PREEMPTED
+    cloud.full.add(first.zone)  # the zone that preempted us has no capacity now
+    cloud.hours = 2.0
+    cloud.progress_fraction = 0.3
+    with pytest.raises(TaskDeferred) as info:
+        make_op(policy="eager-failover").execute_complete(context_for(store), _event("preempted", 1, 2.0, 1.8))
+    record = store.get(RECORD_KEY)
+    assert record["preemptions"] == 1
+    new_zone = info.value.trigger.group["zone"]
+    assert new_zone != first.zone
+    assert cloud.copies and cloud.copies[-1][:2] == (first.zone, new_zone)
+    assert record["migrations"] == 1 and record["egress_usd"] > 0
+    assert record["segments"][0]["end"] == "preempted"
+
+
+def test_replan_event_carries_out_the_decision(cloud):
+    store = FakeStore()
+    defer(make_op(), context_for(store))
+    old = cloud.launches[0]
+    target = "us-central1-a" if old.zone != "us-central1-a" else "us-east4-a"
+    decision = {"try_in_order": [{"market": target, "mode": "on-demand"}], "probes": [], "reason": "test"}
+    cloud.hours = 3.0
+    with pytest.raises(TaskDeferred) as info:
+        make_op().execute_complete(context_for(store), _event("replan", 1, 3.0, 2.5, decision))
+    assert info.value.trigger.group["zone"] == target
+    assert old.client_token in cloud.terminated  # the old group goes after the new one launched
+    assert cloud.copies[-1][:2] == (old.zone, target)
+
+
+def test_finished_event_returns_a_small_summary(cloud, caplog):
+    store = FakeStore()
+    defer(make_op(), context_for(store))
+    cloud.hours = 6.5
+    summary = make_op().execute_complete(context_for(store), _event("finished", 1, 6.5, 6.0))
+    assert summary["deadline_met"] is True
+    assert summary["zones_timeline"][0]["end"] == "finished"
+    assert summary["cost_usd"]["total"] > 0 and summary["all_on_demand_cost_usd"] > summary["cost_usd"]["total"]
+    assert {"spot_hours", "on_demand_hours", "migrations", "preemptions"} <= set(summary)
+    assert len(json.dumps(summary)) < 4000
+    assert not cloud.running()
+    # A retry after the task finished (e.g. a crash while reporting) returns the same summary, no launch.
+    assert make_op().execute(context_for(store, try_number=2)) == summary
+    assert len(cloud.launches) == 1
+
+
+def test_on_kill_terminates_the_group(cloud):
+    store = FakeStore()
+    op = make_op()
+    defer(op, context_for(store))
+    op.on_kill()
+    assert cloud.launches[0].client_token in cloud.terminated
+
+
+# -- validation: clear error, nothing launched, nothing written -----------------------------------
+
+
+def _refused(op, cloud, store, match):
+    rows = market_rows()
+    with pytest.raises(SkyNomadInputError, match=match):
+        op.execute(context_for(store))
+    assert cloud.launches == [] and store.writes == 0 and market_rows() == rows
+
+
+def test_deadline_in_the_past(cloud):
+    past = datetime(2020, 1, 1, tzinfo=timezone.utc)
+    _refused(make_op(deadline=past), cloud, FakeStore(), "already past")
+
+
+def test_deadline_shorter_than_work_plus_cold_start(cloud):
+    _refused(make_op(deadline=timedelta(hours=6.1)), cloud, FakeStore(), "shorter than work")
+
+
+def test_unknown_zone(cloud):
+    _refused(make_op(zones=["us-central1-a", "mars-north1-a"]), cloud, FakeStore(), "unknown zone.*mars-north1-a")
+
+
+def test_empty_market_table(skynomad_home, now, monkeypatch):
+    fake = FakeCloud(now)
+    monkeypatch.setattr("airflow_provider_skynomad.operators.skynomad.make_cloud", lambda config: fake)
+    _refused(make_op(), fake, FakeStore(), "empty.*skynomad_probe")
+
+
+def test_stale_market_table(cloud):
+    cloud.hours = 5.0  # the newest observation is now five hours old
+    _refused(make_op(), cloud, FakeStore(), "stale")
+
+
+def test_malformed_trace_for_the_simulated_cloud(skynomad_home, tmp_path, monkeypatch):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("observed_at,cloud,region,zone\n2025-10-04T00:00:00Z,gcp,us-central1,us-central1-a\n")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SKYNOMAD_BAD",
+        json.dumps({"conn_type": "skynomad", "extra": {"cloud": "simulated", "trace_path": str(bad)}}),
+    )
+    store = FakeStore()
+    with pytest.raises(SkyNomadInputError, match="bad.csv.*missing columns"):
+        make_op(skynomad_conn_id="skynomad_bad").execute(context_for(store))
+    assert store.writes == 0
+    assert not list((skynomad_home / "cloud").glob("groups/*"))
+
+
+def test_unknown_policy(cloud):
+    _refused(make_op(policy="cheapest-please"), cloud, FakeStore(), "unknown policy")
+
+
+# -- deadlines -----------------------------------------------------------------------------------
+
+
+def _config():
+    from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig
+
+    return SkyNomadConfig(market_url="sqlite://")
+
+
+def test_deadline_from_the_dags_deadline_alert(cloud):
+    with DAG(
+        "alerted", schedule=None, start_date=datetime(2025, 1, 1),
+        deadline=DeadlineAlert(reference=DeadlineReference.DAGRUN_QUEUED_AT, interval=timedelta(hours=9),
+                               callback=AsyncCallback(on_deadline_missed)),
+    ) as dag:
+        op = SkyNomadOperator(task_id="job", work_hours=6.0)
+    started = datetime.now(timezone.utc) - timedelta(minutes=30)
+    hours = resolve_deadline_hours(None, dag, context_for(FakeStore(), started=started), _config(), cloud)
+    assert hours == pytest.approx(8.5, abs=0.01)
+    defer(op, context_for(FakeStore()))
+
+
+def test_no_deadline_at_all_is_an_error(cloud):
+    with DAG("plain", schedule=None, start_date=datetime(2025, 1, 1)) as dag:
+        op = SkyNomadOperator(task_id="job", work_hours=6.0)
+    with pytest.raises(SkyNomadInputError, match="no deadline"):
+        resolve_deadline_hours(None, dag, context_for(FakeStore()), _config(), cloud)
+    _refused(op, cloud, FakeStore(), "no deadline")
+
+
+def test_absolute_deadline_on_the_simulated_clock(cloud, now):
+    from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig
+
+    config = SkyNomadConfig(market_url="sqlite://", cloud="simulated")
+    deadline = (now + pd.Timedelta(hours=12)).to_pydatetime()
+    assert resolve_deadline_hours(deadline, None, {}, config, cloud) == pytest.approx(12.0)
