@@ -1,0 +1,401 @@
+"""`skynomad evaluate` (DESIGN §4): bad input → clear message, exit 2, nothing written; a good run's JSON and PNG."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from airflow_provider_skynomad.cli import main
+from airflow_provider_skynomad.market.observations import COLUMNS
+
+ZONES = [("us-central1", "us-central1-a"), ("us-central1", "us-central1-b"), ("europe-west1", "europe-west1-c")]
+RESULT_FIELDS = {"cost_usd", "met_deadline", "migrations", "spot_hours", "on_demand_hours", "egress_usd", "probe_usd"}
+SUMMARY_FIELDS = {"mean_cost_usd", "misses", "mean_migrations"}
+JOB = ["--work-hours", "1.0", "--deadline-hours", "1.5", "--cold-start-hours", "0.2", "--checkpoint-gb", "10"]
+
+
+def trace_lines(hours: float = 6.0, seed: int = 0) -> list[str]:
+    """A valid trace: 3 zones probed every 10 minutes, capacity coming and going."""
+    rng = np.random.default_rng(seed)
+    start = pd.Timestamp("2025-10-04T00:00:00Z")
+    lines = [",".join(COLUMNS)]
+    up = [True, False, True]
+    for k in range(int(hours * 6) + 1):
+        t = (start + pd.Timedelta(minutes=10 * k)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for j, (region, zone) in enumerate(ZONES):
+            if rng.random() < 0.15:
+                up[j] = not up[j]
+            available = int(rng.integers(1, 17)) if up[j] else 0
+            spot = [2.1, 1.8, 2.6][j] * (1 + 0.05 * math.sin(k / 5))
+            lines.append(f"{t},gcp,{region},{zone},a3-highgpu-1g,H100,1,16,{available},{spot:.4f},{[10.3, 10.3, 11.2][j]}")
+    return lines
+
+
+def write_trace(tmp_path: Path, lines: list[str], name: str = "trace.csv") -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run(argv: list[str], capsys) -> tuple[int, str, str]:
+    """cli.main in-process → (exit code, stdout, stderr); argparse's own exits count as codes too."""
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse usage errors
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def evaluate(trace, tmp_path, *extra: str) -> list[str]:
+    return ["evaluate", "--trace", str(trace), *JOB, "--window-step-hours", "2",
+            "--output", str(tmp_path / "out.json"), "--plot", str(tmp_path / "out.png"), *extra]
+
+
+def assert_nothing_written(tmp_path: Path) -> None:
+    assert not (tmp_path / "out.json").exists()
+    assert not (tmp_path / "out.png").exists()
+
+
+def _strict_json(text: str):
+    def reject(constant):
+        raise ValueError(f"not strict JSON: {constant}")
+
+    return json.loads(text, parse_constant=reject)
+
+
+# --------------------------------------------------------------------------- a good run
+
+
+@pytest.fixture(scope="module")
+def good_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("good")
+    trace = write_trace(tmp, trace_lines())
+    out, png = tmp / "results.json", tmp / "costs.png"
+    code = main(["evaluate", "--trace", str(trace), *JOB, "--window-step-hours", "2", "--output", str(out),
+                 "--plot", str(png)])
+    return code, trace, out, png
+
+
+def test_good_run_exits_zero_and_writes_both_files(good_run):
+    code, _, out, png = good_run
+    assert code == 0
+    assert out.exists() and png.exists()
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png.stat().st_size > 1000
+
+
+def test_good_run_json_has_the_design_shape(good_run):
+    _, trace, out, _ = good_run
+    report = _strict_json(out.read_text())
+    assert {"job", "trace", "windows", "summary"} <= set(report)
+    assert report["job"]["work_hours"] == 1.0 and report["job"]["deadline_hours"] == 1.5
+    assert report["job"]["cold_start_hours"] == 0.2 and report["job"]["checkpoint_gb"] == 10
+    assert report["trace"]["path"] == str(trace)
+    zones = [z for _, z in ZONES]
+    assert sorted(report["trace"]["zones"]) == sorted(zones)
+    # 6 h trace, 1.5 h windows every 2 h: starts at 0, 2, 4 h.
+    assert [w["start"] for w in report["windows"]] == [
+        "2025-10-04T00:00:00Z", "2025-10-04T02:00:00Z", "2025-10-04T04:00:00Z"]
+    names = {"skynomad", "optimal", "on-demand", "eager-failover", *(f"uniform-progress[{z}]" for z in zones)}
+    for window in report["windows"]:
+        pd.Timestamp(window["start"])  # ISO
+        assert set(window["results"]) == names
+        for name, result in window["results"].items():
+            expected = {"cost_usd", "met_deadline"} if name == "optimal" else RESULT_FIELDS
+            assert expected <= set(result), (name, result)
+            assert result["met_deadline"] is True  # feasible job: nobody misses
+            assert result["cost_usd"] >= 0
+            assert window["results"]["optimal"]["cost_usd"] <= result["cost_usd"] + 1e-6
+    summary = report["summary"]
+    assert {"skynomad", "optimal", "on-demand", "eager-failover", "uniform-progress-best",
+            "uniform-progress-mean"} <= set(summary)
+    assert not any(name.startswith("uniform-progress[") for name in summary)
+    for name, row in summary.items():
+        assert SUMMARY_FIELDS <= set(row), name
+        assert row["misses"] == 0
+    costs = [w["results"]["skynomad"]["cost_usd"] for w in report["windows"]]
+    assert summary["skynomad"]["mean_cost_usd"] == pytest.approx(np.mean(costs), abs=1e-5)
+    per_zone = [np.mean([w["results"][f"uniform-progress[{z}]"]["cost_usd"] for w in report["windows"]])
+                for z in zones]
+    assert summary["uniform-progress-best"]["mean_cost_usd"] == pytest.approx(min(per_zone), abs=1e-5)
+    assert summary["uniform-progress-mean"]["mean_cost_usd"] == pytest.approx(np.mean(per_zone), abs=1e-5)
+
+
+def test_good_run_prints_a_table_of_policies(tmp_path, capsys):
+    trace = write_trace(tmp_path, trace_lines())
+    code, out, _ = run(["evaluate", "--trace", str(trace), *JOB, "--window-step-hours", "2",
+                        "--policies", "on-demand,optimal", "--zones", "us-central1-a,europe-west1-c"], capsys)
+    assert code == 0
+    assert "on-demand" in out and "optimal" in out
+    assert "skynomad" not in out
+
+
+def test_zone_filter_policies_and_max_windows(tmp_path, capsys):
+    trace = write_trace(tmp_path, trace_lines())
+    code, _, err = run(evaluate(trace, tmp_path, "--zones", "us-central1-b,europe-west1-c",
+                                "--policies", "uniform-progress,optimal", "--max-windows", "2"), capsys)
+    assert code == 0, err
+    report = _strict_json((tmp_path / "out.json").read_text())
+    assert report["trace"]["zones"] == ["europe-west1-c", "us-central1-b"] or sorted(report["trace"]["zones"]) == [
+        "europe-west1-c", "us-central1-b"]
+    assert len(report["windows"]) == 2
+    assert [w["start"] for w in report["windows"]] == ["2025-10-04T00:00:00Z", "2025-10-04T04:00:00Z"]
+    assert set(report["windows"][0]["results"]) == {
+        "optimal", "uniform-progress[us-central1-b]", "uniform-progress[europe-west1-c]"}
+
+
+def test_gzipped_trace(tmp_path, capsys):
+    import gzip
+
+    path = tmp_path / "trace.csv.gz"
+    with gzip.open(path, "wt") as handle:
+        handle.write("\n".join(trace_lines()) + "\n")
+    code, _, err = run(evaluate(path, tmp_path, "--policies", "on-demand"), capsys)
+    assert code == 0, err
+    assert (tmp_path / "out.json").exists()
+
+
+# --------------------------------------------------------------------------- bad traces
+
+
+def _replace(lines: list[str], index: int, column: str, value: str) -> list[str]:
+    lines = list(lines)
+    parts = lines[index].split(",")
+    parts[COLUMNS.index(column)] = value
+    lines[index] = ",".join(parts)
+    return lines
+
+
+def _bad_traces() -> list[tuple[str, list[str], str | None, str | None]]:
+    good = trace_lines()
+    header_without = ",".join(c for c in COLUMNS if c != "on_demand_price")
+    missing = [header_without] + [",".join(line.split(",")[:-1]) for line in good[1:]]
+    unsorted = list(good)
+    unsorted[4], unsorted[7] = unsorted[7], unsorted[4]  # zone 1 at 10 min before zone 1 at 0 min (lines 5, 8)
+    duplicate = list(good)
+    duplicate.insert(5, good[4])  # line 6 repeats line 5 (us-central1-a at 00:10)
+    return [
+        ("missing column", missing, "line 1", "on_demand_price"),
+        ("unparsable time", _replace(good, 9, "observed_at", "2025-13-45T99:00:00Z"), "line 10", "observed_at"),
+        ("negative spot price", _replace(good, 12, "spot_price", "-2.5"), "line 13", "spot_price"),
+        ("missing on-demand price", _replace(good, 12, "on_demand_price", ""), "line 13", "on_demand_price"),
+        ("available > requested", _replace(good, 20, "available", "17"), "line 21", "available"),
+        ("unsorted", unsorted, "line 8", "observed_at"),
+        ("duplicate", duplicate, "line 6", "observed_at"),
+    ]
+
+
+@pytest.mark.parametrize("label, lines, where, column", _bad_traces(), ids=[b[0] for b in _bad_traces()])
+def test_bad_trace_is_a_clear_error_with_exit_2_and_nothing_written(tmp_path, capsys, label, lines, where, column):
+    trace = write_trace(tmp_path, lines)
+    code, out, err = run(evaluate(trace, tmp_path), capsys)
+    assert code == 2, (label, err)
+    assert "error" in err.lower()
+    assert str(trace) in err, err
+    assert where in err, err
+    assert column in err, err
+    assert "Traceback" not in err
+    assert_nothing_written(tmp_path)
+
+
+def test_zone_filter_that_matches_nothing(tmp_path, capsys):
+    trace = write_trace(tmp_path, trace_lines())
+    code, _, err = run(evaluate(trace, tmp_path, "--zones", "mars-north1-a"), capsys)
+    assert code == 2
+    assert "mars-north1-a" in err and str(trace) in err
+    assert "us-central1-a" in err  # says what the trace does have
+    assert_nothing_written(tmp_path)
+
+
+def test_nonexistent_trace(tmp_path, capsys):
+    code, _, err = run(evaluate(tmp_path / "nope.csv", tmp_path), capsys)
+    assert code == 2
+    assert "nope.csv" in err and "no such" in err.lower()
+    assert_nothing_written(tmp_path)
+
+
+def test_unknown_policy(tmp_path, capsys):
+    trace = write_trace(tmp_path, trace_lines())
+    code, _, err = run(evaluate(trace, tmp_path, "--policies", "skynomad,cheapest-ever"), capsys)
+    assert code == 2
+    assert "cheapest-ever" in err
+    assert "eager-failover" in err  # lists the valid names
+    assert_nothing_written(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "flags, needle",
+    [
+        (["--work-hours", "-1"], "work_hours"),
+        (["--deadline-hours", "0"], "deadline_hours"),
+        (["--cold-start-hours", "-0.1"], "cold_start_hours"),
+        (["--instances", "0"], "instances"),
+        (["--window-step-hours", "0"], "window-step-hours"),
+        (["--max-windows", "0"], "max-windows"),
+        (["--step-minutes", "-5"], "step-minutes"),
+        (["--egress-usd-per-gb", "-0.01"], "egress"),
+        (["--deadline-hours", "100"], "shorter than one job window"),  # trace too short for one window
+    ],
+)
+def test_bad_job_or_flags(tmp_path, capsys, flags, needle):
+    trace = write_trace(tmp_path, trace_lines())
+    code, _, err = run(evaluate(trace, tmp_path, *flags), capsys)
+    assert code == 2, err
+    assert needle in err, err
+    assert "Traceback" not in err
+    assert_nothing_written(tmp_path)
+
+
+def test_output_in_a_missing_directory_is_refused_before_running(tmp_path, capsys):
+    trace = write_trace(tmp_path, trace_lines())
+    argv = ["evaluate", "--trace", str(trace), *JOB, "--output", str(tmp_path / "no" / "such" / "r.json")]
+    code, out, err = run(argv, capsys)
+    assert code == 2 and "--output" in err
+    assert out == ""  # no table printed: nothing ran
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG-5: an unsupported --plot format (e.g. .xyz) is only found by matplotlib after every run, and "
+    "after --output was already written; exit 2 but the JSON file exists",
+)
+def test_unsupported_plot_format_is_refused_before_anything_is_written(tmp_path, capsys):
+    trace = write_trace(tmp_path, trace_lines())
+    argv = ["evaluate", "--trace", str(trace), *JOB, "--policies", "on-demand",
+            "--output", str(tmp_path / "out.json"), "--plot", str(tmp_path / "out.xyz")]
+    code, out, err = run(argv, capsys)
+    assert code == 2 and "xyz" in err
+    assert not (tmp_path / "out.json").exists()
+    assert out == ""  # refused before running: no table
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG-6: --output naming an existing directory passes _check_writable, the evaluation runs, then "
+    "write_text raises IsADirectoryError (uncaught: traceback, exit 1)",
+)
+def test_output_that_is_a_directory_is_a_usage_error(tmp_path, capsys):
+    trace = write_trace(tmp_path, trace_lines())
+    (tmp_path / "results").mkdir()
+    argv = ["evaluate", "--trace", str(trace), *JOB, "--policies", "on-demand", "--output", str(tmp_path / "results")]
+    try:
+        code, _, err = run(argv, capsys)
+    except IsADirectoryError as exc:
+        pytest.fail(f"uncaught {exc!r}")
+    assert code == 2 and "--output" in err
+
+
+def test_missing_required_flag_is_a_usage_error(tmp_path, capsys):
+    code, _, err = run(["evaluate", "--work-hours", "1", "--deadline-hours", "2"], capsys)
+    assert code == 2 and "--trace" in err
+
+
+def test_empty_trace_file_is_a_usage_error(tmp_path, capsys):
+    trace = tmp_path / "empty.csv"
+    trace.write_text("")
+    code, _, err = run(evaluate(trace, tmp_path), capsys)
+    assert code == 2 and "Traceback" not in err
+    assert_nothing_written(tmp_path)
+
+
+def test_empty_trace_file_error_names_the_file(tmp_path, capsys):
+    trace = tmp_path / "empty.csv"
+    trace.write_text("")
+    _, _, err = run(evaluate(trace, tmp_path), capsys)
+    assert str(trace) in err, err
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG-3: with T < P + d evaluate exits 0 but writes non-standard JSON: optimal cost_usd/mean_cost_usd "
+    "Infinity and ratio_to_optimal NaN (every other policy's ratio becomes 0.0); the table shows inf / nan",
+)
+def test_infeasible_job_is_evaluated_as_misses_with_strict_json(tmp_path, capsys):
+    """T < P + d: no plan can make it. evaluate may refuse (exit 2) or report every window as a miss,
+    but it must not crash, and any JSON it writes must be valid JSON (no Infinity/NaN)."""
+    trace = write_trace(tmp_path, trace_lines())
+    argv = ["evaluate", "--trace", str(trace), "--work-hours", "1.0", "--deadline-hours", "1.1",
+            "--cold-start-hours", "0.2", "--window-step-hours", "2", "--output", str(tmp_path / "out.json"),
+            "--plot", str(tmp_path / "out.png")]
+    code, _, err = run(argv, capsys)
+    assert "Traceback" not in err
+    if code == 2:
+        assert "deadline" in err
+        assert_nothing_written(tmp_path)
+        return
+    assert code == 0, err
+    report = _strict_json((tmp_path / "out.json").read_text())
+    for name, row in report["summary"].items():
+        assert row["misses"] == len(report["windows"]), name
+    for window in report["windows"]:
+        assert window["results"]["optimal"]["met_deadline"] is False
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG-4: build_grid now prices a market at +inf before its first observation; uniform-progress in "
+    "that zone launches on-demand there at an infinite price, so its cost (and the summary) is Infinity "
+    "and the JSON is not strict",
+)
+def test_zone_first_observed_after_a_window_start_gives_finite_costs(tmp_path, capsys):
+    lines = trace_lines()
+    late = [lines[0]] + [line for line in lines[1:]
+                         if not (line.split(",")[3] == "europe-west1-c" and line < "2025-10-04T02:00:00Z")]
+    trace = write_trace(tmp_path, late)
+    code, _, err = run(evaluate(trace, tmp_path), capsys)
+    assert code == 0, err
+    report = _strict_json((tmp_path / "out.json").read_text())
+    for window in report["windows"]:
+        for name, result in window["results"].items():
+            assert math.isfinite(result["cost_usd"]), (window["start"], name, result)
+            assert result["met_deadline"], (window["start"], name)
+
+
+# --------------------------------------------------------------------------- the installed entry point
+
+
+def test_installed_entry_point_runs_evaluate(tmp_path):
+    exe = Path(sys.executable).parent / "skynomad"
+    if not exe.exists():
+        pytest.skip(f"{exe} not installed (pip install -e .)")
+    trace = write_trace(tmp_path, trace_lines(hours=3))
+    out = tmp_path / "r.json"
+    env = {**os.environ, "COLUMNS": "120"}
+    done = subprocess.run(
+        [str(exe), "evaluate", "--trace", str(trace), *JOB, "--policies", "on-demand,optimal",
+         "--output", str(out)],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    report = _strict_json(out.read_text())
+    assert set(report["summary"]) >= {"on-demand", "optimal"}
+    bad = subprocess.run([str(exe), "evaluate", "--trace", str(tmp_path / "absent.csv"), *JOB],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert bad.returncode == 2 and "absent.csv" in bad.stderr
+
+
+def test_bundled_gcp_trace_two_zones(tmp_path, capsys):
+    from importlib import resources
+
+    trace = resources.files("airflow_provider_skynomad") / "data" / "gcp-h100-2025-first-week.csv.gz"
+    code, out, err = run(["evaluate", "--trace", str(trace), "--zones", "us-central1-a,europe-west1-c",
+                          "--work-hours", "4", "--deadline-hours", "5", "--max-windows", "2",
+                          "--output", str(tmp_path / "out.json")], capsys)
+    assert code == 0, err
+    report = _strict_json((tmp_path / "out.json").read_text())
+    assert report["trace"]["step_hours"] == pytest.approx(1 / 6)
+    assert len(report["windows"]) == 2
+    for window in report["windows"]:
+        optimum = window["results"]["optimal"]["cost_usd"]
+        for name, result in window["results"].items():
+            assert result["met_deadline"], name
+            assert optimum <= result["cost_usd"] + 1e-6, name
