@@ -27,24 +27,29 @@ def value_of_progress(job: JobSpec, state: JobState, cheapest_on_demand_usd_per_
     return min(value, cap)
 
 
-def slack_value(
-    job: JobSpec, state: JobState, cheapest_on_demand_usd_per_hour: float, reference_usd_per_hour: float
-) -> float:
-    """Value of progress anchored at the market: what an hour of progress will cost to buy later.
+def slack_urgency(job: JobSpec, state: JobState, prior_overhead: float = 0.05, prior_hours: float = 4.0) -> float:
+    """How likely the remaining slack runs out, in [0, 1]: (expected overhead of the rest ÷ slack left)².
 
-    With the job's whole initial slack left, progress bought later costs the reference (cheapest
-    recent spot) price; as the slack share of the remaining time shrinks below the job's initial
-    share, more of the remaining work will have to be bought on-demand, so V rises linearly to C_od.
+    Overhead per progress hour (cold starts, waiting) is learnt from the job itself, (t − p)/p,
+    shrunk toward `prior_overhead` with `prior_hours` of pseudo-progress. Squared because slack
+    rarely binds until the expected need approaches what is left.
     """
-    T, P = job.deadline_hours, job.work_hours
-    left = T - state.elapsed_hours
-    if left <= 0:
-        return cheapest_on_demand_usd_per_hour
-    initial = max(1e-9, (T - P - job.cold_start_hours) / T)
-    slack = (left - (P - state.progress_hours) - job.cold_start_hours) / left
-    urgency = min(1.0, max(0.0, 1.0 - slack / initial))
-    reference = min(reference_usd_per_hour, cheapest_on_demand_usd_per_hour)
-    return reference + (cheapest_on_demand_usd_per_hour - reference) * urgency
+    t, p = state.elapsed_hours, state.progress_hours
+    slack = job.deadline_hours - t - (job.work_hours - p) - job.cold_start_hours
+    if slack <= 0:
+        return 1.0
+    overhead = (max(t - p, 0.0) + prior_overhead * prior_hours) / (p + prior_hours)
+    return min(1.0, overhead * (job.work_hours - p) / slack) ** 2
+
+
+def market_value(barrier_usd_per_hour: float, reference_usd_per_hour: float, urgency: float) -> float:
+    """V between the market's price and the log barrier: what an hour of progress will cost to buy later.
+
+    With slack to spare (urgency 0), progress bought later costs the reference (cheapest recent
+    spot) price, so pausing only pays when something cheaper is coming. As slack runs short
+    (urgency 1) it becomes the paper's log-barrier V, which exceeds C_od when behind schedule.
+    """
+    return reference_usd_per_hour + (barrier_usd_per_hour - reference_usd_per_hour) * urgency
 
 
 def behind_uniform_line(job: JobSpec, state: JobState, lead_hours: float = 0.0) -> bool:

@@ -17,7 +17,7 @@ import numpy as np
 from ...market.view import MarketView
 from ..actions import IDLE, Decision, Mode, Option
 from ..job import JobSpec, JobState
-from ..progress import slack_value, value_of_progress
+from ..progress import market_value, slack_urgency, value_of_progress
 from ..safety import cheapest_on_demand, is_safe
 from ..utility import Scored, migration_pays, score
 from .lifetimes import LifetimeCache
@@ -29,7 +29,11 @@ class SkyNomadPolicy:
     :param probe_interval_hours: re-probe a cheaper market whose last observation is older than this.
     :param refit_hours: refit the lifetime forecaster on the history this often.
     :param lifetime_cap_hours: the longest expected stay the planner credits a spot market with; it is
-        also the horizon over which a move's egress and cold start are amortised.
+        also the horizon over which a move's egress and cold start are amortised. The artifact used
+        2 h; that is shorter than a stable market's real stay, so every move away from a flaky zone
+        looked too expensive (see the issue note for the ablation).
+    :param value: "slack" (default): V anchored at the cheapest recent spot price, rising to the
+        paper's log barrier as slack runs short; "barrier": the paper's V floored at that price.
     """
 
     name = "skynomad"
@@ -40,7 +44,7 @@ class SkyNomadPolicy:
         hysteresis_fraction: float = 0.02,
         probe_interval_hours: float = 2.0,
         refit_hours: float = 1.0,
-        lifetime_cap_hours: float | None = None,
+        lifetime_cap_hours: float = 4.0,
         value: str = "slack",
     ):
         if value not in ("slack", "barrier"):
@@ -74,7 +78,8 @@ class SkyNomadPolicy:
         # The floor never exceeds C_od, so on its own it never makes on-demand worth launching.
         floor = self._floor(state, view, costs.values())
         if self.value == "slack" and floor > 0:
-            value = (1.0 + self.hysteresis_fraction) * slack_value(job, state, cheapest_od, floor)
+            reference = min((1.0 + self.hysteresis_fraction) * floor, cheapest_od)
+            value = market_value(max(barrier, reference), reference, slack_urgency(job, state))
         else:
             value = max(barrier, min((1.0 + self.hysteresis_fraction) * floor, cheapest_od))
 
