@@ -47,14 +47,30 @@ def add_evaluate_command(subparsers) -> None:
 
 
 def _check_writable(path: Path | None, flag: str) -> None:
-    if path is not None and not path.parent.resolve().is_dir():
+    if path is None:
+        return
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory; give a file name")
+    if not path.parent.resolve().is_dir():
         raise UsageError(f"{flag} {path}: directory {path.parent} does not exist")
+
+
+def _check_plot_format(path: Path | None) -> None:
+    if path is None:
+        return
+    from matplotlib.figure import Figure
+
+    formats = Figure().canvas.get_supported_filetypes()
+    suffix = path.suffix.lstrip(".").lower()
+    if suffix not in formats:
+        raise UsageError(f"--plot {path}: unsupported image format {suffix!r}; use one of {sorted(formats)}")
 
 
 def _prepare(args) -> tuple[Evaluation, list[str]]:
     """Everything that can be wrong with the input is found here, before any run and any write."""
     _check_writable(args.output, "--output")
     _check_writable(args.plot, "--plot")
+    _check_plot_format(args.plot)
     job = JobSpec(
         work_hours=args.work_hours,
         deadline_hours=args.deadline_hours,
@@ -63,6 +79,7 @@ def _prepare(args) -> tuple[Evaluation, list[str]]:
         instances=args.instances,
         bandwidth_gb_per_hour=args.bandwidth_gb_per_hour,
     )
+    job.require_feasible()
     frame = read_observations(args.trace, args.zones)
     if args.step_minutes is not None and args.step_minutes <= 0:
         raise UsageError(f"--step-minutes must be > 0, got {args.step_minutes}")

@@ -263,11 +263,6 @@ def test_output_in_a_missing_directory_is_refused_before_running(tmp_path, capsy
     assert out == ""  # no table printed: nothing ran
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG-5: an unsupported --plot format (e.g. .xyz) is only found by matplotlib after every run, and "
-    "after --output was already written; exit 2 but the JSON file exists",
-)
 def test_unsupported_plot_format_is_refused_before_anything_is_written(tmp_path, capsys):
     trace = write_trace(tmp_path, trace_lines())
     argv = ["evaluate", "--trace", str(trace), *JOB, "--policies", "on-demand",
@@ -278,11 +273,6 @@ def test_unsupported_plot_format_is_refused_before_anything_is_written(tmp_path,
     assert out == ""  # refused before running: no table
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG-6: --output naming an existing directory passes _check_writable, the evaluation runs, then "
-    "write_text raises IsADirectoryError (uncaught: traceback, exit 1)",
-)
 def test_output_that_is_a_directory_is_a_usage_error(tmp_path, capsys):
     trace = write_trace(tmp_path, trace_lines())
     (tmp_path / "results").mkdir()
@@ -314,11 +304,6 @@ def test_empty_trace_file_error_names_the_file(tmp_path, capsys):
     assert str(trace) in err, err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG-3: with T < P + d evaluate exits 0 but writes non-standard JSON: optimal cost_usd/mean_cost_usd "
-    "Infinity and ratio_to_optimal NaN (every other policy's ratio becomes 0.0); the table shows inf / nan",
-)
 def test_infeasible_job_is_evaluated_as_misses_with_strict_json(tmp_path, capsys):
     """T < P + d: no plan can make it. evaluate may refuse (exit 2) or report every window as a miss,
     but it must not crash, and any JSON it writes must be valid JSON (no Infinity/NaN)."""
@@ -340,12 +325,6 @@ def test_infeasible_job_is_evaluated_as_misses_with_strict_json(tmp_path, capsys
         assert window["results"]["optimal"]["met_deadline"] is False
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG-4: build_grid now prices a market at +inf before its first observation; uniform-progress in "
-    "that zone launches on-demand there at an infinite price, so its cost (and the summary) is Infinity "
-    "and the JSON is not strict",
-)
 def test_zone_first_observed_after_a_window_start_gives_finite_costs(tmp_path, capsys):
     lines = trace_lines()
     late = [lines[0]] + [line for line in lines[1:]

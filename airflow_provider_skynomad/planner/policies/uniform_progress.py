@@ -7,6 +7,8 @@ on-demand to the end once T − t < P − p + 2d. They differ only in where spot
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...market.view import MarketView
 from ..actions import IDLE, Decision, Mode, Option
 from ..job import JobSpec, JobState
@@ -27,7 +29,8 @@ class UniformProgressPolicy:
         return [self.zone] if self.zone else []
 
     def on_demand_option(self, job: JobSpec, state: JobState, view: MarketView) -> Option:
-        if self.zone:
+        """On-demand in the policy's zone; while that zone has no observed price yet, the cheapest known."""
+        if self.zone and np.isfinite(view.on_demand_usd_per_hour[view.index(self.zone)]):
             return Option(self.zone, Mode.ON_DEMAND)
         return cheapest_on_demand(job, state, view)
 
