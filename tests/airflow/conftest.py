@@ -1,9 +1,9 @@
 """Airflow test environment: one throwaway AIRFLOW_HOME per session, migrated once.
 
 Airflow reads its configuration when first imported, so the environment is set here, at
-import time of this conftest (pytest loads it before any test module of this folder). The
-DAGs folder is the package's example_dags: ``dag.test()`` only runs DAGs found in a bundle.
-Each test gets its own SKYNOMAD_HOME (market table, simulated cloud state).
+import time of this conftest (pytest loads it before any test module of this folder). 
+The DAGs folder holds copies of the example DAGs and of tests/airflow/dags (``dag.test()`` only
+runs DAGs it finds in a bundle). Each test gets its own SKYNOMAD_HOME (market table, simulated cloud state).
 """
 
 from __future__ import annotations
@@ -21,11 +21,17 @@ import pytest
 EXAMPLE_DAGS = Path(__file__).resolve().parents[2] / "airflow_provider_skynomad" / "example_dags"
 GCP_TRACE = Path(__file__).resolve().parents[2] / "airflow_provider_skynomad" / "data" / "gcp-h100-2025-first-week.csv.gz"
 
+TEST_DAGS = Path(__file__).resolve().parent / "dags"
+
 _HOME = Path(tempfile.mkdtemp(prefix="skynomad-airflow-tests-"))
+DAGS_FOLDER = _HOME / "dags"
+DAGS_FOLDER.mkdir()
+for _source in [*EXAMPLE_DAGS.glob("skynomad_*.py"), *TEST_DAGS.glob("skynomad_*.py")]:
+    shutil.copy(_source, DAGS_FOLDER / _source.name)
 os.environ.update(
     AIRFLOW_HOME=str(_HOME),
     AIRFLOW__CORE__LOAD_EXAMPLES="False",
-    AIRFLOW__CORE__DAGS_FOLDER=str(EXAMPLE_DAGS),
+    AIRFLOW__CORE__DAGS_FOLDER=str(DAGS_FOLDER),
     AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{_HOME}/airflow.db",
     AIRFLOW__CORE__UNIT_TEST_MODE="False",
     SKYNOMAD_HOME=str(_HOME / "skynomad"),

@@ -1,0 +1,100 @@
+"""Whole DAG runs through Airflow (``dag.test()``: real task runner, task state store, inline trigger)
+on the embedded simulated cloud, whose workload really trains, checkpoints and resumes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from airflow_provider_skynomad.demo import model_is_bit_identical, run_dag_test, task_result
+
+from .conftest import DAGS_FOLDER, seed_market
+
+SPEED = 600.0  # 1 simulated hour per 6 s: slow enough that the workload's start-up stays inside the cold start
+TRACE_START_HOURS = 90.0  # a stretch of the GCP H100 week where us-east4 spot capacity comes and goes
+
+
+def load_dag(name: str):
+    spec = importlib.util.spec_from_file_location(f"test_dag_{name}", DAGS_FOLDER / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.dag
+
+
+@pytest.fixture
+def simulated(airflow_db, skynomad_home, gcp_frame, monkeypatch):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SKYNOMAD_DEFAULT",
+        json.dumps(
+            {"conn_type": "skynomad",
+             "extra": {"cloud": "simulated", "speed": SPEED, "cloud_options": {"trace_start": TRACE_START_HOURS}}}
+        ),
+    )
+    start = gcp_frame["observed_at"].min() + pd.Timedelta(hours=TRACE_START_HOURS)
+    seed_market(gcp_frame, until=start)
+    return SimpleNamespace(home=skynomad_home, trace_start=start)
+
+
+def attach_cloud(home):
+    from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+
+    return SimulatedCloud.attach(home / "cloud")
+
+
+def test_probe_then_fine_tune_with_preemption_and_migration(simulated, tmp_path):
+    started = time.monotonic()
+    state, _ = run_dag_test(load_dag("skynomad_probe"))
+    assert state == "success"
+    from airflow_provider_skynomad.market.table import MarketTable
+
+    table = MarketTable()
+    probed = table.read(since=simulated.trace_start)
+    table.close()
+    assert sorted(probed["zone"]) == sorted(set(probed["zone"])) and len(probed) == 13  # one fresh row per zone of the trace, from the mapped per-region tasks
+
+    dag = load_dag("skynomad_fine_tune")
+    state, run_id = run_dag_test(dag, run_conf={"work_hours": 6.0})
+    summary = task_result(dag.dag_id, run_id, "fine_tune")
+    assert state == "success", summary
+    assert summary["preemptions"] >= 1, summary
+    assert summary["migrations"] >= 1, summary
+    assert summary["deadline_met"] is True and summary["elapsed_hours"] <= summary["deadline_hours"]
+    assert summary["deadline_hours"] == pytest.approx(10.0, abs=0.2)  # from the DAG's DeadlineAlert
+    assert summary["cost_usd"]["total"] < summary["all_on_demand_cost_usd"]
+    assert model_is_bit_identical(summary, tmp_path)
+    # Nothing is left running or billed.
+    cloud = attach_cloud(simulated.home)
+    groups = cloud.groups(tags={"skynomad-job": summary["job_id"]})
+    assert groups and all(g["status"] != "running" for g in groups)
+    assert len(groups) == summary["preemptions"] + 1  # one group per stretch: no duplicate launch
+    print(f"probe + fine-tune wall time {time.monotonic() - started:.1f}s")
+
+
+def test_retry_after_a_worker_crash_does_not_launch_a_second_group(simulated):
+    from airflow_provider_skynomad.operators.probe import SkyNomadProbeOperator  # noqa: F401
+
+    dag = load_dag("skynomad_crash_retry")
+    state, run_id = run_dag_test(dag)
+    summary = task_result(dag.dag_id, run_id, "job")
+    assert state == "success", summary
+    cloud = attach_cloud(simulated.home)
+    groups = cloud.groups(tags={"skynomad-job": summary["job_id"]})
+    # on-demand never preempts: exactly one group for the whole job, across the crash and the retry
+    assert len(groups) == 1, groups
+    assert groups[0]["status"] == "succeeded"
+    assert summary["deadline_met"] is True
+
+
+def test_existing_pipeline_extract_train_evaluate(simulated):
+    state, _ = run_dag_test(load_dag("skynomad_probe"))
+    assert state == "success"
+    dag = load_dag("skynomad_existing_pipeline")
+    state, run_id = run_dag_test(dag, run_conf={"work_hours": 2.0, "total_steps": 20})
+    assert state == "success"
+    evaluation = task_result(dag.dag_id, run_id, "evaluate")
+    assert evaluation["accuracy"] > 0.5 and evaluation["cost_usd"] > 0
