@@ -24,12 +24,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+from typing import TYPE_CHECKING
+
 from airflow.sdk import BaseHook
 
 from ..clouds.base import Cloud
-from ..market.grid import build_grid
-from ..market.view import MarketView
+
+if TYPE_CHECKING:  # heavy imports stay out of the triggerer's event loop (see market_view)
+    import pandas as pd
+
+    from ..market.view import MarketView
 
 CLOUD_KINDS = ("simulated", "aws", "gcp")
 DEFAULT_CONN_ID = "skynomad_default"
@@ -213,7 +217,10 @@ class SkyNomadHook(BaseHook):
     async def aget_config(self) -> SkyNomadConfig:
         """Same as get_config, without blocking the triggerer's event loop."""
         if self._config is None:
-            self._config = self._config_from(await self._lookup_async())
+            import asyncio
+
+            conn = await self._lookup_async()
+            self._config = await asyncio.to_thread(self._config_from, conn)
         return self._config
 
     def _config_from(self, conn: Any | None) -> SkyNomadConfig:
@@ -274,6 +281,8 @@ def read_market_frame(
     lookback_hours: float | None,
 ) -> pd.DataFrame:
     """Market rows the planner may see at `until` (exclusive): the table's history, nothing later."""
+    import pandas as pd
+
     since = None
     if until is not None and lookback_hours:
         since = until - pd.Timedelta(hours=lookback_hours)
@@ -282,5 +291,8 @@ def read_market_frame(
 
 def market_view(frame: pd.DataFrame, step_hours: float, gang_size: int) -> MarketView:
     """A planner view over table rows: every row is something someone saw, tick = the last one."""
+    from ..market.grid import build_grid
+    from ..market.view import MarketView
+
     grid = build_grid(frame, step_hours=step_hours)
     return MarketView(grid, tick=grid.ticks - 1, gang_size=gang_size)

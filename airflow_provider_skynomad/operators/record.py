@@ -175,6 +175,7 @@ def summarize(record: JobRecord, elapsed_hours: float, cloud_bill: dict | None =
         },
         "all_on_demand_cost_usd": round(record.all_on_demand_usd, 2),
         "migrations": record.migrations,
+        "deferrals": record.seq,
         "preemptions": record.preemptions,
         "failed_launches": record.failed_launches,
         "elapsed_hours": round(elapsed_hours, 3),

@@ -21,15 +21,21 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from ..clouds.base import GroupHandle, GroupStatus
+from ..hooks import skynomad as _hooks
+from ..hooks.skynomad import SkyNomadHook
 from ..planner.actions import Decision, Option
 from ..planner.job import JobSpec, JobState
-from ..planner.safety import is_safe
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# The triggerer imports this module on its event loop: keep it light. pandas, numpy and the
+# planner are imported inside the worker threads that use them.
 
 EVENT_KINDS = ("finished", "preempted", "failed", "replan", "deadline_pressure")
 KEY = ["zone", "instance_type", "observed_at"]
@@ -113,15 +119,11 @@ class SkyNomadTrigger(BaseTrigger):
     # -- the loop ------------------------------------------------------------------------------
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from ..hooks.skynomad import SkyNomadHook, make_cloud
-        from ..planner.registry import get_policy
-
         hook = SkyNomadHook(self.skynomad_conn_id)
         try:
             config = await hook.aget_config()
-            cloud = await asyncio.to_thread(make_cloud, config)
-            table = await asyncio.to_thread(_open_table, config.market_url)
-            policy = get_policy(self.policy, **self.policy_params)
+            # Trace loading, database connection and the planner's imports all block: not on the loop.
+            cloud, table, policy = await asyncio.to_thread(self._setup, config)
         except Exception as exc:  # noqa: BLE001 - the worker turns this into a clear task failure
             yield self._event("failed", reason=f"trigger could not start: {type(exc).__name__}: {exc}")
             return
@@ -154,12 +156,8 @@ class SkyNomadTrigger(BaseTrigger):
                 if handle is not None and progress >= job.work_hours - 1e-9:
                     continue  # all work checkpointed: the workload is writing its result and exiting
                 state = self._state_now(base, elapsed, progress)
-                view = await asyncio.to_thread(self._view, table, cloud, job)
-                decision = await asyncio.to_thread(policy.decide, job, state, view, elapsed)
-                wanted = decision.try_in_order[0] if decision.try_in_order else None
-                if wanted != state.running:
-                    safe = is_safe(job, state, view, state.running)
-                    kind = "replan" if safe else "deadline_pressure"
+                decision, kind = await asyncio.to_thread(self._decide, table, cloud, policy, job, state)
+                if kind is not None:
                     yield self._event(
                         kind,
                         elapsed=elapsed,
@@ -179,6 +177,21 @@ class SkyNomadTrigger(BaseTrigger):
 
     # -- pieces (also used by tests and the benchmark) -----------------------------------------
 
+    def _setup(self, config):
+        from ..planner.registry import get_policy
+
+        cloud = _hooks.make_cloud(config)
+        table = _open_table(config.market_url)
+        return cloud, table, get_policy(self.policy, **self.policy_params)
+
+    async def on_kill(self) -> None:
+        """The user killed the deferred task: terminate the group this job runs on."""
+        if not self.group:
+            return
+        config = await SkyNomadHook(self.skynomad_conn_id).aget_config()
+        cloud = await asyncio.to_thread(_hooks.make_cloud, config)
+        await asyncio.to_thread(cloud.terminate, GroupHandle.from_dict(self.group))
+
     def _state_now(self, base: JobState, elapsed: float, progress: float) -> JobState:
         age = elapsed - base.running_since_hours if base.running else 0.0
         warmup_left = max(0.0, self.launch_delay_hours - age) if base.running else 0.0
@@ -194,7 +207,20 @@ class SkyNomadTrigger(BaseTrigger):
         ran = elapsed - base.running_since_hours - self.launch_delay_hours
         return min(job.work_hours, base.progress_hours + max(0.0, ran))
 
+    def _decide(self, table, cloud, policy, job: JobSpec, state: JobState) -> tuple[Decision, str | None]:
+        """Ask the planner; the event kind when the worker must act, else None (in a thread)."""
+        from ..planner.safety import is_safe
+
+        view = self._view(table, cloud, job)
+        decision = policy.decide(job, state, view, state.elapsed_hours)
+        wanted = decision.try_in_order[0] if decision.try_in_order else None
+        if wanted == state.running:
+            return decision, None
+        return decision, ("replan" if is_safe(job, state, view, state.running) else "deadline_pressure")
+
     def _view(self, table, cloud, job: JobSpec):
+        import pandas as pd
+
         from ..clouds.driver import cloud_now
         from ..hooks.skynomad import market_view
 
@@ -247,6 +273,8 @@ def refresh_frame(
     lookback_hours: float,
 ) -> pd.DataFrame:
     """Market rows in [until - lookback, until), read incrementally: only rows newer than the cache."""
+    import pandas as pd
+
     since = until - pd.Timedelta(hours=lookback_hours)
     if frame is not None and not frame.empty:
         newest = frame["observed_at"].max()
