@@ -37,12 +37,18 @@ def score(
     value_usd_per_hour: float,
     spot_lifetime_hours: float,
     on_demand_stay_hours: float | None = None,
+    residency_hours: float = 0.0,
 ) -> Scored:
     """U of `option`; staying on the running group pays neither cold start nor egress.
 
     An on-demand group is never preempted, but a planner that leaves it as soon as spot
     returns will not keep it to the end: `on_demand_stay_hours` (default: the rest of the
     job) is the stay its cold start and egress are spread over.
+
+    Egress is paid once per move, not once per stay: after a preemption the job usually
+    relaunches where its checkpoint is, so a move's egress is spread over the longer of the
+    stay and `residency_hours` (how long the checkpoint is expected to stay put), within the
+    remaining work.
     """
     i = view.index(option.market)
     remaining = job.work_hours - state.progress_hours
@@ -60,12 +66,13 @@ def score(
     egress = 0.0
     if not staying and state.checkpoint_market is not None:
         egress = job.checkpoint_gb * view.egress_usd_per_gb[view.index(state.checkpoint_market), i]
-    cost = price + egress / stay
+    horizon = max(stay, min(residency_hours, remaining + delay))
+    cost = price + egress / horizon
     return Scored(option, value_usd_per_hour * useful - cost, stay, useful, cost)
 
 
 def migration_pays(job: JobSpec, view: MarketView, source: str, target: str, target_lifetime_hours: float) -> bool:
-    """Price-aware migration: S·egress(a→b) ≤ (price_a − price_b)·(L̄_b − d)."""
+    """Price-aware migration: S·egress(a→b) ≤ (price_a − price_b)·(L̄_b − d), L̄_b being the horizon used for egress."""
     a, b = view.index(source), view.index(target)
     saving = (view.spot_usd_per_hour[a] - view.spot_usd_per_hour[b]) * job.instances
     egress = job.checkpoint_gb * view.egress_usd_per_gb[a, b]

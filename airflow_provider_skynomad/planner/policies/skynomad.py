@@ -46,7 +46,9 @@ class SkyNomadPolicy:
         refit_hours: float = 1.0,
         lifetime_cap_hours: float = 4.0,
         value: str = "slack",
+        residency_hours: float = 0.0,
     ):
+        self.residency_hours = residency_hours
         if value not in ("slack", "barrier"):
             raise ValueError(f"value must be 'slack' or 'barrier', got {value!r}")
         self.value = value
@@ -70,7 +72,8 @@ class SkyNomadPolicy:
         # U is linear in V, so score every option once at V = 0 and shift by V·η below.
         od_stay = float(np.max(lifetimes))  # we leave on-demand about when the best spot market would last
         costs = {
-            o: score(job, state, view, o, 0.0, float(lifetimes[view.index(o.market)]), od_stay) for o in options
+            o: score(job, state, view, o, 0.0, float(lifetimes[view.index(o.market)]), od_stay, self.residency_hours)
+            for o in options
         }
 
         # V never drops below what progress will most likely cost later (plus the hysteresis
@@ -145,7 +148,8 @@ class SkyNomadPolicy:
     def _move_pays(self, job: JobSpec, view: MarketView, current: Option | None, candidate: Scored) -> bool:
         if current is None or current.mode is not Mode.SPOT or candidate.option.mode is not Mode.SPOT:
             return True
-        return migration_pays(job, view, current.market, candidate.option.market, candidate.stay_hours)
+        horizon = max(candidate.stay_hours, self.residency_hours)
+        return migration_pays(job, view, current.market, candidate.option.market, horizon)
 
     def _probes(self, job: JobSpec, state: JobState, view: MarketView) -> tuple[str, ...]:
         """Stale markets cheaper than what we pay now: worth one minute of spot to learn about them."""
