@@ -1,0 +1,97 @@
+"""AwsCloud on moto's EC2 and S3 (moto has no p3 types, no interruptions: those are set by hand)."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+
+moto = pytest.importorskip("moto")
+
+from airflow_provider_skynomad.clouds.aws import AwsCloud  # noqa: E402
+from airflow_provider_skynomad.clouds.base import CapacityError, GroupStatus, LaunchRequest  # noqa: E402
+
+REGION, ZONE = "us-east-1", "us-east-1a"
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": REGION, "AWS_SECURITY_TOKEN": "testing"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", "aws://")
+    with moto.mock_aws():
+        image = boto3.client("ec2", region_name=REGION).describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+        yield AwsCloud(aws_conn_id="aws_default", image_id=image)
+
+
+def request(token="sn-1", spot=True, count=2, zone=ZONE):
+    return LaunchRequest("aws", REGION, zone, "g4dn.xlarge", count, spot, token,
+                         command=("python", "-m", "train"), tags={"skynomad-job": "sn"})
+
+
+def test_launch_is_tagged_and_idempotent_on_the_client_token(aws):
+    first = aws.launch(request())
+    again = aws.launch(request())
+    assert again.instance_ids == first.instance_ids and len(first.instance_ids) == 2
+    client = boto3.client("ec2", region_name=REGION)
+    described = client.describe_instances(InstanceIds=list(first.instance_ids))["Reservations"]
+    instances = [i for r in described for i in r["Instances"]]
+    tags = {t["Key"]: t["Value"] for t in instances[0]["Tags"]}
+    assert tags["skynomad-job"] == "sn" and tags["skynomad:client-token"] == "sn-1"
+    assert all(i["Placement"]["AvailabilityZone"] == ZONE for i in instances)
+    assert aws.poll(first) in (GroupStatus.RUNNING, GroupStatus.STARTING)
+
+
+def test_terminate_then_poll(aws):
+    handle = aws.launch(request(spot=False, count=1))
+    aws.terminate(handle)
+    aws.terminate(handle)  # twice is fine
+    assert aws.poll(handle) in (GroupStatus.TERMINATED, GroupStatus.FAILED)
+
+
+def test_capacity_error_is_mapped(aws, monkeypatch):
+    from botocore.exceptions import ClientError
+
+    def full(**kwargs):
+        raise ClientError({"Error": {"Code": "InsufficientInstanceCapacity", "Message": "no"}}, "RunInstances")
+
+    monkeypatch.setattr(aws.ec2(REGION), "run_instances", full)
+    with pytest.raises(CapacityError, match="InsufficientInstanceCapacity"):
+        aws.launch(request(token="sn-2"))
+
+
+def test_spot_interruption_is_a_preemption(aws, monkeypatch):
+    handle = aws.launch(request(count=1))
+    real = aws.ec2(REGION).describe_instances
+
+    def interrupted(**kwargs):
+        out = real(**kwargs)
+        for r in out["Reservations"]:
+            for i in r["Instances"]:
+                i["State"] = {"Name": "terminated"}
+                i["StateReason"] = {"Code": "Server.SpotInstanceTermination"}
+        return out
+
+    monkeypatch.setattr(aws.ec2(REGION), "describe_instances", interrupted)
+    assert aws.poll(handle) is GroupStatus.PREEMPTED
+
+
+def test_probe_releases_what_it_got(aws):
+    result = aws.probe(REGION, ZONE, "g4dn.xlarge", 3)
+    assert 1 <= result.available <= 3  # EC2 grants up to MaxCount; moto grants MinCount
+    client = boto3.client("ec2", region_name=REGION)
+    states = [i["State"]["Name"] for r in client.describe_instances()["Reservations"] for i in r["Instances"]]
+    assert states and all(s in ("shutting-down", "terminated") for s in states)
+
+
+def test_checkpoint_copy_between_regional_buckets(aws):
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket="ckpt-us-east-1")
+    s3.create_bucket(Bucket="ckpt-us-west-2", CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    s3.put_object(Bucket="ckpt-us-east-1", Key="skynomad/progress.json", Body=b'{"step": 3, "total_steps": 4}')
+    aws.checkpoint_bucket = "ckpt-{region}"
+    aws.copy_checkpoint("us-east-1a", "us-west-2b", 1.0)
+    body = s3.get_object(Bucket="ckpt-us-west-2", Key="skynomad/progress.json")["Body"].read()
+    assert body == b'{"step": 3, "total_steps": 4}'
+    handle = aws.launch(request(count=1))
+    assert aws.progress(handle) == pytest.approx(0.75)
