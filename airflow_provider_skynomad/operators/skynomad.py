@@ -298,7 +298,9 @@ class SkyNomadOperator(BaseOperator):
             raise SkyNomadInputError(f"decision_step_minutes must be > 0, got {self.decision_step_minutes!r}")
         if self.command is not None and not list(self.command):
             raise SkyNomadInputError("command is empty; pass the workload's argv, or None for the bundled workload")
-        deadline_hours = resolve_deadline_hours(self.deadline, self.dag, context, config, cloud)
+        deadline_hours = resolve_deadline_hours(
+            self.deadline, self.dag if self.has_dag() else None, context, config, cloud
+        )
         if deadline_hours <= 0:
             raise SkyNomadInputError(
                 f"the deadline is already past ({-deadline_hours:.2f} cloud hours ago); nothing was launched"

@@ -1,0 +1,218 @@
+"""Deferred-task overhead and triggerer capacity of SkyNomad on the simulated cloud.
+
+1. Overhead per decision step: one job driven the way Airflow drives it (execute → trigger →
+   execute_complete → ... with an in-memory task state store); worker seconds (time inside the
+   operator) and trigger seconds (time inside one decision step's blocking work) against the
+   job's wall seconds.
+2. Capacity: N SkyNomadTriggers on one event loop (one triggerer process), each watching its own
+   running group on one shared simulated cloud and market table. A decision step is *late* when it
+   starts more than half a step after it was due; report the largest N whose 95th-percentile
+   lateness stays under that.
+
+Run: ``python benchmarks/bench_triggerer.py`` (about two minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+SPEED = 600.0
+STEP_MINUTES = 10.0
+TRACE_START_HOURS = 90.0
+
+
+def setup(home: Path):
+    os.environ["SKYNOMAD_HOME"] = str(home)
+    os.environ["AIRFLOW_CONN_SKYNOMAD_DEFAULT"] = json.dumps(
+        {"conn_type": "skynomad",
+         "extra": {"cloud": "simulated", "speed": SPEED, "cloud_options": {"trace_start": TRACE_START_HOURS}}}
+    )
+    import pandas as pd
+
+    from airflow_provider_skynomad.hooks.skynomad import bundled_trace
+    from airflow_provider_skynomad.market.observations import read_observations
+    from airflow_provider_skynomad.market.table import MarketTable
+
+    frame = read_observations(bundled_trace())
+    start = frame["observed_at"].min() + pd.Timedelta(hours=TRACE_START_HOURS)
+    table = MarketTable()
+    table.create()
+    table.append(frame[(frame["observed_at"] <= start + pd.Timedelta(hours=30))
+                       & (frame["observed_at"] >= start - pd.Timedelta(hours=48))])
+    table.close()
+
+
+class Store:
+    def __init__(self):
+        self.data = {}
+
+    def get(self, key, default=None):
+        return json.loads(self.data[key]) if key in self.data else default
+
+    def set(self, key, value, *, retention=None):
+        self.data[key] = json.dumps(value)
+
+
+class TI:
+    dag_id, run_id, task_id, map_index, try_number = "bench", "run", "job", -1, 1
+
+    def xcom_push(self, key, value):
+        pass
+
+
+def overhead(work_hours: float = 3.0) -> dict:
+    from datetime import datetime, timezone
+    from types import SimpleNamespace
+
+    from airflow.sdk import DAG
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from airflow_provider_skynomad.operators.skynomad import SkyNomadOperator
+
+    def op():  # a fresh operator object per worker visit, as Airflow does
+        dag = DAG("bench", schedule=None, start_date=datetime(2025, 1, 1))
+        return SkyNomadOperator(task_id="job", dag=dag, work_hours=work_hours,
+                                deadline=timedelta(hours=work_hours * 1.6), decision_step_minutes=STEP_MINUTES)
+
+    now = datetime.now(timezone.utc)
+    context = {"ti": TI(), "dag_run": SimpleNamespace(start_date=now, run_after=now), "task_state_store": Store()}
+    worker = trigger_busy = 0.0
+    steps = visits = 0
+    started = time.monotonic()
+    call, args = op().execute, (context,)
+    while True:
+        t0 = time.monotonic()
+        try:
+            summary = call(*args)
+            worker += time.monotonic() - t0
+            visits += 1
+            break
+        except TaskDeferred as deferred:
+            worker += time.monotonic() - t0
+            visits += 1
+            trigger = deferred.trigger
+        original = trigger._decide
+
+        def timed(*a, _original=original):
+            nonlocal trigger_busy, steps
+            s = time.monotonic()
+            try:
+                return _original(*a)
+            finally:
+                trigger_busy += time.monotonic() - s
+                steps += 1
+
+        trigger._decide = timed
+        event = asyncio.run(anext(trigger.run())).payload
+        call, args = op().execute_complete, (context, event)
+    wall = time.monotonic() - started
+    return {
+        "job_wall_seconds": round(wall, 1),
+        "decision_steps": steps,
+        "worker_visits": visits,
+        "worker_seconds": round(worker, 2),
+        "worker_seconds_per_step": round(worker / max(steps, 1), 4),
+        "trigger_seconds_per_step": round(trigger_busy / max(steps, 1), 4),
+        "step_wall_seconds": STEP_MINUTES * 60 / SPEED,
+        "deadline_met": summary["deadline_met"],
+        "preemptions": summary["preemptions"],
+    }
+
+
+async def capacity_run(n: int, seconds: float) -> dict:
+    from airflow_provider_skynomad.clouds.base import LaunchRequest
+    from airflow_provider_skynomad.hooks.skynomad import SkyNomadHook, make_cloud
+    from airflow_provider_skynomad.planner.actions import Mode, Option
+    from airflow_provider_skynomad.planner.job import JobSpec, JobState
+    from airflow_provider_skynomad.triggers.skynomad import SkyNomadTrigger
+
+    from airflow_provider_skynomad.clouds.driver import cloud_now
+    from airflow_provider_skynomad.hooks.skynomad import market_view
+    from airflow_provider_skynomad.market.table import MarketTable
+    from airflow_provider_skynomad.planner.registry import get_policy
+
+    cloud = make_cloud(SkyNomadHook().get_config())
+    # Jobs that keep running where they are (the on-demand policy's zone): every step is a full
+    # decision step (poll, progress, market read, planner) that ends in "stay".
+    table = MarketTable()
+    frame = table.read(until=cloud_now(cloud))
+    table.close()
+    view = market_view(frame, STEP_MINUTES / 60, 1)
+    zone = get_policy("on-demand").decide(JobSpec(1000.0, 2000.0), JobState(), view, 0.0).try_in_order[0].market
+    region = frame.loc[frame["zone"] == zone, "region"].iloc[0]
+    step_wall = STEP_MINUTES * 60 / SPEED
+    due: dict[int, list[float]] = {}
+
+    class Timed(SkyNomadTrigger):
+        def _decide(self, *a):
+            due.setdefault(self.seq, []).append(time.monotonic())
+            return super()._decide(*a)
+
+    triggers = []
+    for i in range(n):
+        handle = cloud.launch(LaunchRequest("gcp", region, zone, "a3-highgpu-1g", 1, False, f"bench-{n}-{i}"))
+        state = JobState(elapsed_hours=0.0, running=Option(zone, Mode.ON_DEMAND), checkpoint_market=zone)
+        triggers.append(Timed(
+            job=JobSpec(work_hours=1000.0, deadline_hours=2000.0).to_dict(), job_start_hours=cloud.now_hours(),
+            state=state.to_dict(), group=handle.to_dict(), launch_delay_hours=0.2, zones=sorted(set(frame["zone"])),
+            instance_types=None, policy="on-demand", policy_params={}, decision_step_hours=STEP_MINUTES / 60,
+            seq=i, skynomad_conn_id="skynomad_default",
+        ))
+
+    events = []
+
+    async def drive(trigger):
+        async for event in trigger.run():
+            events.append(event.payload)
+            return
+
+    tasks = [asyncio.create_task(drive(t)) for t in triggers]
+    await asyncio.sleep(seconds)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for i in range(n):
+        cloud.terminate(cloud.launch(LaunchRequest("gcp", region, zone, "a3-highgpu-1g", 1, False,
+                                                   f"bench-{n}-{i}")))
+    if events:
+        print("  (events before the end:", [(e["kind"], e.get("reason", "")[:120]) for e in events[:3]], ")")
+    lateness = []
+    for stamps in due.values():
+        stamps = stamps[2:]  # skip warm-up (each trigger loads the trace and opens the table once)
+        for a, b in zip(stamps, stamps[1:]):
+            lateness.append(max(0.0, (b - a) - step_wall))
+    lateness.sort()
+    p95 = lateness[int(0.95 * (len(lateness) - 1))] if lateness else float("inf")
+    return {"jobs": n, "steps": len(lateness), "p95_late_seconds": round(p95, 3),
+            "mean_late_seconds": round(statistics.mean(lateness), 3) if lateness else None,
+            "on_time": bool(lateness) and p95 <= step_wall / 2}
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory(prefix="skynomad-bench-") as tmp:
+        setup(Path(tmp))
+        print("step: %.0f simulated minutes = %.2f wall seconds at %gx" % (STEP_MINUTES, STEP_MINUTES * 60 / SPEED, SPEED))
+        result = overhead()
+        print("overhead:", json.dumps(result))
+        carried = 0
+        for n in (10, 25, 50, 100, 200):
+            run = asyncio.run(capacity_run(n, seconds=max(10.0, n * 0.1)))
+            print("capacity:", json.dumps(run))
+            if not run["on_time"]:
+                break
+            carried = n
+        print(f"one triggerer carried {carried} concurrent SkyNomad jobs with decision steps on time "
+              f"(step = {STEP_MINUTES * 60 / SPEED:.2f} s wall)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
