@@ -21,6 +21,7 @@ starts with the demo environment (``python -m airflow_provider_skynomad.demo --c
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -56,9 +57,23 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--work-hours", type=float, default=DEFAULT_WORK_HOURS, help="work of the fine-tune job")
 
 
+EXAMPLE_DAGS = Path(__file__).resolve().parents[1] / "example_dags"
+
+
+def load_example_dag(name: str):
+    """The `dag` object of example_dags/<name>.py (the repository's top-level example DAGs)."""
+    path = EXAMPLE_DAGS / f"{name}.py"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: example DAG not found; run the demo from a checkout of the repository")
+    spec = importlib.util.spec_from_file_location(f"skynomad_example_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.dag
+
+
 def demo_environment(workdir: Path, speed: float, trace_start_hours: float) -> dict[str, str]:
     """Environment of the child: private AIRFLOW_HOME, example DAGs, the simulated `skynomad` connection."""
-    dags = Path(__file__).resolve().parent / "example_dags"
+    dags = EXAMPLE_DAGS
     connection = {
         "conn_type": "skynomad",
         "extra": {"cloud": "simulated", "speed": speed, "cloud_options": {"trace_start": trace_start_hours}},
@@ -127,8 +142,8 @@ def _child(args: argparse.Namespace) -> int:
     table.close()
     print(f"[child {time.monotonic() - t0:5.1f}s] market table seeded with {len(history)} rows (48 h before {start})")
 
-    from .example_dags.skynomad_fine_tune import dag as fine_tune
-    from .example_dags.skynomad_probe import dag as probe
+    fine_tune = load_example_dag("skynomad_fine_tune")
+    probe = load_example_dag("skynomad_probe")
 
     state, _ = run_dag_test(probe)
     print(f"[child {time.monotonic() - t0:5.1f}s] skynomad_probe: {state}")

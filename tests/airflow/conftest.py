@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-EXAMPLE_DAGS = Path(__file__).resolve().parents[2] / "airflow_provider_skynomad" / "example_dags"
+EXAMPLE_DAGS = Path(__file__).resolve().parents[2] / "example_dags"
 GCP_TRACE = Path(__file__).resolve().parents[2] / "airflow_provider_skynomad" / "data" / "gcp-h100-2025-first-week.csv.gz"
 
 TEST_DAGS = Path(__file__).resolve().parent / "dags"

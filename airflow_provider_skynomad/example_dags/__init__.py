@@ -1,1 +1,0 @@
-"""Runnable example DAGs; `skynomad demo` and the tests run them through Airflow."""
