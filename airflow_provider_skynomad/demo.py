@@ -201,31 +201,27 @@ def task_result(dag_id: str, run_id: str, task_id: str):
 
 
 def format_summary(summary: dict) -> str:
+    from .operators.summary import cost_line, hours_line
+
     lines = ["", "Zones timeline (cloud hours since the job started):"]
     for seg in summary["zones_timeline"]:
         lines.append(
             f"  {seg['start_hours']:6.2f} → {seg['end_hours']:6.2f} h  {seg['mode']:<9} {seg['zone']:<20} {seg['end']}"
         )
-    cost = summary["cost_usd"]
     lines += [
         "",
-        f"spot {summary['spot_hours']:.2f} h, on-demand {summary['on_demand_hours']:.2f} h, "
-        f"{summary['preemptions']} preemption(s), {summary['migrations']} migration(s)",
-        f"cost ${cost['total']:.2f} (spot ${cost['spot']:.2f}, on-demand ${cost['on_demand']:.2f}, "
-        f"egress ${cost['egress']:.2f}, probes ${cost['probe']:.2f})",
-        f"all on-demand would cost ${summary['all_on_demand_cost_usd']:.2f}",
+        f"{hours_line(summary)}, {summary['preemptions']} preemption(s), {summary['migrations']} migration(s)",
+        cost_line(summary),
+        f"all on-demand would cost ${summary['all_on_demand_cost_usd']:.2f} (at the start's cheapest on-demand price)",
         f"finished after {summary['elapsed_hours']:.2f} h, deadline {summary['deadline_hours']:.2f} h: "
         + ("met" if summary["deadline_met"] else "MISSED"),
     ]
-    if "cloud_bill_usd" in summary:
-        bill = summary["cloud_bill_usd"]
-        lines.append(f"simulated cloud's own bill for the job's instances: ${bill['instances']:.2f}")
     return "\n".join(lines)
 
 
 def model_is_bit_identical(summary: dict, workdir: Path) -> bool:
     """Train the same workload uninterrupted and compare the pickled models byte for byte."""
-    from .operators.skynomad import default_steps
+    from .workload import default_steps
     from .workload.train import MODEL_FILE, train
 
     produced = Path(summary["output_dir"]) / MODEL_FILE

@@ -167,9 +167,12 @@ class AwsCloud(Cloud):
         except Exception:  # noqa: BLE001 - no progress file yet
             return None
 
-    def probe(self, region: str, zone: str, instance_type: str, count: int) -> ProbeResult:
+    def probe(
+        self, region: str, zone: str, instance_type: str, count: int, *, tags: dict[str, str] | None = None
+    ) -> ProbeResult:
         from botocore.exceptions import ClientError
 
+        probe_tags = [{"Key": k, "Value": v} for k, v in {**(tags or {}), "skynomad:purpose": "probe"}.items()]
         client = self.ec2(region)
         granted: list[str] = []
         try:
@@ -177,7 +180,7 @@ class AwsCloud(Cloud):
                 ImageId=self._image(region), InstanceType=instance_type, MinCount=1, MaxCount=count,
                 Placement={"AvailabilityZone": zone},
                 InstanceMarketOptions={"MarketType": "spot", "SpotOptions": {"SpotInstanceType": "one-time"}},
-                TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": "skynomad:purpose", "Value": "probe"}]}],
+                TagSpecifications=[{"ResourceType": "instance", "Tags": probe_tags}],
             )
             granted = [i["InstanceId"] for i in reservation["Instances"]]
         except ClientError as exc:
@@ -189,7 +192,10 @@ class AwsCloud(Cloud):
         return ProbeResult(zone, instance_type, count, len(granted), self._spot_price(client, zone, instance_type),
                            float(self.on_demand_usd_per_hour.get(instance_type, 0.0)))
 
-    def copy_checkpoint(self, source_zone: str, target_zone: str, size_gb: float) -> None:
+    def copy_checkpoint(
+        self, source_zone: str, target_zone: str, size_gb: float, *, tags: dict[str, str] | None = None
+    ) -> None:
+        """Copy the checkpoint between regional buckets (S3 bills the transfer to the bucket: `tags` are unused)."""
         source, target = region_of(source_zone), region_of(target_zone)
         if not self.checkpoint_bucket or source == target:
             return  # one bucket per region: zones of a region share it

@@ -40,6 +40,16 @@ class LaunchRequest:
     env: dict[str, str] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
 
+    def to_dict(self) -> dict:
+        """Plain JSON data (a launch in flight is kept in task state so a retry can re-send it)."""
+        data = asdict(self)
+        data["command"] = list(self.command)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "LaunchRequest":
+        return cls(**{**data, "command": tuple(data.get("command", ()))})
+
 
 @dataclass(frozen=True)
 class GroupHandle:
@@ -93,9 +103,16 @@ class Cloud(abc.ABC):
         """Fraction of the workload done (0..1) per its latest checkpoint, None if unknown."""
 
     @abc.abstractmethod
-    def probe(self, region: str, zone: str, instance_type: str, count: int) -> ProbeResult:
-        """Ask for `count` spot instances, release what was granted at once, report how many."""
+    def probe(
+        self, region: str, zone: str, instance_type: str, count: int, *, tags: dict[str, str] | None = None
+    ) -> ProbeResult:
+        """Ask for `count` spot instances, release what was granted at once, report how many.
+
+        `tags` (e.g. the job's) go on whatever the probe creates, so its cost is attributed like a launch's.
+        """
 
     @abc.abstractmethod
-    def copy_checkpoint(self, source_zone: str, target_zone: str, size_gb: float) -> None:
-        """Make the latest checkpoint available in `target_zone`."""
+    def copy_checkpoint(
+        self, source_zone: str, target_zone: str, size_gb: float, *, tags: dict[str, str] | None = None
+    ) -> None:
+        """Make the latest checkpoint available in `target_zone`; `tags` attribute the transfer where the cloud can."""

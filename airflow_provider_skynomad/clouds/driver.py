@@ -44,11 +44,15 @@ def drive(
     make_request: Callable[[Option, Market], LaunchRequest],
     checkpoint_gb: float,
     gang_size: int,
+    tags: dict[str, str] | None = None,
     before_launch: Callable[[LaunchRequest], None] = lambda request: None,
     after_failure: Callable[[LaunchRequest], None] = lambda request: None,
 ) -> DriveResult:
-    """Execute `decision`; see the module docstring for the order of effects."""
-    probes = [_probe(cloud, markets[key], gang_size) for key in decision.probes]
+    """Execute `decision`; see the module docstring for the order of effects.
+
+    `tags` (the job's) go on its probes and checkpoint copies, so the cloud can bill them to the job.
+    """
+    probes = [_probe(cloud, markets[key], gang_size, tags) for key in decision.probes]
     failed: list[Option] = []
     for option in decision.try_in_order:
         if option is not None and current is not None and option == current_option:
@@ -70,7 +74,7 @@ def drive(
             cloud.terminate(current)
         moved_from = None
         if checkpoint_zone is not None and checkpoint_zone != market.zone:
-            cloud.copy_checkpoint(checkpoint_zone, market.zone, checkpoint_gb)
+            cloud.copy_checkpoint(checkpoint_zone, market.zone, checkpoint_gb, tags=tags)
             moved_from = checkpoint_zone
         return DriveResult(
             handle, option, launched=True, failed=failed, terminated=current, moved_from_zone=moved_from, probes=probes
@@ -88,8 +92,8 @@ def _market(markets: dict[str, Market], option: Option) -> Market:
         raise ValueError(f"decision names market {option.market!r}, not among the job's {sorted(markets)}") from None
 
 
-def _probe(cloud: Cloud, market: Market, gang_size: int) -> ProbeResult:
-    return cloud.probe(market.region, market.zone, market.instance_type, gang_size)
+def _probe(cloud: Cloud, market: Market, gang_size: int, tags: dict[str, str] | None) -> ProbeResult:
+    return cloud.probe(market.region, market.zone, market.instance_type, gang_size, tags=tags)
 
 
 def is_spot(option: Option | None) -> bool:

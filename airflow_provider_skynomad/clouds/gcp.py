@@ -110,12 +110,14 @@ class GcpCloud(Cloud):
     def progress(self, handle: GroupHandle) -> float | None:
         return None  # the trigger estimates progress from run time
 
-    def probe(self, region: str, zone: str, instance_type: str, count: int) -> ProbeResult:
+    def probe(
+        self, region: str, zone: str, instance_type: str, count: int, *, tags: dict[str, str] | None = None
+    ) -> ProbeResult:
         token = f"probe-{uuid.uuid4().hex[:10]}"
         granted = 0
         for i in range(count):
             request = LaunchRequest("gcp", region, zone, instance_type, 1, True, f"{token}-{i}",
-                                    tags={"skynomad-purpose": "probe"})
+                                    tags={**(tags or {}), "skynomad-purpose": "probe"})
             try:
                 handle = self.launch(request)
             except CapacityError:
@@ -124,7 +126,9 @@ class GcpCloud(Cloud):
             self.terminate(handle)
         return ProbeResult(zone, instance_type, count, granted, 0.0, 0.0)
 
-    def copy_checkpoint(self, source_zone: str, target_zone: str, size_gb: float) -> None:
+    def copy_checkpoint(
+        self, source_zone: str, target_zone: str, size_gb: float, *, tags: dict[str, str] | None = None
+    ) -> None:
         """Checkpoints live in a multi-region bucket the workload reads directly: nothing to move."""
 
     # -- helpers -------------------------------------------------------------------------------

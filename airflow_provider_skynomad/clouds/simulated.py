@@ -190,7 +190,9 @@ class SimulatedCloud(Cloud):
             return None
         return min(max(step / total, 0.0), 1.0) if total > 0 else None
 
-    def probe(self, region: str, zone: str, instance_type: str, count: int) -> ProbeResult:
+    def probe(
+        self, region: str, zone: str, instance_type: str, count: int, *, tags: dict[str, str] | None = None
+    ) -> ProbeResult:
         j = self.market.index(zone, instance_type)
         _check_region(self.market.grid.markets[j].region, region, zone)
         if count < 1:
@@ -208,7 +210,7 @@ class SimulatedCloud(Cloud):
                     "available": granted,
                     "at_hours": grid_hours - self._groups.grid_offset_hours,
                     "usd": usd,
-                    "tags": {"skynomad:purpose": "probe"},
+                    "tags": {**(tags or {}), "skynomad:purpose": "probe"},
                 }
             )
             return ProbeResult(
@@ -220,8 +222,13 @@ class SimulatedCloud(Cloud):
                 on_demand_usd_per_hour=self.market.on_demand_usd_per_hour(j, grid_hours),
             )
 
-    def copy_checkpoint(self, source_zone: str, target_zone: str, size_gb: float) -> None:
-        """Replace the target zone's checkpoint with the source's; bill `size_gb` × egress if anything moved."""
+    def copy_checkpoint(
+        self, source_zone: str, target_zone: str, size_gb: float, *, tags: dict[str, str] | None = None
+    ) -> None:
+        """Replace the target zone's checkpoint with the source's; bill `size_gb` × egress if anything moved.
+
+        `tags` are kept on the transfer's bill entry (as a cost-allocation tag would be).
+        """
         self.market.zone(source_zone), self.market.zone(target_zone)  # validate both names
         if not size_gb >= 0:
             raise ValueError(f"size_gb must be ≥ 0, got {size_gb!r}")
@@ -242,13 +249,19 @@ class SimulatedCloud(Cloud):
                     "usd_per_gb": usd_per_gb,
                     "usd": size_gb * usd_per_gb if copied else 0.0,
                     "at_hours": self.now_hours(),
+                    "tags": dict(tags or {}),
                 }
             )
 
     # -- bill and inspection ----------------------------------------------------------------
 
-    def bill(self) -> dict:
-        """Costs so far: live groups are billed up to now. Hours are simulated group-hours."""
+    def bill(self, tags: dict[str, str] | None = None) -> dict:
+        """Costs so far: live groups are billed up to now. Hours are simulated group-hours.
+
+        With `tags`, only the groups, probes and checkpoint copies whose tags include them (e.g. one
+        job's ``{"skynomad-job": id}``), as a cloud's cost report filtered by cost-allocation tags.
+        """
+        wanted = (tags or {}).items()
         with self._store.update() as state:
             now_wall = time.time()
             for record in state["groups"].values():
@@ -258,7 +271,10 @@ class SimulatedCloud(Cloud):
                 (self._groups.describe(r, now_hours) for r in state["groups"].values()),
                 key=lambda g: g["launched_at_hours"],
             )
-            probes, egress = list(state["probes"]), list(state["egress"])
+            groups = [g for g in groups if wanted <= g["tags"].items()]
+            probes, egress = (
+                [e for e in state[kind] if wanted <= e.get("tags", {}).items()] for kind in ("probes", "egress")
+            )
 
         def total(key: str, spot: bool) -> float:
             return sum(g[key] for g in groups if g["spot"] is spot)
@@ -290,8 +306,7 @@ class SimulatedCloud(Cloud):
 
     def groups(self, tags: dict[str, str] | None = None) -> list[dict]:
         """Describe every group whose tags include `tags` (like a cloud's list-instances tag filter)."""
-        wanted = (tags or {}).items()
-        return [g for g in self.bill()["groups"] if wanted <= g["tags"].items()]
+        return self.bill(tags)["groups"]
 
     def zone_dir(self, zone: str) -> Path:
         return self.state_dir / "zones" / zone

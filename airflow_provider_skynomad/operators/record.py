@@ -3,8 +3,8 @@
 The record is plain JSON (the store's value type) and is written *before* every effect that a
 retry must not repeat: a launch is recorded with its client token first, so a worker that dies
 mid-launch is followed by a retry that re-sends the same request and gets the same group back.
-Costs are an estimate from the market prices seen at each launch; the simulated cloud's own bill
-is reported beside them when the cloud has one.
+The record also keeps a cost estimate from the market prices seen at each launch, for clouds that
+cannot bill (`summary` reports the cloud's own bill where there is one).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 RECORD_KEY = "skynomad_job"
 RECORD_VERSION = 1
+JOB_TAG = "skynomad-job"  # on every group, probe and checkpoint copy of the job: its value is the job id
 
 
 def job_id_for(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
@@ -131,81 +132,3 @@ class StateStore:
             self._accessor.set(RECORD_KEY, data, retention=NEVER_EXPIRE)
         except TypeError:  # test doubles and older accessors without `retention`
             self._accessor.set(RECORD_KEY, data)
-
-
-# -- summary -------------------------------------------------------------------------------------
-
-
-def summarize(record: JobRecord, elapsed_hours: float, cloud_bill: dict | None = None) -> dict:
-    """The small XCom result: timeline by zone, hours by mode, cost breakdown, deadline met."""
-    spot_hours = on_demand_hours = spot_usd = on_demand_usd = 0.0
-    zones = []
-    for seg in record.segments:
-        end = seg["end_hours"] if seg["end_hours"] is not None else elapsed_hours
-        hours = max(0.0, end - seg["start_hours"])
-        usd = hours * seg["usd_per_hour"]
-        if seg["mode"] == "spot":
-            spot_hours += hours
-            spot_usd += usd
-        else:
-            on_demand_hours += hours
-            on_demand_usd += usd
-        zones.append(
-            {
-                "zone": seg["zone"],
-                "mode": seg["mode"],
-                "start_hours": round(seg["start_hours"], 3),
-                "end_hours": round(end, 3),
-                "end": seg["end"] or "running",
-            }
-        )
-    total = spot_usd + on_demand_usd + record.egress_usd + record.probe_usd
-    summary = {
-        "job_id": record.job_id,
-        "policy": record.policy,
-        "zones_timeline": zones,
-        "spot_hours": round(spot_hours, 3),
-        "on_demand_hours": round(on_demand_hours, 3),
-        "cost_usd": {
-            "spot": round(spot_usd, 2),
-            "on_demand": round(on_demand_usd, 2),
-            "egress": round(record.egress_usd, 2),
-            "probe": round(record.probe_usd, 2),
-            "total": round(total, 2),
-        },
-        "all_on_demand_cost_usd": round(record.all_on_demand_usd, 2),
-        "migrations": record.migrations,
-        "deferrals": record.seq,
-        "preemptions": record.preemptions,
-        "failed_launches": record.failed_launches,
-        "elapsed_hours": round(elapsed_hours, 3),
-        "deadline_hours": round(record.deadline_hours, 3),
-        "work_hours": record.job["work_hours"],
-        "deadline_met": bool(record.finished and elapsed_hours <= record.deadline_hours + 1e-9),
-    }
-    if cloud_bill is not None:
-        summary["cloud_bill_usd"] = cloud_bill
-    return summary
-
-
-def format_timeline(record: JobRecord, summary: dict) -> str:
-    """A readable account for the task log."""
-    lines = [f"SkyNomad job {record.job_id} ({record.policy}): timeline in cloud hours since start"]
-    for item in record.timeline:
-        details = " ".join(f"{k}={v}" for k, v in item.items() if k not in ("at_hours", "event"))
-        lines.append(f"  t={item['at_hours']:7.2f} h  {item['event']:<18} {details}")
-    cost = summary["cost_usd"]
-    lines.append(
-        f"  spot {summary['spot_hours']:.2f} h, on-demand {summary['on_demand_hours']:.2f} h, "
-        f"{summary['migrations']} migration(s), {summary['preemptions']} preemption(s)"
-    )
-    lines.append(
-        f"  cost ${cost['total']:.2f} (spot ${cost['spot']:.2f} + on-demand ${cost['on_demand']:.2f} + "
-        f"egress ${cost['egress']:.2f} + probes ${cost['probe']:.2f}); all on-demand would be "
-        f"${summary['all_on_demand_cost_usd']:.2f}"
-    )
-    verdict = "met" if summary["deadline_met"] else "MISSED"
-    lines.append(
-        f"  finished at {summary['elapsed_hours']:.2f} h of {summary['deadline_hours']:.2f} h: deadline {verdict}"
-    )
-    return "\n".join(lines)

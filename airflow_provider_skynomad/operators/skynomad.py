@@ -16,54 +16,31 @@ a second one. Events carry the deferral number they answer; a repeated event is 
 
 from __future__ import annotations
 
-import sys
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
-import pandas as pd
 from airflow.sdk import BaseOperator
 
-from ..clouds.base import CapacityError, Cloud, GroupHandle, GroupStatus, LaunchRequest
-from ..clouds.driver import DriveResult, cloud_now, drive
-from ..hooks.skynomad import DEFAULT_CONN_ID, SkyNomadConfig, SkyNomadHook, make_cloud, market_view, read_market_frame
+from ..clouds.base import CapacityError, Cloud, GroupHandle, LaunchRequest
+from ..hooks.skynomad import DEFAULT_CONN_ID, SkyNomadConfig, SkyNomadHook, make_cloud, market_view
 from ..links.skynomad import ATTRIBUTE as LINK_ATTRIBUTE
 from ..links.skynomad import SkyNomadGroupLink, link_data
-from ..market.grid import Market
 from ..market.view import MarketView
-from ..planner.actions import Decision, Mode, Option
+from ..planner.actions import Decision
 from ..planner.job import JobSpec, JobSpecError, JobState
 from ..triggers.skynomad import SkyNomadTrigger
-from .record import JobRecord, Segment, StateStore, format_timeline, job_id_for, summarize
+from ..workload import default_steps, default_workload  # re-exported: they used to live here
+from .deadline import resolve_deadline_hours
+from .errors import SkyNomadInputError
+from .launches import carry_out, option_of, recover_pending
+from .market_inputs import job_view, market_rows, record_observation
+from .record import JOB_TAG, JobRecord, StateStore, job_id_for
+from .summary import format_timeline, job_bill, summarize
 
-
-class SkyNomadInputError(ValueError):
-    """The job cannot start as specified; nothing was launched and nothing was written."""
-
-
-STEPS_PER_WORK_HOUR = 10  # one checkpoint every 6 cloud minutes
-
-
-def default_steps(work_hours: float) -> int:
-    """Checkpoint granularity of the bundled workload: every 6 cloud minutes, 20 to 400 steps.
-
-    Each step writes and fsyncs a checkpoint (~25 ms here), so at one simulated hour per wall
-    second a step must be at least tens of milliseconds long or the workload falls behind.
-    """
-    return int(min(400, max(20, round(float(work_hours) * STEPS_PER_WORK_HOUR))))
-
-
-def default_workload(work_hours: float, total_steps: int | None = None) -> list[str]:
-    """The bundled training loop, paced so the whole run is `work_hours` of cloud time."""
-    total_steps = default_steps(work_hours) if total_steps is None else total_steps
-    return [
-        sys.executable,
-        "-m",
-        "airflow_provider_skynomad.workload.train",
-        "--total-steps",
-        str(total_steps),
-        "--work-hours",
-        repr(float(work_hours)),
-    ]
+__all__ = [
+    "SkyNomadInputError", "SkyNomadOperator", "default_steps", "default_workload", "on_deadline_missed",
+    "resolve_deadline_hours",
+]
 
 
 class SkyNomadOperator(BaseOperator):
@@ -174,7 +151,7 @@ class SkyNomadOperator(BaseOperator):
                 self.log.info("The job had already finished before this try; returning its summary.")
                 return record.summary
             view = self._view(record, config, cloud)
-            self._recover_pending(record, cloud, view, store, context)
+            recover_pending(record, cloud, view, store, observe=self._observe_zone, log=self.log)
         return self._defer(record, store)
 
     def execute_complete(self, context, event: dict | None = None):
@@ -197,7 +174,7 @@ class SkyNomadOperator(BaseOperator):
             return self._defer(record, store, bump=False)  # keep waiting on the current deferral
         if record.pending:
             view = self._view(record, config, cloud)
-            self._recover_pending(record, cloud, view, store, context)
+            recover_pending(record, cloud, view, store, observe=self._observe_zone, log=self.log)
         kind = event["kind"]
         elapsed = float(event["elapsed_hours"]) if event.get("elapsed_hours") is not None else self._elapsed(
             record, cloud
@@ -212,10 +189,12 @@ class SkyNomadOperator(BaseOperator):
             raise RuntimeError(f"SkyNomad job {record.job_id} failed: {event.get('reason') or event.get('status')}")
         view = self._view(record, config, cloud)
         if kind == "preempted":
-            option = _option(record.state.get("running"))
+            option = option_of(record.state.get("running"))
             record.preemptions += 1
             record.note(elapsed, "preempted", zone=option.market if option else None, progress=_pct(record, progress))
-            self._observe(record, view, option, available=0, config=config, cloud=cloud)
+            zone = next((m.zone for m in view.markets if m.key == option.market), None) if option else None
+            if zone:
+                self._observe_zone(record, view, zone, 0)
             self._release(record, cloud, store, elapsed, "preempted")
             record.state = {**record.state, "last_preempted_market": option.market if option else None}
             decision = self._decide(record, view, elapsed)
@@ -236,7 +215,7 @@ class SkyNomadOperator(BaseOperator):
                 cloud.terminate(GroupHandle.from_dict(data))
         if record.pending:
             try:
-                cloud.terminate(cloud.launch(LaunchRequest(**_request_args(record.pending))))
+                cloud.terminate(cloud.launch(LaunchRequest.from_dict(record.pending)))
             except CapacityError:
                 pass
 
@@ -256,7 +235,11 @@ class SkyNomadOperator(BaseOperator):
     def _start(self, context, config: SkyNomadConfig, cloud: Cloud, store: StateStore):
         """Validate everything, then write the record, decide and launch."""
         job, deadline_hours = self._job_spec(context, config, cloud)
-        zones, instance_types, frame = self._market_rows(config, cloud)
+        zones, instance_types, frame = market_rows(
+            config, cloud, zones=self.zones, regions=self.regions, clouds=self.clouds,
+            instance_types=self.instance_types, accelerator=self.accelerator,
+            lookback_hours=self.market_lookback_hours, max_market_age=self.max_market_age,
+        )
         view = market_view(frame, self._step_hours, job.instances)
         from ..planner.registry import get_policy
 
@@ -318,81 +301,10 @@ class SkyNomadOperator(BaseOperator):
             raise SkyNomadInputError(f"{exc}; nothing was launched") from exc
         return job, deadline_hours
 
-    def _market_rows(self, config: SkyNomadConfig, cloud: Cloud) -> tuple[list[str], list[str] | None, pd.DataFrame]:
-        """Allowed zones and instance types, checked against a fresh, non-empty market table."""
-        from ..market.table import MarketTable
-
-        table = MarketTable(config.market_url)
-        try:
-            table.create()
-            latest = table.latest_observed_at()
-            if latest is None:
-                raise SkyNomadInputError(
-                    f"the market table at {config.display_market_url} is empty: run the skynomad_probe DAG "
-                    "(or `skynomad market import --trace FILE`) first; nothing was launched"
-                )
-            now = cloud_now(cloud)
-            since = now - pd.Timedelta(hours=self.market_lookback_hours)
-            frame = table.read(since=since, until=now + pd.Timedelta(seconds=1))
-        finally:
-            table.close()
-        known = sorted(set(frame["zone"])) if not frame.empty else []
-        types = _instance_type_list(self.instance_types)
-        if self.clouds:
-            frame = frame[frame["cloud"].isin(self.clouds)]
-        if self.regions:
-            frame = frame[frame["region"].isin(self.regions)]
-        if self.accelerator:
-            frame = frame[frame["accelerator"].str.lower() == str(self.accelerator).lower()]
-        if types:
-            frame = frame[frame["instance_type"].isin(types)]
-        if self.zones:
-            unknown = [z for z in self.zones if z not in known]
-            if unknown:
-                raise SkyNomadInputError(
-                    f"unknown zone(s) {unknown}: the market table has no recent observation of them; known zones: "
-                    f"{known}; nothing was launched"
-                )
-            frame = frame[frame["zone"].isin(self.zones)]
-        if frame.empty:
-            raise SkyNomadInputError(
-                f"no market rows match the job (zones={self.zones}, regions={self.regions}, clouds={self.clouds}, "
-                f"instance_types={types}, accelerator={self.accelerator}) within the last "
-                f"{self.market_lookback_hours:g} h before {now.isoformat()}; newest row in the table: {latest}; "
-                "nothing was launched"
-            )
-        newest = frame["observed_at"].max()
-        age = now - newest
-        if age > pd.Timedelta(self.max_market_age):
-            raise SkyNomadInputError(
-                f"the market table is stale: the newest matching observation ({newest.isoformat()}) is "
-                f"{age.total_seconds() / 3600:.2f} h older than the cloud's now ({now.isoformat()}), over the "
-                f"{pd.Timedelta(self.max_market_age).total_seconds() / 3600:g} h limit (max_market_age); run the "
-                "skynomad_probe DAG; nothing was launched"
-            )
-        zones = sorted(set(frame["zone"]))
-        return zones, (sorted(set(frame["instance_type"])) if types or self.accelerator else None), frame.reset_index(
-            drop=True
-        )
-
     # == carrying out decisions =================================================================
 
     def _view(self, record: JobRecord, config: SkyNomadConfig, cloud: Cloud) -> MarketView:
-        from ..market.table import MarketTable
-
-        table = MarketTable(config.market_url)
-        try:
-            frame = read_market_frame(
-                table, record.zones, record.instance_types, cloud_now(cloud) + pd.Timedelta(seconds=1),
-                self.market_lookback_hours,
-            )
-        finally:
-            table.close()
-        if frame.empty:
-            raise RuntimeError(
-                f"the market table at {config.display_market_url} has no rows for the job's zones any more"
-            )
-        return market_view(frame, self._step_hours, int(record.job["instances"]))
+        return job_view(record, config, cloud, self._step_hours, self.market_lookback_hours)
 
     def _decide(self, record: JobRecord, view: MarketView, elapsed: float) -> Decision:
         from ..planner.registry import get_policy
@@ -404,165 +316,10 @@ class SkyNomadOperator(BaseOperator):
         return decision
 
     def _carry_out(self, record, cloud, view, decision, elapsed, store, context) -> None:
-        job = JobSpec(**record.job)
-        markets = {m.key: m for m in view.markets}
-        current = GroupHandle.from_dict(record.group) if record.group else None
-        current_option = _option(record.state.get("running")) if current else None
-        checkpoint_market = record.state.get("checkpoint_market")
-        checkpoint_zone = markets[checkpoint_market].zone if checkpoint_market in markets else None
-        meta: dict = {}
-
-        def make_request(option: Option, market: Market) -> LaunchRequest:
-            token = f"{record.job_id}-{record.launches + 1}"
-            meta.clear()
-            meta.update(option=option.to_dict(), elapsed=elapsed)
-            return LaunchRequest(
-                cloud=market.cloud,
-                region=market.region,
-                zone=market.zone,
-                instance_type=market.instance_type,
-                count=job.instances,
-                spot=option.mode is Mode.SPOT,
-                client_token=token,
-                command=tuple(self.command or default_workload(job.work_hours)),
-                env={
-                    **{str(k): str(v) for k, v in self.env.items()},
-                    # The simulated cloud charges this cold start; real clouds simply pass it on.
-                    "SKYNOMAD_COLD_START_HOURS": repr(job.cold_start_hours),
-                },
-                tags=self._tags(record, context),
-            )
-
-        def before_launch(request: LaunchRequest) -> None:
-            # Persist first: a crash after this line is repaired by re-sending the same request.
-            record.launches += 1
-            record.pending = _request_dict(request)
-            record.pending_meta = dict(meta)
-            store.save(record)
-
-        def after_failure(request: LaunchRequest) -> None:
-            record.failed_launches += 1
-            record.pending = None
-            record.pending_meta = None
-            record.note(elapsed, "no capacity", zone=request.zone, mode="spot" if request.spot else "on-demand")
-            self._observe_zone(record, view, request.zone, available=0)
-            store.save(record)
-
-        result = drive(
-            cloud,
-            decision,
-            current=current,
-            current_option=current_option,
-            checkpoint_zone=checkpoint_zone,
-            markets=markets,
-            make_request=make_request,
-            checkpoint_gb=job.checkpoint_gb,
-            gang_size=job.instances,
-            before_launch=before_launch,
-            after_failure=after_failure,
+        carry_out(
+            record, cloud, view, decision, elapsed, store, command=self.command, env=self.env,
+            tags=self._tags(record, context), observe=self._observe_zone,
         )
-        self._apply(record, view, result, elapsed, context)
-        store.save(record)
-
-    def _apply(self, record: JobRecord, view: MarketView, result: DriveResult, elapsed: float, context) -> None:
-        """Fold what the driver did into the record (segments, costs, state)."""
-        job = JobSpec(**record.job)
-        markets = {m.key: m for m in view.markets}
-        for probe in result.probes:
-            record.probe_usd += probe.spot_usd_per_hour * job.instances * job.probe_hours
-            record.note(elapsed, "probe", zone=probe.zone, available=probe.available)
-        state = JobState.from_dict(record.state)
-        if not result.launched and result.handle is not None:
-            record.pending = None
-            record.pending_meta = None
-            record.note(elapsed, "stay", zone=result.option.market if result.option else None)
-            return
-        if result.terminated is not None:
-            ended = "migrated" if result.launched else "released"
-            seg = record.close_segment(elapsed, ended)
-            if seg is not None and not result.launched:
-                record.note(elapsed, "release", zone=seg["zone"])
-        if result.launched:
-            option = result.option
-            market = markets[option.market]
-            moved = result.moved_from_zone is not None
-            if moved:
-                src = next((m for m in view.markets if m.zone == result.moved_from_zone), None)
-                if src is not None:
-                    egress = view.egress_usd_per_gb[view.index(src.key), view.index(market.key)]
-                    record.egress_usd += job.checkpoint_gb * float(egress)
-                record.migrations += 1
-            price = (
-                view.spot_usd_per_hour[view.index(market.key)]
-                if option.mode is Mode.SPOT
-                else view.on_demand_usd_per_hour[view.index(market.key)]
-            )
-            delay = job.cold_start_hours + job.transfer_hours(moved)
-            record.launch_delay_hours = delay
-            record.group = result.handle.to_dict()
-            record.open_segment(
-                Segment(
-                    market=market.key, zone=market.zone, region=market.region, mode=option.mode.value,
-                    start_hours=elapsed, usd_per_hour=float(price) * job.instances, launch_delay_hours=delay,
-                    instance_ids=list(result.handle.instance_ids),
-                )
-            )
-            record.note(
-                elapsed,
-                "migrate" if moved else "launch",
-                zone=market.zone,
-                mode=option.mode.value,
-                usd_per_h=round(float(price) * job.instances, 3),
-                **({"from": result.moved_from_zone} if moved else {}),
-            )
-            self._observe_zone(record, view, market.zone, available=job.instances)
-            state = state.advance(
-                running=option, running_since_hours=elapsed, warmup_left_hours=delay,
-                checkpoint_market=option.market,
-            )
-        else:
-            record.group = None
-            record.launch_delay_hours = 0.0
-            state = state.advance(running=None, warmup_left_hours=0.0)
-            if result.failed or result.terminated is None:
-                record.note(elapsed, "idle", reason="nothing launched" if result.failed else "planner chose idle")
-        record.pending = None
-        record.pending_meta = None
-        record.state = state.advance(elapsed_hours=elapsed).to_dict()
-
-    def _recover_pending(self, record, cloud, view, store, context) -> None:
-        """A launch was sent (or about to be) when the last worker died: finish it, same client token."""
-        if not record.pending:
-            return
-        request = LaunchRequest(**_request_args(record.pending))
-        meta = record.pending_meta or {}
-        elapsed = float(meta.get("elapsed", self._elapsed(record, cloud)))
-        self.log.info("Recovering launch %s in %s after a crash (same client token)", request.client_token, request.zone)
-        try:
-            handle = cloud.launch(request)
-        except CapacityError:
-            record.failed_launches += 1
-            record.note(elapsed, "no capacity", zone=request.zone, mode="spot" if request.spot else "on-demand")
-            record.pending = None
-            record.pending_meta = None
-            store.save(record)
-            return
-        option = Option.from_dict(meta["option"])
-        current = GroupHandle.from_dict(record.group) if record.group else None
-        if current is not None and current.instance_ids != handle.instance_ids:
-            cloud.terminate(current)
-        checkpoint_market = record.state.get("checkpoint_market")
-        markets = {m.key: m for m in view.markets}
-        moved_from = None
-        if checkpoint_market in markets and markets[checkpoint_market].zone != request.zone:
-            moved_from = markets[checkpoint_market].zone
-            cloud.copy_checkpoint(moved_from, request.zone, float(record.job["checkpoint_gb"]))
-        result = DriveResult(
-            handle, option, launched=True, terminated=current if current and current != handle else None,
-            moved_from_zone=moved_from,
-        )
-        self._apply(record, view, result, elapsed, context)
-        store.save(record)
 
     def _release(self, record: JobRecord, cloud: Cloud, store: StateStore, elapsed: float, end: str) -> None:
         if record.group:
@@ -580,8 +337,7 @@ class SkyNomadOperator(BaseOperator):
         record.finished = True
         record.state = {**record.state, "progress_hours": record.job["work_hours"], "running": None}
         record.note(elapsed, "finished")
-        bill = _cloud_bill(cloud, record.job_id)
-        summary = summarize(record, elapsed, bill)
+        summary = summarize(record, elapsed, job_bill(cloud, record.job_id, self.log))
         last = record.segments[-1]["zone"] if record.segments else None
         checkpoint_dir = getattr(cloud, "checkpoint_dir", None)
         if last and callable(checkpoint_dir):
@@ -629,152 +385,20 @@ class SkyNomadOperator(BaseOperator):
         ti = context["ti"]
         return {
             **{str(k): str(v) for k, v in self.tags.items()},
-            "skynomad-job": record.job_id,
+            JOB_TAG: record.job_id,
             "skynomad-dag": str(ti.dag_id),
             "skynomad-task": str(ti.task_id),
             "skynomad-run": str(ti.run_id),
         }
 
-    def _observe(self, record, view, option: Option | None, available: int, config=None, cloud=None) -> None:
-        if option is not None:
-            zone = next((m.zone for m in view.markets if m.key == option.market), None)
-            if zone:
-                self._observe_zone(record, view, zone, available)
-
     def _observe_zone(self, record: JobRecord, view: MarketView, zone: str, available: int) -> None:
-        """Our own launch outcomes and preemptions are market observations: share them via the table."""
-        if self._cloud is None:
-            return
-        try:
-            from ..market.table import MarketTable
-
-            market = next(m for m in view.markets if m.zone == zone)
-            j = view.index(market.key)
-            rows = pd.DataFrame(
-                [
-                    {
-                        "observed_at": cloud_now(self._cloud),
-                        "cloud": market.cloud,
-                        "region": market.region,
-                        "zone": market.zone,
-                        "instance_type": market.instance_type,
-                        "accelerator": self._accelerator_of(market),
-                        "accelerator_count": 1,
-                        "requested": int(record.job["instances"]),
-                        "available": int(available),
-                        "spot_price": float(view.spot_usd_per_hour[j]),
-                        "on_demand_price": float(view.on_demand_usd_per_hour[j]),
-                    }
-                ]
-            )
-            table = MarketTable(SkyNomadHook(self.skynomad_conn_id).get_config().market_url)
-            try:
-                table.append(rows, source=f"SkyNomad job {record.job_id}")
-            finally:
-                table.close()
-        except Exception as exc:  # noqa: BLE001 - sharing an observation must never fail the job
-            self.log.warning("could not record observation of %s: %s", zone, exc)
-
-    def _accelerator_of(self, market: Market) -> str:
-        return self.accelerator or "unknown"
-
-
-# == deadline =====================================================================================
-
-
-def resolve_deadline_hours(deadline, dag, context, config: SkyNomadConfig, cloud: Cloud) -> float:
-    """Cloud hours from now to the deadline (negative when it is past).
-
-    Relative deadlines count from their anchor (the run's start, or a DeadlineAlert's reference)
-    and the wall time already spent since then is subtracted. The simulated cloud accelerates the
-    *job*, not Airflow: its pre-task wall time (scheduling, upstream tasks) counts one to one, or a
-    few seconds of ``dag.test()`` start-up would eat hours of an accelerated deadline. Absolute
-    datetimes are read on the cloud's clock (the simulated cloud's replayed trace time).
-    """
-    now_wall = datetime.now(timezone.utc)
-    anchor, interval, absolute = None, None, None
-    if deadline is None:
-        anchor, interval, absolute = deadline_from_alert(dag, context)
-        if interval is None and absolute is None:
-            raise SkyNomadInputError(
-                "no deadline: pass deadline= (datetime, timedelta or ISO string) or give the DAG a DeadlineAlert"
-            )
-    elif isinstance(deadline, timedelta):
-        anchor, interval = _run_start(context) or now_wall, deadline
-    elif isinstance(deadline, (int, float)) and not isinstance(deadline, bool):
-        anchor, interval = _run_start(context) or now_wall, timedelta(hours=float(deadline))
-    elif isinstance(deadline, str):
-        try:
-            absolute = datetime.fromisoformat(deadline.replace("Z", "+00:00"))
-        except ValueError:
-            raise SkyNomadInputError(f"deadline {deadline!r} is not an ISO 8601 datetime") from None
-    elif isinstance(deadline, datetime):
-        absolute = deadline
-    else:
-        raise SkyNomadInputError(f"deadline must be a datetime, timedelta or ISO string, got {type(deadline).__name__}")
-    if absolute is not None:
-        if absolute.tzinfo is None:
-            raise SkyNomadInputError(f"deadline {absolute!r} has no time zone; pass an aware datetime (UTC)")
-        reference = cloud_now(cloud).to_pydatetime() if config.cloud == "simulated" else now_wall
-        return (absolute - reference).total_seconds() / 3600.0
-    spent = max(0.0, (now_wall - anchor).total_seconds())
-    return (interval.total_seconds() - spent) / 3600.0
-
-
-def deadline_from_alert(dag, context) -> tuple[datetime | None, timedelta | None, datetime | None]:
-    """(anchor, interval, absolute) from the earliest of the DAG's DeadlineAlerts, or Nones."""
-    alerts = getattr(dag, "deadline", None) or []
-    if not isinstance(alerts, (list, tuple)):
-        alerts = [alerts]
-    best = None
-    for alert in alerts:
-        interval = getattr(alert, "interval", None)
-        if not isinstance(interval, timedelta):
-            continue  # variable intervals are resolved by the scheduler only
-        reference = getattr(alert, "reference", None)
-        name = type(reference).__name__
-        if name == "FixedDatetimeDeadline":
-            candidate = (None, None, reference._datetime + interval)
-        elif name == "DagRunLogicalDateDeadline":
-            dag_run = context.get("dag_run")
-            anchor = getattr(dag_run, "logical_date", None) or getattr(dag_run, "run_after", None)
-            candidate = (anchor or datetime.now(timezone.utc), interval, None)
-        elif name == "DagRunQueuedAtDeadline":
-            candidate = (_run_start(context) or datetime.now(timezone.utc), interval, None)
-        else:
-            continue
-        best = candidate if best is None else min(best, candidate, key=_deadline_wall)
-    return best or (None, None, None)
-
-
-def _deadline_wall(candidate) -> datetime:
-    anchor, interval, absolute = candidate
-    return absolute if absolute is not None else anchor + interval
-
-
-def _run_start(context) -> datetime | None:
-    dag_run = context.get("dag_run") if context else None
-    return getattr(dag_run, "start_date", None) or getattr(dag_run, "run_after", None)
+        record_observation(
+            record, view, zone, available, cloud=self._cloud, skynomad_conn_id=self.skynomad_conn_id,
+            accelerator=self.accelerator, log=self.log,
+        )
 
 
 # == small helpers ================================================================================
-
-
-def _instance_type_list(value) -> list[str] | None:
-    if not value:
-        return None
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        out: list[str] = []
-        for types in value.values():
-            out.extend([types] if isinstance(types, str) else list(types))
-        return out
-    return list(value)
-
-
-def _option(data: dict | None) -> Option | None:
-    return Option.from_dict(data) if data else None
 
 
 def _first(decision: Decision) -> str:
@@ -796,46 +420,6 @@ def _where(record: JobRecord) -> str:
     if record.pending:
         return f"launch {record.pending['client_token']} in {record.pending['zone']} in flight"
     return "idle"
-
-
-def _request_dict(request: LaunchRequest) -> dict:
-    return {
-        "cloud": request.cloud,
-        "region": request.region,
-        "zone": request.zone,
-        "instance_type": request.instance_type,
-        "count": request.count,
-        "spot": request.spot,
-        "client_token": request.client_token,
-        "command": list(request.command),
-        "env": dict(request.env),
-        "tags": dict(request.tags),
-    }
-
-
-def _request_args(data: dict) -> dict:
-    return {**data, "command": tuple(data.get("command", ()))}
-
-
-def _cloud_bill(cloud: Cloud, job_id: str) -> dict | None:
-    """The cloud's own account of this job's groups (the simulated cloud bills from the trace)."""
-    groups = getattr(cloud, "groups", None)
-    if not callable(groups):
-        return None
-    try:
-        mine = groups(tags={"skynomad-job": job_id})
-    except Exception:  # noqa: BLE001 - the bill is extra information only
-        return None
-    spot = sum(float(g.get("usd", 0.0)) for g in mine if g.get("spot"))
-    on_demand = sum(float(g.get("usd", 0.0)) for g in mine if not g.get("spot"))
-    return {
-        "groups": len(mine),
-        "spot": round(spot, 2),
-        "on_demand": round(on_demand, 2),
-        "spot_hours": round(sum(float(g.get("hours", 0.0)) for g in mine if g.get("spot")), 3),
-        "on_demand_hours": round(sum(float(g.get("hours", 0.0)) for g in mine if not g.get("spot")), 3),
-        "instances": round(spot + on_demand, 2),
-    }
 
 
 async def on_deadline_missed(context=None, **kwargs) -> None:

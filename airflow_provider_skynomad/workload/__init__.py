@@ -35,3 +35,31 @@ def train_command(
     else:
         argv += ["--seconds-per-step", repr(float(seconds_per_step))]
     return tuple(argv)
+
+
+# -- the operator's default workload ------------------------------------------------------------
+
+STEPS_PER_WORK_HOUR = 10  # one checkpoint every 6 cloud minutes
+
+
+def default_steps(work_hours: float) -> int:
+    """Checkpoint granularity of the bundled workload: every 6 cloud minutes, 20 to 400 steps.
+
+    Each step writes and fsyncs a checkpoint (~25 ms here), so at one simulated hour per wall
+    second a step must be at least tens of milliseconds long or the workload falls behind.
+    """
+    return int(min(400, max(20, round(float(work_hours) * STEPS_PER_WORK_HOUR))))
+
+
+def default_workload(work_hours: float, total_steps: int | None = None) -> list[str]:
+    """The bundled training loop paced to `work_hours` of cloud time: `SkyNomadOperator`'s default ``command``."""
+    total_steps = default_steps(work_hours) if total_steps is None else total_steps
+    return [
+        sys.executable,
+        "-m",
+        TRAIN_MODULE,
+        "--total-steps",
+        str(total_steps),
+        "--work-hours",
+        repr(float(work_hours)),
+    ]

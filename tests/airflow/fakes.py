@@ -38,6 +38,7 @@ class FakeCloud(Cloud):
         self.copies: list[tuple[str, str, float]] = []
         self.progress_fraction: float | None = 0.0
         self.probes: list[str] = []
+        self.cost_tags: list[dict | None] = []  # tags passed with each probe and checkpoint copy
         self.probe_fail: set[str] = set()
         self.tick_hours = 0.0  # clock advance per now_hours() call (lets triggers see time pass)
         self._lock = threading.Lock()
@@ -75,14 +76,16 @@ class FakeCloud(Cloud):
     def progress(self, handle: GroupHandle) -> float | None:
         return self.progress_fraction
 
-    def probe(self, region: str, zone: str, instance_type: str, count: int) -> ProbeResult:
+    def probe(self, region: str, zone: str, instance_type: str, count: int, *, tags=None) -> ProbeResult:
         if zone in self.probe_fail:
             raise RuntimeError(f"API error in {zone}")
         self.probes.append(zone)
+        self.cost_tags.append(tags)
         return ProbeResult(zone, instance_type, count, 0 if zone in self.full else count, 2.0, 10.0)
 
-    def copy_checkpoint(self, source_zone: str, target_zone: str, size_gb: float) -> None:
+    def copy_checkpoint(self, source_zone: str, target_zone: str, size_gb: float, *, tags=None) -> None:
         self.copies.append((source_zone, target_zone, size_gb))
+        self.cost_tags.append(tags)
 
     # helpers for tests
     def running(self) -> list[GroupHandle]:

@@ -77,11 +77,14 @@ def test_spot_interruption_is_a_preemption(aws, monkeypatch):
 
 
 def test_probe_releases_what_it_got(aws):
-    result = aws.probe(REGION, ZONE, "g4dn.xlarge", 3)
+    result = aws.probe(REGION, ZONE, "g4dn.xlarge", 3, tags={"skynomad-job": "sn-1"})
     assert 1 <= result.available <= 3  # EC2 grants up to MaxCount; moto grants MinCount
     client = boto3.client("ec2", region_name=REGION)
-    states = [i["State"]["Name"] for r in client.describe_instances()["Reservations"] for i in r["Instances"]]
-    assert states and all(s in ("shutting-down", "terminated") for s in states)
+    instances = [i for r in client.describe_instances()["Reservations"] for i in r["Instances"]]
+    assert instances and all(i["State"]["Name"] in ("shutting-down", "terminated") for i in instances)
+    # Tagged with the job that probed, so the probe's cost is allocated to it.
+    tags = [{t["Key"]: t["Value"] for t in i.get("Tags", [])} for i in instances]
+    assert all(t == {"skynomad-job": "sn-1", "skynomad:purpose": "probe"} for t in tags)
 
 
 def test_checkpoint_copy_between_regional_buckets(aws):

@@ -72,6 +72,19 @@ def test_probe_then_fine_tune_with_preemption_and_migration(simulated, tmp_path)
     groups = cloud.groups(tags={"skynomad-job": summary["job_id"]})
     assert groups and all(g["status"] != "running" for g in groups)
     assert len(groups) == summary["preemptions"] + 1  # one group per stretch: no duplicate launch
+    # The reported cost is the simulated cloud's own bill for this job, and only this job's.
+    bill = cloud.bill(tags={"skynomad-job": summary["job_id"]})
+    assert summary["cost_basis"] == "cloud_bill"
+    assert summary["cost_usd"] == {
+        "spot": round(bill["spot_usd"], 2), "on_demand": round(bill["on_demand_usd"], 2),
+        "egress": round(bill["egress_usd"], 2), "probe": round(bill["probe_usd"], 2),
+        "total": round(bill["total_usd"], 2),
+    }
+    assert (summary["spot_hours"], summary["on_demand_hours"]) == (
+        round(bill["spot_hours"], 3), round(bill["on_demand_hours"], 3),
+    )
+    assert len(bill["egress"]) == summary["migrations"]  # every move's checkpoint copy, billed to the job
+    assert cloud.bill()["probes"] >= bill["probes"] + 13  # the probe DAG's probes are not the job's
     print(f"probe + fine-tune wall time {time.monotonic() - started:.1f}s")
 
 

@@ -14,12 +14,8 @@ from airflow.sdk.exceptions import TaskDeferred
 from airflow_provider_skynomad.clouds.base import GroupStatus
 from airflow_provider_skynomad.market.table import MarketTable
 from airflow_provider_skynomad.operators.record import RECORD_KEY
-from airflow_provider_skynomad.operators.skynomad import (
-    SkyNomadInputError,
-    SkyNomadOperator,
-    on_deadline_missed,
-    resolve_deadline_hours,
-)
+from airflow_provider_skynomad.operators.deadline import resolve_deadline_hours
+from airflow_provider_skynomad.operators.skynomad import SkyNomadInputError, SkyNomadOperator, on_deadline_missed
 from airflow_provider_skynomad.triggers.skynomad import SkyNomadTrigger
 
 from .conftest import seed_market
@@ -182,6 +178,7 @@ def test_preemption_relaunches_elsewhere_and_moves_the_checkpoint(cloud):
     new_zone = info.value.trigger.group["zone"]
     assert new_zone != first.zone
     assert cloud.copies and cloud.copies[-1][:2] == (first.zone, new_zone)
+    assert cloud.cost_tags[-1]["skynomad-job"] == record["job_id"]  # the cloud can bill the copy to the job
     assert record["migrations"] == 1 and record["egress_usd"] > 0
     assert record["segments"][0]["end"] == "preempted"
 
@@ -208,12 +205,53 @@ def test_finished_event_returns_a_small_summary(cloud, caplog):
     assert summary["deadline_met"] is True
     assert summary["zones_timeline"][0]["end"] == "finished"
     assert summary["cost_usd"]["total"] > 0 and summary["all_on_demand_cost_usd"] > summary["cost_usd"]["total"]
+    # The fake cloud cannot bill: the cost is the estimate from launch-time prices, and says so.
+    assert summary["cost_basis"] == "estimate"
+    assert summary["spot_hours"] + summary["on_demand_hours"] == pytest.approx(6.5)
+    record = store.get(RECORD_KEY)
+    (segment,) = record["segments"]
+    estimate = 6.5 * segment["usd_per_hour"] + record["egress_usd"] + record["probe_usd"]
+    assert summary["cost_usd"]["total"] == pytest.approx(estimate, abs=0.01)
     assert {"spot_hours", "on_demand_hours", "migrations", "preemptions"} <= set(summary)
     assert len(json.dumps(summary)) < 4000
     assert not cloud.running()
     # A retry after the task finished (e.g. a crash while reporting) returns the same summary, no launch.
     assert make_op().execute(context_for(store, try_number=2)) == summary
     assert len(cloud.launches) == 1
+
+
+def test_summary_cost_is_the_clouds_own_bill_for_the_job(cloud, monkeypatch):
+    asked = []
+    bill = {"spot_usd": 7.004, "on_demand_usd": 1.5, "egress_usd": 0.5, "probe_usd": 0.25, "total_usd": 9.254,
+            "spot_hours": 5.25, "on_demand_hours": 1.0, "probes": 3, "groups": [], "egress": []}
+
+    def billed(tags=None):
+        asked.append(tags)
+        return bill
+
+    monkeypatch.setattr(cloud, "bill", billed, raising=False)
+    store = FakeStore()
+    defer(make_op(), context_for(store))
+    cloud.hours = 6.5
+    summary = make_op().execute_complete(context_for(store), _event("finished", 1, 6.5, 6.0))
+    assert asked == [{"skynomad-job": summary["job_id"]}]
+    assert summary["cost_basis"] == "cloud_bill"
+    assert summary["cost_usd"] == {"spot": 7.0, "on_demand": 1.5, "egress": 0.5, "probe": 0.25, "total": 9.25}
+    assert (summary["spot_hours"], summary["on_demand_hours"]) == (5.25, 1.0)  # the bill's, not the 6.5 h recorded
+    assert "cloud_bill_usd" not in summary  # one figure, not two
+
+
+def test_a_bill_that_cannot_be_read_falls_back_to_the_estimate(cloud, monkeypatch):
+    def broken(tags=None):
+        raise OSError("state file locked")
+
+    monkeypatch.setattr(cloud, "bill", broken, raising=False)
+    store = FakeStore()
+    defer(make_op(), context_for(store))
+    cloud.hours = 6.5
+    summary = make_op().execute_complete(context_for(store), _event("finished", 1, 6.5, 6.0))
+    assert summary["cost_basis"] == "estimate" and summary["cost_usd"]["total"] > 0
+    assert summary["deadline_met"] is True
 
 
 def test_on_kill_terminates_the_group(cloud):

@@ -409,6 +409,28 @@ def test_copy_checkpoint_moves_files_and_charges_egress(trace, tmp_path):
     assert priced.bill()["egress_usd"] == pytest.approx(0.7)
 
 
+def test_bill_filtered_by_tags_covers_one_jobs_groups_probes_and_copies(trace, tmp_path):
+    """A job's bill: what carries its tag (groups, probes, checkpoint copies), nothing of anyone else's."""
+    cloud = SimulatedCloud(trace, tmp_path / "state", speed=600)  # r1-a's price holds for 30 wall seconds
+    mine, theirs = {"skynomad-job": "sn-mine"}, {"skynomad-job": "sn-theirs"}
+    cloud.launch(request("r1-a", token="mine-1", tags=mine))
+    cloud.launch(request("r2-a", token="theirs-1", spot=False, count=1, tags=theirs))
+    cloud.probe("r1", "r1-a", "g1", 2, tags=mine)
+    cloud.probe("r2", "r2-a", "g1", 1)  # e.g. the probe DAG's: untagged
+    (cloud.checkpoint_dir("r1-a") / "checkpoint.pkl").write_bytes(b"w")  # the launch made the directory
+    cloud.copy_checkpoint("r1-a", "r1-b", 50, tags=mine)  # $0.01/GB within the region
+    cloud.copy_checkpoint("r1-a", "r2-a", 50, tags=theirs)
+    everything, bill = cloud.bill(), cloud.bill(tags=mine)
+    assert [g["client_token"] for g in bill["groups"]] == ["mine-1"]
+    assert bill["on_demand_usd"] == 0 and bill["spot_usd"] == pytest.approx(bill["groups"][0]["usd"])
+    assert bill["probes"] == 1 and bill["probe_usd"] == pytest.approx(2 * 1.0 / 60)
+    assert [e["target_zone"] for e in bill["egress"]] == ["r1-b"] and bill["egress_usd"] == pytest.approx(0.5)
+    assert bill["total_usd"] == pytest.approx(bill["spot_usd"] + bill["egress_usd"] + bill["probe_usd"])
+    assert len(everything["groups"]) == 2 and everything["probes"] == 2
+    assert everything["egress_usd"] == pytest.approx(0.5 + 1.0)
+    assert [g["client_token"] for g in cloud.groups(tags=theirs)] == ["theirs-1"]
+
+
 # -- the real workload on the simulated cloud -----------------------------------------------
 
 

@@ -1,0 +1,85 @@
+"""Resolve a SkyNomadOperator deadline (datetime, timedelta, ISO string or the DAG's DeadlineAlert) to cloud hours."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from ..clouds.base import Cloud
+from ..clouds.driver import cloud_now
+from ..hooks.skynomad import SkyNomadConfig
+from .errors import SkyNomadInputError
+
+
+def resolve_deadline_hours(deadline, dag, context, config: SkyNomadConfig, cloud: Cloud) -> float:
+    """Cloud hours from now to the deadline (negative when it is past).
+
+    Relative deadlines count from their anchor (the run's start, or a DeadlineAlert's reference)
+    and the wall time already spent since then is subtracted. The simulated cloud accelerates the
+    *job*, not Airflow: its pre-task wall time (scheduling, upstream tasks) counts one to one, or a
+    few seconds of ``dag.test()`` start-up would eat hours of an accelerated deadline. Absolute
+    datetimes are read on the cloud's clock (the simulated cloud's replayed trace time).
+    """
+    now_wall = datetime.now(timezone.utc)
+    anchor, interval, absolute = None, None, None
+    if deadline is None:
+        anchor, interval, absolute = deadline_from_alert(dag, context)
+        if interval is None and absolute is None:
+            raise SkyNomadInputError(
+                "no deadline: pass deadline= (datetime, timedelta or ISO string) or give the DAG a DeadlineAlert"
+            )
+    elif isinstance(deadline, timedelta):
+        anchor, interval = _run_start(context) or now_wall, deadline
+    elif isinstance(deadline, (int, float)) and not isinstance(deadline, bool):
+        anchor, interval = _run_start(context) or now_wall, timedelta(hours=float(deadline))
+    elif isinstance(deadline, str):
+        try:
+            absolute = datetime.fromisoformat(deadline.replace("Z", "+00:00"))
+        except ValueError:
+            raise SkyNomadInputError(f"deadline {deadline!r} is not an ISO 8601 datetime") from None
+    elif isinstance(deadline, datetime):
+        absolute = deadline
+    else:
+        raise SkyNomadInputError(f"deadline must be a datetime, timedelta or ISO string, got {type(deadline).__name__}")
+    if absolute is not None:
+        if absolute.tzinfo is None:
+            raise SkyNomadInputError(f"deadline {absolute!r} has no time zone; pass an aware datetime (UTC)")
+        reference = cloud_now(cloud).to_pydatetime() if config.cloud == "simulated" else now_wall
+        return (absolute - reference).total_seconds() / 3600.0
+    spent = max(0.0, (now_wall - anchor).total_seconds())
+    return (interval.total_seconds() - spent) / 3600.0
+
+
+def deadline_from_alert(dag, context) -> tuple[datetime | None, timedelta | None, datetime | None]:
+    """(anchor, interval, absolute) from the earliest of the DAG's DeadlineAlerts, or Nones."""
+    alerts = getattr(dag, "deadline", None) or []
+    if not isinstance(alerts, (list, tuple)):
+        alerts = [alerts]
+    best = None
+    for alert in alerts:
+        interval = getattr(alert, "interval", None)
+        if not isinstance(interval, timedelta):
+            continue  # variable intervals are resolved by the scheduler only
+        reference = getattr(alert, "reference", None)
+        name = type(reference).__name__
+        if name == "FixedDatetimeDeadline":
+            candidate = (None, None, reference._datetime + interval)
+        elif name == "DagRunLogicalDateDeadline":
+            dag_run = context.get("dag_run")
+            anchor = getattr(dag_run, "logical_date", None) or getattr(dag_run, "run_after", None)
+            candidate = (anchor or datetime.now(timezone.utc), interval, None)
+        elif name == "DagRunQueuedAtDeadline":
+            candidate = (_run_start(context) or datetime.now(timezone.utc), interval, None)
+        else:
+            continue
+        best = candidate if best is None else min(best, candidate, key=_deadline_wall)
+    return best or (None, None, None)
+
+
+def _deadline_wall(candidate) -> datetime:
+    anchor, interval, absolute = candidate
+    return absolute if absolute is not None else anchor + interval
+
+
+def _run_start(context) -> datetime | None:
+    dag_run = context.get("dag_run") if context else None
+    return getattr(dag_run, "start_date", None) or getattr(dag_run, "run_after", None)

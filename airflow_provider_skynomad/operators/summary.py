@@ -1,0 +1,125 @@
+"""A finished SkyNomad job's result: the small XCom summary and the readable timeline for the task log.
+
+The cost is one figure with its basis named in ``cost_basis``:
+
+- ``"cloud_bill"``: the cloud's own bill for the job's tagged groups, probes and checkpoint
+  copies (the simulated cloud bills from its trace, following price changes, up to each group's
+  real end);
+- ``"estimate"``: for a cloud that cannot bill (EC2 and Compute Engine here: their bills arrive
+  later, elsewhere), the market prices the operator saw at each launch times the stretches it
+  recorded.
+
+``all_on_demand_cost_usd`` is the comparison: the cheapest on-demand price at the start for the
+whole work plus one cold start.
+"""
+
+from __future__ import annotations
+
+from ..clouds.base import Cloud
+from .record import JOB_TAG, JobRecord
+
+CLOUD_BILL = "cloud_bill"
+ESTIMATE = "estimate"
+
+
+def job_bill(cloud: Cloud, job_id: str, log) -> dict | None:
+    """The cloud's own bill for this job (``bill(tags=...)``), or None when the cloud cannot bill."""
+    bill = getattr(cloud, "bill", None)
+    if not callable(bill):
+        return None
+    try:
+        return bill(tags={JOB_TAG: job_id})
+    except Exception as exc:  # noqa: BLE001 - a finished job must not fail on its report
+        log.warning("could not read the cloud's bill for job %s (%s); reporting the estimate instead", job_id, exc)
+        return None
+
+
+def summarize(record: JobRecord, elapsed_hours: float, cloud_bill: dict | None = None) -> dict:
+    """The small XCom result: timeline by zone, hours by mode, cost breakdown, deadline met.
+
+    :param cloud_bill: the cloud's bill for this job (`job_bill`); None to estimate from market prices.
+    """
+    zones = []
+    for seg in record.segments:
+        end = seg["end_hours"] if seg["end_hours"] is not None else elapsed_hours
+        zones.append(
+            {
+                "zone": seg["zone"],
+                "mode": seg["mode"],
+                "start_hours": round(seg["start_hours"], 3),
+                "end_hours": round(end, 3),
+                "end": seg["end"] or "running",
+            }
+        )
+    if cloud_bill is None:
+        basis, hours, usd = ESTIMATE, *_estimate(record, elapsed_hours)
+    else:
+        basis = CLOUD_BILL
+        hours = {"spot": cloud_bill["spot_hours"], "on_demand": cloud_bill["on_demand_hours"]}
+        usd = {key: cloud_bill[f"{key}_usd"] for key in ("spot", "on_demand", "egress", "probe")}
+    return {
+        "job_id": record.job_id,
+        "policy": record.policy,
+        "zones_timeline": zones,
+        "spot_hours": round(hours["spot"], 3),
+        "on_demand_hours": round(hours["on_demand"], 3),
+        "cost_basis": basis,
+        "cost_usd": {**{key: round(value, 2) for key, value in usd.items()}, "total": round(sum(usd.values()), 2)},
+        "all_on_demand_cost_usd": round(record.all_on_demand_usd, 2),
+        "migrations": record.migrations,
+        "deferrals": record.seq,
+        "preemptions": record.preemptions,
+        "failed_launches": record.failed_launches,
+        "elapsed_hours": round(elapsed_hours, 3),
+        "deadline_hours": round(record.deadline_hours, 3),
+        "work_hours": record.job["work_hours"],
+        "deadline_met": bool(record.finished and elapsed_hours <= record.deadline_hours + 1e-9),
+    }
+
+
+def _estimate(record: JobRecord, elapsed_hours: float) -> tuple[dict, dict]:
+    """(hours, usd) by mode from the recorded stretches at their launch-time prices, plus estimated egress and probes."""
+    hours = {"spot": 0.0, "on_demand": 0.0}
+    usd = {"spot": 0.0, "on_demand": 0.0, "egress": record.egress_usd, "probe": record.probe_usd}
+    for seg in record.segments:
+        end = seg["end_hours"] if seg["end_hours"] is not None else elapsed_hours
+        stretch = max(0.0, end - seg["start_hours"])
+        mode = "spot" if seg["mode"] == "spot" else "on_demand"
+        hours[mode] += stretch
+        usd[mode] += stretch * seg["usd_per_hour"]
+    return hours, usd
+
+
+def hours_line(summary: dict) -> str:
+    """``spot S h, on-demand O h`` and whose hours they are: billed group-hours or recorded stretches."""
+    whose = "billed" if summary.get("cost_basis") == CLOUD_BILL else "recorded"
+    return f"spot {summary['spot_hours']:.2f} h, on-demand {summary['on_demand_hours']:.2f} h {whose}"
+
+
+def cost_line(summary: dict) -> str:
+    """``cost $T from the cloud's bill for this job (spot $S, ...)``, or the estimate, labelled as one."""
+    cost = summary["cost_usd"]
+    parts = (
+        f"(spot ${cost['spot']:.2f}, on-demand ${cost['on_demand']:.2f}, egress ${cost['egress']:.2f}, "
+        f"probes ${cost['probe']:.2f})"
+    )
+    if summary.get("cost_basis") == CLOUD_BILL:
+        return f"cost ${cost['total']:.2f} from the cloud's bill for this job {parts}"
+    return f"estimated cost ${cost['total']:.2f} at launch-time market prices {parts}; this cloud reports no bill"
+
+
+def format_timeline(record: JobRecord, summary: dict) -> str:
+    """A readable account for the task log."""
+    lines = [f"SkyNomad job {record.job_id} ({record.policy}): timeline in cloud hours since start"]
+    for item in record.timeline:
+        details = " ".join(f"{k}={v}" for k, v in item.items() if k not in ("at_hours", "event"))
+        lines.append(f"  t={item['at_hours']:7.2f} h  {item['event']:<18} {details}")
+    lines.append(
+        f"  {hours_line(summary)}, {summary['migrations']} migration(s), {summary['preemptions']} preemption(s)"
+    )
+    lines.append(f"  {cost_line(summary)}; all on-demand would be ${summary['all_on_demand_cost_usd']:.2f}")
+    verdict = "met" if summary["deadline_met"] else "MISSED"
+    lines.append(
+        f"  finished at {summary['elapsed_hours']:.2f} h of {summary['deadline_hours']:.2f} h: deadline {verdict}"
+    )
+    return "\n".join(lines)
