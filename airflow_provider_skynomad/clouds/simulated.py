@@ -36,6 +36,7 @@ from .base import CapacityError, Cloud, GroupHandle, GroupStatus, LaunchRequest,
 from .simulated_clock import SimClock, open_shared_clock, read_shared_settings
 from .simulated_groups import CLIENT_TOKEN_TAG, GroupTracker, handle_of, new_record, same_request
 from .simulated_launcher import spawn_group
+from ..market.egress import EgressModel
 from .simulated_market import TraceMarket
 from .simulated_store import StateStore
 
@@ -60,7 +61,7 @@ class SimulatedCloud(Cloud):
         after the trace's first observation; default the first observation.
     :param preemption_notice_seconds: simulated seconds between SIGTERM and SIGKILL on preemption.
     :param egress_usd_per_gb: `(source_zone, target_zone) -> USD/GB` for checkpoint copies;
-        default 0 within a zone, 0.01 within a region, 0.02 otherwise.
+        default: the public list prices of market.egress, the ones the planner plans with.
     """
 
     name = "simulated"
@@ -315,11 +316,10 @@ class SimulatedCloud(Cloud):
         return self.zone_dir(zone) / "checkpoint"
 
     def default_egress_usd_per_gb(self, source_zone: str, target_zone: str) -> float:
-        """0 within a zone, 0.01 within a region, 0.02 otherwise (a stand-in for the real egress model)."""
+        """The public list prices the planner plans with (market.egress), so bill and plan agree."""
         if source_zone == target_zone:
             return 0.0
-        source, target = self.market.zone(source_zone), self.market.zone(target_zone)
-        return 0.01 if (source.cloud, source.region) == (target.cloud, target.region) else 0.02
+        return EgressModel().usd_per_gb(self.market.zone(source_zone), self.market.zone(target_zone))
 
     # -- internals --------------------------------------------------------------------------
 

@@ -20,6 +20,8 @@ import pytest
 
 from airflow_provider_skynomad.clouds.base import CapacityError, GroupHandle, GroupStatus, LaunchRequest
 from airflow_provider_skynomad.clouds.simulated import CLIENT_TOKEN_TAG, SimulatedCloud, TraceEndedError
+from airflow_provider_skynomad.market.egress import EgressModel
+from airflow_provider_skynomad.market.grid import Market
 from airflow_provider_skynomad.market.observations import read_observations
 from airflow_provider_skynomad.workload import train_command
 
@@ -80,6 +82,12 @@ def _no_leftover_groups(tmp_path):
 @pytest.fixture
 def cloud(trace, tmp_path) -> SimulatedCloud:
     return SimulatedCloud(trace, tmp_path / "state", speed=FAST)
+
+
+# The simulated cloud charges the planner's public list prices (market.egress). The synthetic
+# regions r1 and r2 share no known continent, so a copy between them is priced as intercontinental.
+SAME_REGION_USD_PER_GB = EgressModel().usd_per_gb(Market("r1-a", "gcp", "r1", "r1-a", "g1"), Market("r1-b", "gcp", "r1", "r1-b", "g1"))
+CROSS_REGION_USD_PER_GB = EgressModel().usd_per_gb(Market("r1-a", "gcp", "r1", "r1-a", "g1"), Market("r2-a", "gcp", "r2", "r2-a", "g1"))
 
 
 def request(zone: str = "r1-b", token: str = "job-1", spot: bool = True, count: int = 2, **kwargs) -> LaunchRequest:
@@ -392,13 +400,14 @@ def test_copy_checkpoint_moves_files_and_charges_egress(trace, tmp_path):
     (stale / "old.pkl").write_bytes(b"stale")
 
     cloud.copy_checkpoint("r1-a", "r1-b", 50)  # same region: $0.01/GB
-    cloud.copy_checkpoint("r1-a", "r2-a", 50)  # another region: $0.02/GB
+    cloud.copy_checkpoint("r1-a", "r2-a", 50)  # another region
     cloud.copy_checkpoint("r1-a", "r1-a", 50)  # same zone: nothing to do
     cloud.copy_checkpoint("r1-b", "r1-b", 50)
     assert sorted(p.name for p in cloud.checkpoint_dir("r2-a").iterdir()) == ["checkpoint.pkl", "progress.json"]
     assert (cloud.checkpoint_dir("r1-b") / "checkpoint.pkl").read_bytes() == b"weights"
     bill = cloud.bill()
-    assert bill["egress_usd"] == pytest.approx(50 * 0.01 + 50 * 0.02)
+    assert SAME_REGION_USD_PER_GB == 0.01
+    assert bill["egress_usd"] == pytest.approx(50 * 0.01 + 50 * CROSS_REGION_USD_PER_GB)
     assert [e["target_zone"] for e in bill["egress"]] == ["r1-b", "r2-a"]
 
     priced = SimulatedCloud(trace, tmp_path / "other", speed=FAST, egress_usd_per_gb=lambda a, b: 0.07)
@@ -427,7 +436,7 @@ def test_bill_filtered_by_tags_covers_one_jobs_groups_probes_and_copies(trace, t
     assert [e["target_zone"] for e in bill["egress"]] == ["r1-b"] and bill["egress_usd"] == pytest.approx(0.5)
     assert bill["total_usd"] == pytest.approx(bill["spot_usd"] + bill["egress_usd"] + bill["probe_usd"])
     assert len(everything["groups"]) == 2 and everything["probes"] == 2
-    assert everything["egress_usd"] == pytest.approx(0.5 + 1.0)
+    assert everything["egress_usd"] == pytest.approx(0.5 + 50 * CROSS_REGION_USD_PER_GB)
     assert [g["client_token"] for g in cloud.groups(tags=theirs)] == ["theirs-1"]
 
 
@@ -462,6 +471,6 @@ def test_training_moved_to_another_region_mid_run_ends_bit_identical(trace, tmp_
     assert (resumed.coef_ == reference.coef_).all() and (resumed.intercept_ == reference.intercept_).all()
     assert resumed_bytes == (tmp_path / "uninterrupted" / MODEL_FILE).read_bytes()
     bill = cloud.bill()
-    assert bill["egress_usd"] == pytest.approx(50 * 0.02)
+    assert bill["egress_usd"] == pytest.approx(50 * CROSS_REGION_USD_PER_GB)
     assert [(g["zone"], g["status"]) for g in bill["groups"]] == [("r1-b", "terminated"), ("r2-a", "succeeded")]
     assert (Path(cloud.describe(second)["group_dir"]) / "workload.log").exists()
