@@ -7,7 +7,7 @@ zones to probe. Keeping it data means decisions can be logged, tested and replay
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 
 
@@ -65,16 +65,3 @@ class Decision:
             probes=tuple(data.get("probes", ())),
             reason=data.get("reason", ""),
         )
-
-
-def stay(current: Option | None, reason: str = "stay") -> Decision:
-    return Decision(try_in_order=(current,), reason=reason)
-
-
-@dataclass
-class Outcome:
-    """What executing a decision did; the simulator and the operator both report this."""
-
-    running: Option | None
-    launched: bool = False  # a new group started (pays a cold start)
-    failed: list[Option] = field(default_factory=list)  # spot launches refused for lack of capacity
