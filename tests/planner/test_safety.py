@@ -119,8 +119,30 @@ def test_skynomad_does_not_pay_probes_it_cannot_use():
     """On the safety net with no slack nothing learnt by a probe can be used (paid probes at ba04751)."""
     grid = make_grid(np.ones((40, 3), bool), (1.0, 2.0, 3.0), (8.0, 6.0, 9.0))
     job = JobSpec(work_hours=2.0, deadline_hours=2.2, cold_start_hours=0.2, checkpoint_gb=50)
-    result = simulate(get_policy("skynomad"), job, grid, 10, flat_egress(3))
+    result = simulate(get_policy("skynomad", probe_interval_hours=2.0), job, grid, 10, flat_egress(3))
     assert result.probe_usd == 0
+
+
+def _stuck_away_from_the_cheapest_market():
+    """Market 0 is cheapest but full at the start; once the job runs elsewhere, egress ($500) pins it there."""
+    available = np.ones((60, 3), bool)
+    available[:3, 0] = False
+    grid = make_grid(available, (1.0, 2.0, 3.0), (8.0, 9.0, 10.0))
+    job = JobSpec(work_hours=5.0, deadline_hours=8.0, cold_start_hours=0.2, checkpoint_gb=50)
+    return grid, job, flat_egress(3, usd_per_gb=10.0)
+
+
+def test_skynomad_probes_stale_cheaper_markets_at_the_papers_cadence_and_pays_for_them():
+    grid, job, egress = _stuck_away_from_the_cheapest_market()
+    result = simulate(get_policy("skynomad", probe_interval_hours=2.0), job, grid, 0, egress, history=False)
+    assert result.met_deadline and result.migrations == 0
+    # one minute of market 0's spot per probe, at least one every 2 h of the run
+    assert result.probe_usd >= 2 * job.probe_hours * 1.0
+
+
+def test_skynomad_does_not_probe_by_default():
+    grid, job, egress = _stuck_away_from_the_cheapest_market()
+    assert simulate(get_policy("skynomad"), job, grid, 0, egress, history=False).probe_usd == 0
 
 
 # --------------------------------------------------------------------------- cheapest on-demand

@@ -26,7 +26,12 @@ from .lifetimes import LifetimeCache
 class SkyNomadPolicy:
     """:param forecaster: a fitted-on-demand lifetime forecaster factory name or instance (see forecasts).
     :param hysteresis_fraction: a switch must gain this share of C_od per hour (anti-flapping).
-    :param probe_interval_hours: re-probe a cheaper market whose last observation is older than this.
+    :param probe_interval_hours: re-probe a cheaper market whose last observation is older than this
+        (2.0 is the paper's cadence). Off by default: failed launches are free observations and the
+        probe DAG keeps the shared market table fresh, so a job's own probes did not pay for
+        themselves on any shared trace (see the issue note).
+    :param recent_hours: a market seen with capacity this recently sets the floor of V (what progress
+        will likely cost later).
     :param refit_hours: refit the lifetime forecaster on the history this often.
     :param lifetime_cap_hours: the longest expected stay the planner credits a spot market with; it is
         also the horizon over which a move's egress and cold start are amortised. The artifact used
@@ -42,7 +47,8 @@ class SkyNomadPolicy:
         self,
         forecaster="nelson-aalen",
         hysteresis_fraction: float = 0.02,
-        probe_interval_hours: float = 2.0,
+        probe_interval_hours: float | None = None,
+        recent_hours: float = 2.0,
         refit_hours: float = 1.0,
         lifetime_cap_hours: float = 4.0,
         value: str = "slack",
@@ -54,6 +60,7 @@ class SkyNomadPolicy:
         self.value = value
         self.hysteresis_fraction = hysteresis_fraction
         self.probe_interval_hours = probe_interval_hours
+        self.recent_hours = recent_hours
         self.lifetimes = LifetimeCache(forecaster, refit_hours, lifetime_cap_hours)
 
     def decide(self, job: JobSpec, state: JobState, view: MarketView, now: float) -> Decision:
@@ -136,7 +143,7 @@ class SkyNomadPolicy:
         A market that just preempted us counts too: waiting for it to come back (no egress) is
         often cheaper than moving, and it is retried for free every step meanwhile.
         """
-        recent = view.usable_within(self.probe_interval_hours)
+        recent = view.usable_within(self.recent_hours)
         best = math.inf
         for s in costs:
             i = view.index(s.option.market)
@@ -154,7 +161,7 @@ class SkyNomadPolicy:
     def _probes(self, job: JobSpec, state: JobState, view: MarketView) -> tuple[str, ...]:
         """Stale markets cheaper than what we pay now: worth one minute of spot to learn about them."""
         current = state.running
-        if not is_safe(job, state, view, IDLE):
+        if self.probe_interval_hours is None or not is_safe(job, state, view, IDLE):
             return ()  # on the safety net: nothing learnt now could be used
         if current is None:
             ceiling = np.inf
