@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from .market.egress import EgressModel, FlatEgress
-from .market.grid import build_grid
+from .market.grid import build_grid, default_step_hours
 from .market.observations import TraceError, read_observations
 from .planner.job import JobSpec, JobSpecError
 from .simulation.evaluate import DEFAULT_POLICIES, Evaluation
@@ -84,9 +84,7 @@ def _prepare(args) -> tuple[Evaluation, list[str]]:
     if args.step_minutes is not None and args.step_minutes <= 0:
         raise UsageError(f"--step-minutes must be > 0, got {args.step_minutes}")
     step_hours = args.step_minutes / 60 if args.step_minutes else None
-    grid = build_grid(frame, step_hours)
-    if step_hours is None:
-        grid = build_grid(frame, max(1.0, round(grid.step_hours * 60)) / 60)
+    grid = build_grid(frame, step_hours or default_step_hours(frame))
     egress = EgressModel() if args.egress_usd_per_gb is None else FlatEgress(args.egress_usd_per_gb)
     params = {"skynomad": {"forecaster": args.forecaster}} if args.forecaster else {}
     evaluation = Evaluation(

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from airflow_provider_skynomad.market.egress import EgressModel
-from airflow_provider_skynomad.market.grid import Market, MarketGrid, build_grid
+from airflow_provider_skynomad.market.grid import Market, MarketGrid, build_grid, default_step_hours
 from airflow_provider_skynomad.market.observations import read_observations
 from airflow_provider_skynomad.planner.job import JobSpec
 from airflow_provider_skynomad.planner.registry import get_policy
@@ -43,9 +43,7 @@ console = Console(width=170)
 
 def load_grid(file: str, zones, step_minutes: float | None = None) -> MarketGrid:
     frame = read_observations(DATA / file, zones)
-    grid = build_grid(frame)
-    minutes = step_minutes or max(1.0, round(grid.step_hours * 60))
-    return build_grid(frame, minutes / 60)
+    return build_grid(frame, step_minutes / 60 if step_minutes else default_step_hours(frame))
 
 
 def evaluate(args) -> tuple[str, float, dict, float]:

@@ -86,6 +86,11 @@ def median_step_hours(frame: pd.DataFrame) -> float:
     return round(float(gaps.median())) / 3600.0
 
 
+def default_step_hours(frame: pd.DataFrame) -> float:
+    """The decision step `skynomad evaluate` uses by default: the probe interval in whole minutes (≥ 1)."""
+    return max(1.0, round(median_step_hours(frame) * 60)) / 60
+
+
 def build_grid(frame: pd.DataFrame, step_hours: float | None = None) -> MarketGrid:
     """Resample validated observations onto a grid starting at the first row."""
     if step_hours is None:

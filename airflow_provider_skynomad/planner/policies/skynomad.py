@@ -97,13 +97,14 @@ class SkyNomadPolicy:
             s = costs[option]
             return replace(s, utility_usd_per_hour=s.utility_usd_per_hour + value * s.useful_share)
 
+        idle_safe = is_safe(job, state, view, IDLE)
         # What we have now: the running group, or idle (worth 0) — unless it is no longer safe.
         if current is not None:
             safe_here = is_safe(job, state, view, current)
             here = scored(current, value) if safe_here else Scored(current, -math.inf, 0.0)
             margin = self.hysteresis_fraction * cheapest_od  # switching away from a running group
         else:
-            here = Scored(IDLE, 0.0 if is_safe(job, state, view, IDLE) else -math.inf, 0.0)
+            here = Scored(IDLE, 0.0 if idle_safe else -math.inf, 0.0)
             margin = 0.0
         bar = here.utility_usd_per_hour + margin
 
@@ -123,9 +124,7 @@ class SkyNomadPolicy:
 
         if math.isfinite(here.utility_usd_per_hour):
             idle_gain = -here.utility_usd_per_hour  # going idle is worth 0
-            if current is not None and idle_gain > self.hysteresis_fraction * cheapest_od and is_safe(
-                job, state, view, IDLE
-            ):
+            if current is not None and idle_gain > self.hysteresis_fraction * cheapest_od and idle_safe:
                 tries.append(IDLE)  # what we run costs more than its progress is worth
             else:
                 tries.append(current)
@@ -134,7 +133,7 @@ class SkyNomadPolicy:
         reason = f"V={value:.2f} $/h (barrier {barrier:.2f}, floor {floor:.2f}), U_here={here.utility_usd_per_hour:.2f}"
         tries = _first_sure(tries)
         tried = {o.market for o in tries if o is not None}
-        probes = tuple(m for m in self._probes(job, state, view) if m not in tried)
+        probes = tuple(m for m in self._probes(state, view, idle_safe) if m not in tried)
         return Decision(tuple(tries), probes=probes, reason=reason)
 
     def _floor(self, state: JobState, view: MarketView, costs) -> float:
@@ -158,10 +157,10 @@ class SkyNomadPolicy:
         horizon = max(candidate.stay_hours, self.residency_hours)
         return migration_pays(job, view, current.market, candidate.option.market, horizon)
 
-    def _probes(self, job: JobSpec, state: JobState, view: MarketView) -> tuple[str, ...]:
+    def _probes(self, state: JobState, view: MarketView, idle_safe: bool) -> tuple[str, ...]:
         """Stale markets cheaper than what we pay now: worth one minute of spot to learn about them."""
         current = state.running
-        if self.probe_interval_hours is None or not is_safe(job, state, view, IDLE):
+        if self.probe_interval_hours is None or not idle_safe:
             return ()  # on the safety net: nothing learnt now could be used
         if current is None:
             ceiling = np.inf
