@@ -317,8 +317,6 @@ class SimulatedCloud(Cloud):
 
     def default_egress_usd_per_gb(self, source_zone: str, target_zone: str) -> float:
         """The public list prices the planner plans with (market.egress), so bill and plan agree."""
-        if source_zone == target_zone:
-            return 0.0
         return EgressModel().usd_per_gb(self.market.zone(source_zone), self.market.zone(target_zone))
 
     # -- internals --------------------------------------------------------------------------
