@@ -39,7 +39,8 @@ def add_evaluate_command(subparsers) -> None:
                    help="decision step (default: the trace's probe interval, rounded to whole minutes)")
     p.add_argument("--egress-usd-per-gb", type=float, default=None,
                    help="flat inter-region egress price (default: public list prices, see market/egress.py)")
-    p.add_argument("--bandwidth-gb-per-hour", type=float, default=None, help="migrations also take S/bandwidth")
+    p.add_argument("--bandwidth-gb-per-second", type=float, default=None,
+                   help="checkpoint transfer rate between zones: a migration also takes S/bandwidth (default: instant)")
     p.add_argument("--forecaster", default=None, help="skynomad's lifetime forecaster (nelson-aalen, learned)")
     p.add_argument("--output", type=Path, default=None, help="write the JSON report here")
     p.add_argument("--plot", type=Path, default=None, help="write a PNG of cost per policy per window here")
@@ -71,13 +72,16 @@ def _prepare(args) -> tuple[Evaluation, list[str]]:
     _check_writable(args.output, "--output")
     _check_writable(args.plot, "--plot")
     _check_plot_format(args.plot)
+    bandwidth = args.bandwidth_gb_per_second
+    if bandwidth is not None and bandwidth <= 0:
+        raise UsageError(f"--bandwidth-gb-per-second must be > 0, got {bandwidth}")
     job = JobSpec(
         work_hours=args.work_hours,
         deadline_hours=args.deadline_hours,
         cold_start_hours=args.cold_start_hours,
         checkpoint_gb=args.checkpoint_gb,
         instances=args.instances,
-        bandwidth_gb_per_hour=args.bandwidth_gb_per_hour,
+        bandwidth_gb_per_hour=None if bandwidth is None else bandwidth * 3600.0,
     )
     job.require_feasible()
     frame = read_observations(args.trace, args.zones)

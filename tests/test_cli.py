@@ -243,6 +243,7 @@ def test_unknown_policy(tmp_path, capsys):
         (["--max-windows", "0"], "max-windows"),
         (["--step-minutes", "-5"], "step-minutes"),
         (["--egress-usd-per-gb", "-0.01"], "egress"),
+        (["--bandwidth-gb-per-second", "0"], "--bandwidth-gb-per-second"),
         (["--deadline-hours", "100"], "shorter than one job window"),  # trace too short for one window
     ],
 )
@@ -253,6 +254,16 @@ def test_bad_job_or_flags(tmp_path, capsys, flags, needle):
     assert needle in err, err
     assert "Traceback" not in err
     assert_nothing_written(tmp_path)
+
+
+def test_bandwidth_is_given_in_gb_per_second_and_slows_migrations(tmp_path):
+    from airflow_provider_skynomad.cli import _prepare, build_parser
+
+    trace = write_trace(tmp_path, trace_lines())
+    argv = ["evaluate", "--trace", str(trace), *JOB, "--bandwidth-gb-per-second", "0.01"]
+    evaluation, _ = _prepare(build_parser().parse_args(argv))
+    assert evaluation.job.bandwidth_gb_per_hour == pytest.approx(36.0)
+    assert evaluation.job.transfer_hours(moved=True) == pytest.approx(10 / 36.0)  # 10 GB checkpoint
 
 
 def test_output_in_a_missing_directory_is_refused_before_running(tmp_path, capsys):
