@@ -191,3 +191,37 @@ def test_policies_take_cheap_spot_when_it_is_there(name):
     assert result.on_demand_usd == 0
     assert [s.option for s in result.segments] == ["spot(us-central1-a)"]
     assert result.spot_usd == pytest.approx(0.5 * 3.2)
+
+
+# --------------------------------------------------------------------------- skynomad lookahead
+
+
+def _home_grid() -> tuple:
+    """Zone a: $2.8, always up. Zone b: $2.0, a 20-minute outage every 8 h, and down for the job's first hour."""
+    ticks = 288 + 300
+    available = np.ones((ticks, 2), bool)
+    available[np.arange(ticks) % 48 < 2, 1] = False
+    available[288:294, 1] = False
+    return make_grid(available, [2.8, 2.0], [10.0, 10.0]), 288
+
+
+def test_skynomad_moves_to_a_cheaper_home_when_the_rest_of_the_job_pays_for_the_move():
+    grid, start = _home_grid()
+    # 30 h of work left: $0.8/h cheaper pays the $5 egress many times over, though not within one 4 h stay.
+    job = JobSpec(work_hours=30.0, deadline_hours=45.0, cold_start_hours=0.2, checkpoint_gb=50)
+    ahead = simulate(get_policy("skynomad"), job, grid, start, flat_egress(2, 0.1))
+    stays = simulate(get_policy("skynomad", home=False), job, grid, start, flat_egress(2, 0.1))
+    assert ahead.met_deadline and stays.met_deadline
+    assert ahead.segments[0].option == "spot(us-central1-a)"  # b is down at the start
+    assert ahead.migrations == 1 and ahead.segments[-1].option == "spot(us-central1-b)"
+    assert stays.migrations == 0
+    assert ahead.cost_usd < stays.cost_usd
+
+
+def test_skynomad_does_not_commit_to_a_home_the_rest_of_the_job_would_not_fit_in():
+    grid, start = _home_grid()
+    # 2 h of slack: the move's cold start and b's outages would not fit with one σ to spare.
+    job = JobSpec(work_hours=30.0, deadline_hours=32.0, cold_start_hours=0.2, checkpoint_gb=50)
+    result = simulate(get_policy("skynomad"), job, grid, start, flat_egress(2, 0.1))
+    assert result.met_deadline
+    assert result.migrations == 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...forecasts import make_forecaster
+from ...forecasts.renewal import Spells, spell_means
 from ...market.view import MarketView
 
 
@@ -25,6 +26,8 @@ class LifetimeCache:
         self.cap_hours = cap_hours
         self._key = None
         self._fitted = None
+        self._spells_key = None
+        self._spells = None
 
     def _new(self):
         if isinstance(self.spec, str):
@@ -34,9 +37,20 @@ class LifetimeCache:
 
         return clone(self.spec, safe=False)
 
-    def expected_remaining_hours(self, view: MarketView, ages_hours: np.ndarray) -> np.ndarray:
+    def _bucket(self, view: MarketView) -> tuple:
         bucket = int(view.tick * view.step_hours // self.refit_hours) if self.refit_hours > 0 else view.tick
-        key = (view.source_id, view.gang_size, bucket)
+        return (view.source_id, view.gang_size, bucket)
+
+    def spells(self, view: MarketView) -> Spells:
+        """Mean up/down spell per market (forecasts.renewal), refitted as often as the forecaster."""
+        key = self._bucket(view)
+        if key != self._spells_key:
+            self._spells = spell_means(*view.usable_history(), view.step_hours)
+            self._spells_key = key
+        return self._spells
+
+    def expected_remaining_hours(self, view: MarketView, ages_hours: np.ndarray) -> np.ndarray:
+        key = self._bucket(view)
         if key != self._key:
             usable, seen = view.usable_history()
             self._fitted = self._new().fit(

@@ -17,6 +17,7 @@ import numpy as np
 from ...market.view import MarketView
 from ..actions import IDLE, Decision, Mode, Option
 from ..job import JobSpec, JobState
+from ..plans import spot_plans
 from ..progress import market_value, slack_urgency, value_of_progress
 from ..safety import cheapest_on_demand, is_safe
 from ..utility import Scored, migration_pays, score
@@ -39,6 +40,9 @@ class SkyNomadPolicy:
         looked too expensive (see the issue note for the ablation).
     :param value: "slack" (default): V anchored at the cheapest recent spot price, rising to the
         paper's log barrier as slack runs short; "barrier": the paper's V floored at that price.
+    :param home: look ahead to the rest of the job (planner.plans): a cheaper spot market where
+        the remaining work is expected to fit, waiting out its outages, becomes the home, and a
+        move there spreads its egress over the remaining work instead of one expected stay.
     """
 
     name = "skynomad"
@@ -52,9 +56,9 @@ class SkyNomadPolicy:
         refit_hours: float = 1.0,
         lifetime_cap_hours: float = 4.0,
         value: str = "slack",
-        residency_hours: float = 0.0,
+        home: bool = True,
     ):
-        self.residency_hours = residency_hours
+        self.home = home
         if value not in ("slack", "barrier"):
             raise ValueError(f"value must be 'slack' or 'barrier', got {value!r}")
         self.value = value
@@ -76,10 +80,17 @@ class SkyNomadPolicy:
         lifetimes = self.lifetimes.expected_remaining_hours(view, ages)
         options = [Option(key, mode) for key in view.keys for mode in (Mode.SPOT, Mode.ON_DEMAND)]
 
+        remaining = job.work_hours - state.progress_hours
+        home = self._home(job, state, view) if self.home else None
+
+        def residency(option: Option) -> float:
+            # The home market keeps the checkpoint for the rest of the job: its egress is paid once.
+            return remaining if option == home else 0.0
+
         # U is linear in V, so score every option once at V = 0 and shift by V·η below.
         od_stay = float(np.max(lifetimes))  # we leave on-demand about when the best spot market would last
         costs = {
-            o: score(job, state, view, o, 0.0, float(lifetimes[view.index(o.market)]), od_stay, self.residency_hours)
+            o: score(job, state, view, o, 0.0, float(lifetimes[view.index(o.market)]), od_stay, residency(o))
             for o in options
         }
 
@@ -115,7 +126,7 @@ class SkyNomadPolicy:
             candidate = scored(option, value)
             if candidate.utility_usd_per_hour <= max(bar, 0.0):
                 continue
-            if not self._move_pays(job, view, current, candidate):
+            if not self._move_pays(job, view, current, candidate, residency(option)):
                 continue
             if is_safe(job, state, view, option):
                 better.append(candidate)
@@ -151,10 +162,31 @@ class SkyNomadPolicy:
                 best = min(best, s.cost_per_progress_hour)
         return best if math.isfinite(best) else 0.0
 
-    def _move_pays(self, job: JobSpec, view: MarketView, current: Option | None, candidate: Scored) -> bool:
+    def _home(self, job: JobSpec, state: JobState, view: MarketView) -> Option | None:
+        """The spot market where the rest of the job costs least, if it fits and is cheaper than where we are.
+
+        Only a cheaper market qualifies: committing to a dearer "stable" one is what the
+        safety net and the per-stay utility already weigh, and with little slack a plan's
+        estimate is too noisy to commit on.
+        """
+        if state.checkpoint_market is None:
+            return None  # the first launch moves nothing
+        spells = self.lifetimes.spells(view)
+        age, was_up = view.last_seen
+        wait = np.where(was_up & (age == 0), 0.0, spells.down_hours)  # a market not seen up now is down
+        if state.running is not None and state.running.mode is Mode.SPOT:
+            wait[view.index(state.running.market)] = 0.0
+        costs, fits = spot_plans(job, state, view, spells, wait)
+        best = int(np.argmin(costs))
+        cheaper = view.spot_usd_per_hour[best] < view.spot_usd_per_hour[view.index(state.checkpoint_market)]
+        return Option(view.keys[best], Mode.SPOT) if fits[best] and cheaper else None
+
+    def _move_pays(
+        self, job: JobSpec, view: MarketView, current: Option | None, candidate: Scored, residency_hours: float
+    ) -> bool:
         if current is None or current.mode is not Mode.SPOT or candidate.option.mode is not Mode.SPOT:
             return True
-        horizon = max(candidate.stay_hours, self.residency_hours)
+        horizon = max(candidate.stay_hours, residency_hours)
         return migration_pays(job, view, current.market, candidate.option.market, horizon)
 
     def _probes(self, state: JobState, view: MarketView, idle_safe: bool) -> tuple[str, ...]:
