@@ -2,8 +2,8 @@
 
 Pieces (each tested alone): the safety net (planner.safety), the value of progress V
 (planner.progress), utility with η and amortised egress (planner.utility), a lifetime
-forecast per market (forecasts), hysteresis against flapping, price-aware migration, and
-probes of stale cheap markets. The order in which options are tried is the utility order,
+forecast per market (forecasts), a lookahead home for the rest of the job (planner.plans),
+hysteresis against flapping, price-aware migration, and probes of stale cheap markets. The order in which options are tried is the utility order,
 so a full zone costs one free failed launch and the next-best option is taken at once.
 """
 
@@ -141,7 +141,10 @@ class SkyNomadPolicy:
                 tries.append(current)
         else:
             tries.append(cheapest_on_demand(job, state, view))  # the safety net
-        reason = f"V={value:.2f} $/h (barrier {barrier:.2f}, floor {floor:.2f}), U_here={here.utility_usd_per_hour:.2f}"
+        reason = (
+            f"V={value:.2f} $/h (barrier {barrier:.2f}, floor {floor:.2f}), U_here={here.utility_usd_per_hour:.2f}"
+            + (f", home {home.market}" if home is not None else "")
+        )
         tries = _first_sure(tries)
         tried = {o.market for o in tries if o is not None}
         probes = tuple(m for m in self._probes(state, view, idle_safe) if m not in tried)
