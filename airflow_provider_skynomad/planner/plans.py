@@ -20,7 +20,7 @@ from ..forecasts.renewal import Spells
 from ..market.view import MarketView
 from .actions import Mode
 from .job import JobSpec, JobState
-from .safety import launch_delay_hours
+from .safety import launch_delays_hours
 
 
 class Plans(NamedTuple):
@@ -35,7 +35,7 @@ def spot_plans(job: JobSpec, state: JobState, view: MarketView, spells: Spells, 
     if work <= 0:
         return Plans(np.zeros(n_markets), np.ones(n_markets, dtype=bool))
     d = job.cold_start_hours
-    setup = np.array([launch_delay_hours(job, state, view, i) for i in range(n_markets)])
+    setup = launch_delays_hours(job, state, view)
     egress = np.zeros(n_markets)
     if state.checkpoint_market is not None:
         egress = job.checkpoint_gb * view.egress_usd_per_gb[view.index(state.checkpoint_market)]

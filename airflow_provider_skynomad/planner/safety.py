@@ -24,6 +24,11 @@ def launch_delay_hours(job: JobSpec, state: JobState, view: MarketView, target: 
     return job.cold_start_hours + job.transfer_hours(moved)
 
 
+def launch_delays_hours(job: JobSpec, state: JobState, view: MarketView) -> np.ndarray:
+    """`launch_delay_hours` of a new group in every market."""
+    return np.array([launch_delay_hours(job, state, view, i) for i in range(len(view.keys))])
+
+
 def step_progress_hours(job: JobSpec, state: JobState, view: MarketView, option: Option | None) -> float:
     """Progress `option` is guaranteed to make during the coming step."""
     if option is None:
@@ -67,7 +72,7 @@ def cheapest_on_demand(job: JobSpec, state: JobState, view: MarketView) -> Optio
         cost = cost + job.checkpoint_gb * view.egress_usd_per_gb[source]
         if job.bandwidth_gb_per_hour:
             # A transfer also costs time; keep zones whose delay still meets the deadline.
-            delay = np.array([launch_delay_hours(job, state, view, j) for j in range(len(cost))])
+            delay = launch_delays_hours(job, state, view)
             late = state.elapsed_hours + delay + remaining > job.deadline_hours + EPS_HOURS
             cost = np.where(late & (np.arange(len(cost)) != source), np.inf, cost)
     return Option(view.keys[int(np.argmin(cost))], Mode.ON_DEMAND)
