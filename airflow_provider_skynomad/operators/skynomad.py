@@ -176,32 +176,33 @@ class SkyNomadOperator(BaseOperator):
             view = self._view(record, config, cloud)
             recover_pending(record, cloud, view, store, observe=self._observe_zone, log=self.log)
         kind = event["kind"]
-        elapsed = float(event["elapsed_hours"]) if event.get("elapsed_hours") is not None else self._elapsed(
-            record, cloud
-        )
+        # `at`: when the trigger saw it; `now`: when this worker acts on it (Airflow's resume lag later).
+        now = self._elapsed(record, cloud)
+        at = float(event["elapsed_hours"]) if event.get("elapsed_hours") is not None else now
+        self._learn_reaction(record, at, now)
         progress = event.get("progress_hours")
         if progress is not None:
             record.state = {**record.state, "progress_hours": float(progress)}
         if kind == "finished":
-            return self._finish(context, record, cloud, store, elapsed)
+            return self._finish(context, record, cloud, store, at)
         if kind == "failed":
-            self._release(record, cloud, store, elapsed, "failed")
+            self._release(record, cloud, store, at, "failed")
             raise RuntimeError(f"SkyNomad job {record.job_id} failed: {event.get('reason') or event.get('status')}")
         view = self._view(record, config, cloud)
         if kind == "preempted":
             option = option_of(record.state.get("running"))
             record.preemptions += 1
-            record.note(elapsed, "preempted", zone=option.market if option else None, progress=_pct(record, progress))
+            record.note(at, "preempted", zone=option.market if option else None, progress=_pct(record, progress))
             zone = next((m.zone for m in view.markets if m.key == option.market), None) if option else None
             if zone:
                 self._observe_zone(record, view, zone, 0)
-            self._release(record, cloud, store, elapsed, "preempted")
+            self._release(record, cloud, store, at, "preempted")
             record.state = {**record.state, "last_preempted_market": option.market if option else None}
-            decision = self._decide(record, view, elapsed)
+            decision = self._decide(record, view, now)
         else:
             decision = Decision.from_dict(event["decision"])
-            record.note(elapsed, kind.replace("_", " "), want=_first(decision), reason=decision.reason)
-        self._carry_out(record, cloud, view, decision, elapsed, store, context)
+            record.note(at, kind.replace("_", " "), want=_first(decision), reason=decision.reason)
+        self._carry_out(record, cloud, view, decision, now, store, context)
         return self._defer(record, store)
 
     def on_kill(self) -> None:
@@ -377,6 +378,18 @@ class SkyNomadOperator(BaseOperator):
         self._record = record
         region = record.segments[-1]["region"] if record.segments else None
         setattr(self, LINK_ATTRIBUTE, link_data(record.group, region))
+
+    def _learn_reaction(self, record: JobRecord, at: float, now: float) -> None:
+        """Keep the slowest trigger-event → worker lag seen so far as the job's `reaction_hours`.
+
+        The safety net reserves it before its on-demand rescue, so a busy scheduler (or, on the
+        accelerated simulated cloud, seconds of Airflow latency worth simulated hours) cannot make
+        a rescue that was just in time at the trigger late by the time the worker launches it.
+        """
+        lag_hours = now - at
+        if lag_hours > float(record.job.get("reaction_hours", 0.0)):
+            record.job = {**record.job, "reaction_hours": lag_hours}
+            record.note(now, "reaction lag", hours=round(lag_hours, 3))
 
     def _elapsed(self, record: JobRecord, cloud: Cloud) -> float:
         return float(cloud.now_hours()) - record.job_start_hours

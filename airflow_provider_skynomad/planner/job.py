@@ -22,6 +22,9 @@ class JobSpec:
     :param instances: N, gang size; a market is usable when `available ≥ N`.
     :param probe_hours: billed spot time of one probe (launch + terminate at once).
     :param bandwidth_gb_per_hour: when set, a migration also adds S / bandwidth hours to the cold start.
+    :param reaction_hours: how late a decision is carried out (the driver's control-loop lag: Airflow
+        resuming the worker after a trigger event). The safety net starts its rescue this much later,
+        so a slow scheduler cannot turn "just in time" into "late". 0 in the simulator.
     """
 
     work_hours: float
@@ -31,6 +34,7 @@ class JobSpec:
     instances: int = 1
     probe_hours: float = 1.0 / 60.0
     bandwidth_gb_per_hour: float | None = None
+    reaction_hours: float = 0.0
 
     def __post_init__(self) -> None:
         checks = [
@@ -40,6 +44,7 @@ class JobSpec:
             (self.checkpoint_gb >= 0, f"checkpoint_gb must be ≥ 0, got {self.checkpoint_gb}"),
             (self.instances >= 1, f"instances must be ≥ 1, got {self.instances}"),
             (self.probe_hours >= 0, f"probe_hours must be ≥ 0, got {self.probe_hours}"),
+            (self.reaction_hours >= 0, f"reaction_hours must be ≥ 0, got {self.reaction_hours}"),
             (
                 self.bandwidth_gb_per_hour is None or self.bandwidth_gb_per_hour > 0,
                 f"bandwidth_gb_per_hour must be > 0 when set, got {self.bandwidth_gb_per_hour}",

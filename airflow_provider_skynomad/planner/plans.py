@@ -20,7 +20,7 @@ from ..forecasts.renewal import Spells
 from ..market.view import MarketView
 from .actions import Mode
 from .job import JobSpec, JobState
-from .safety import launch_delays_hours
+from .safety import launch_delays_hours, rescue_lead_hours
 
 
 class Plans(NamedTuple):
@@ -47,8 +47,8 @@ def spot_plans(job: JobSpec, state: JobState, view: MarketView, spells: Spells, 
     preemptions = work / up
     lost = down + d
     busy = work + preemptions * lost + np.sqrt(preemptions * (lost**2 + down**2))  # mean + one σ
-    # Spot must leave room for the on-demand rescue: one step, then a cold start.
-    room = job.deadline_hours - state.elapsed_hours - wait_hours - setup - d - view.step_hours
+    # Spot must leave room for the on-demand rescue: one step (and the driver's lag), then a cold start.
+    room = job.deadline_hours - state.elapsed_hours - wait_hours - setup - d - rescue_lead_hours(job, view)
     share = np.clip(room / busy, 0.0, 1.0)  # of the remaining work done on spot
     spot = view.spot_usd_per_hour * job.instances
     on_demand = float(np.min(view.on_demand_usd_per_hour)) * job.instances

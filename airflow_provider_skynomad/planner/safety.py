@@ -2,8 +2,9 @@
 
 Decisions happen once per step and a spot group is only preempted at a step boundary
 (the next observation), so the worst case after choosing option X now is: X makes this
-step's progress, then is lost, and an on-demand group started at t + step must still
-finish, cold start included. An option is *safe* when that worst case meets the deadline.
+step's progress, then is lost, and an on-demand group started at t + step (+ the driver's
+reaction lag) must still finish, cold start included. An option is *safe* when that worst
+case meets the deadline.
 """
 
 from __future__ import annotations
@@ -57,7 +58,12 @@ def is_safe(job: JobSpec, state: JobState, view: MarketView, option: Option | No
     after = remaining - step_progress_hours(job, state, view, option)
     # The rescue runs on-demand where the checkpoint then is, so it pays a cold start but no transfer.
     rescue = after + job.cold_start_hours
-    return state.elapsed_hours + view.step_hours + rescue <= job.deadline_hours + EPS_HOURS
+    return state.elapsed_hours + rescue_lead_hours(job, view) + rescue <= job.deadline_hours + EPS_HOURS
+
+
+def rescue_lead_hours(job: JobSpec, view: MarketView) -> float:
+    """How long after now the on-demand rescue can start at the latest: one step, plus the driver's lag."""
+    return view.step_hours + job.reaction_hours
 
 
 def cheapest_on_demand(job: JobSpec, state: JobState, view: MarketView) -> Option:

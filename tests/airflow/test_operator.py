@@ -197,6 +197,28 @@ def test_replan_event_carries_out_the_decision(cloud):
     assert cloud.copies[-1][:2] == (old.zone, target)
 
 
+def test_a_late_resume_acts_at_the_true_time_and_teaches_the_safety_net_the_lag(cloud):
+    store = FakeStore()
+    defer(make_op(), context_for(store))
+    old = cloud.launches[0]
+    target = "us-central1-a" if old.zone != "us-central1-a" else "us-east4-a"
+    decision = {"try_in_order": [{"market": target, "mode": "on-demand"}], "probes": [], "reason": "test"}
+    cloud.hours = 3.75  # the trigger saw it at 3.0 h; the worker resumed 0.75 cloud hours later
+    with pytest.raises(TaskDeferred) as info:
+        make_op().execute_complete(context_for(store), _event("deadline_pressure", 1, 3.0, 2.5, decision))
+    record = store.get(RECORD_KEY)
+    assert record["job"]["reaction_hours"] == pytest.approx(0.75)
+    assert info.value.trigger.job["reaction_hours"] == pytest.approx(0.75)  # the next trigger plans with it
+    assert record["segments"][-1]["start_hours"] == pytest.approx(3.75)  # launched now, not when seen
+    assert record["segments"][0]["end_hours"] == pytest.approx(3.75)
+    assert any(item["event"] == "reaction lag" for item in record["timeline"])
+    # A quicker resume later does not shrink the margin: the slowest lag seen is the one to survive.
+    cloud.hours = 4.0
+    with pytest.raises(TaskDeferred):
+        make_op().execute_complete(context_for(store), _event("replan", 2, 3.95, 3.0, decision))
+    assert store.get(RECORD_KEY)["job"]["reaction_hours"] == pytest.approx(0.75)
+
+
 def test_finished_event_returns_a_small_summary(cloud, caplog):
     store = FakeStore()
     defer(make_op(), context_for(store))

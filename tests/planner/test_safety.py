@@ -47,6 +47,40 @@ def test_idle_is_safe_exactly_while_one_more_step_still_leaves_an_on_demand_resc
         assert not is_safe(job, JobState(elapsed_hours=limit + 1e-6, progress_hours=p), view, IDLE)
 
 
+def test_the_drivers_reaction_lag_moves_the_last_safe_idle_step_earlier_by_exactly_that_lag():
+    view = view_of()
+    lag = 0.75
+    job = JobSpec(work_hours=4.0, deadline_hours=6.0, cold_start_hours=0.2, reaction_hours=lag)
+    limit = job.deadline_hours - STEP - lag - job.work_hours - job.cold_start_hours
+    assert is_safe(job, JobState(elapsed_hours=limit - 1e-6), view, IDLE)
+    assert not is_safe(job, JobState(elapsed_hours=limit + 1e-6), view, IDLE)
+    # Without the lag the same moment is still safe: the margin is the lag, nothing else.
+    assert is_safe(JobSpec(work_hours=4.0, deadline_hours=6.0, cold_start_hours=0.2),
+                   JobState(elapsed_hours=limit + 1e-6), view, IDLE)
+    with pytest.raises(JobSpecError, match="reaction_hours"):
+        JobSpec(work_hours=1.0, deadline_hours=2.0, reaction_hours=-0.1)
+
+
+@pytest.mark.parametrize("name", ["skynomad", "eager-failover"])
+def test_policies_that_wait_for_spot_turn_to_on_demand_a_reaction_lag_earlier(name):
+    # Spot is never available: the policy waits (or keeps trying spot), then must go on-demand
+    # while a rescue carried out `reaction` late still finishes in time.
+    view = view_of(available=np.zeros((40, 3), bool))
+    firsts = {}
+    for reaction in (0.0, 0.5):
+        job = JobSpec(work_hours=2.0, deadline_hours=4.0, cold_start_hours=0.2, reaction_hours=reaction)
+        policy = get_policy(name)
+
+        def on_demand_at(t):
+            first_choice = (policy.decide(job, JobState(elapsed_hours=t), view, t).try_in_order or [IDLE])[0]
+            return first_choice is not IDLE and first_choice.mode is Mode.ON_DEMAND
+
+        first = next(t for t in np.arange(0.0, 4.0, STEP) if on_demand_at(t))
+        assert first + reaction + job.cold_start_hours + job.work_hours <= job.deadline_hours + 1e-9
+        firsts[reaction] = first
+    assert firsts[0.0] - 0.5 - STEP < firsts[0.5] <= firsts[0.0] - 0.5 + 1e-9
+
+
 def test_on_demand_only_has_to_finish_itself():
     view = view_of()
     job = JobSpec(work_hours=4.0, deadline_hours=5.0, cold_start_hours=0.2)
