@@ -41,6 +41,9 @@ def add_evaluate_command(subparsers) -> None:
                    help="flat inter-region egress price (default: public list prices, see market/egress.py)")
     p.add_argument("--bandwidth-gb-per-second", type=float, default=None,
                    help="checkpoint transfer rate between zones: a migration also takes S/bandwidth (default: instant)")
+    p.add_argument("--reaction-minutes", type=float, default=0.0,
+                   help="Airflow's event → worker lag: every change is carried out this late, rounded up to "
+                        "whole decision steps, and the planner plans with it (default: 0, instant)")
     p.add_argument("--forecaster", default=None, help="skynomad's lifetime forecaster (nelson-aalen, learned)")
     p.add_argument("--output", type=Path, default=None, help="write the JSON report here")
     p.add_argument("--plot", type=Path, default=None, help="write a PNG of cost per policy per window here")
@@ -75,6 +78,8 @@ def _prepare(args) -> tuple[Evaluation, list[str]]:
     bandwidth = args.bandwidth_gb_per_second
     if bandwidth is not None and bandwidth <= 0:
         raise UsageError(f"--bandwidth-gb-per-second must be > 0, got {bandwidth}")
+    if args.reaction_minutes < 0:
+        raise UsageError(f"--reaction-minutes must be ≥ 0, got {args.reaction_minutes}")
     job = JobSpec(
         work_hours=args.work_hours,
         deadline_hours=args.deadline_hours,
@@ -82,6 +87,7 @@ def _prepare(args) -> tuple[Evaluation, list[str]]:
         checkpoint_gb=args.checkpoint_gb,
         instances=args.instances,
         bandwidth_gb_per_hour=None if bandwidth is None else bandwidth * 3600.0,
+        reaction_hours=args.reaction_minutes / 60.0,
     )
     job.require_feasible()
     frame = read_observations(args.trace, args.zones)

@@ -244,6 +244,7 @@ def test_unknown_policy(tmp_path, capsys):
         (["--step-minutes", "-5"], "step-minutes"),
         (["--egress-usd-per-gb", "-0.01"], "egress"),
         (["--bandwidth-gb-per-second", "0"], "--bandwidth-gb-per-second"),
+        (["--reaction-minutes", "-1"], "--reaction-minutes"),
         (["--deadline-hours", "100"], "shorter than one job window"),  # trace too short for one window
     ],
 )
@@ -264,6 +265,24 @@ def test_bandwidth_is_given_in_gb_per_second_and_slows_migrations(tmp_path):
     evaluation, _ = _prepare(build_parser().parse_args(argv))
     assert evaluation.job.bandwidth_gb_per_hour == pytest.approx(36.0)
     assert evaluation.job.transfer_hours(moved=True) == pytest.approx(10 / 36.0)  # 10 GB checkpoint
+
+
+def test_reaction_lag_is_given_in_minutes_and_delays_what_the_policies_do(tmp_path, capsys):
+    trace = write_trace(tmp_path, trace_lines())
+    reports = {}
+    for minutes in ("0", "20"):
+        out = tmp_path / f"r{minutes}.json"
+        argv = ["evaluate", "--trace", str(trace), *JOB, "--policies", "skynomad,eager-failover",
+                "--reaction-minutes", minutes, "--output", str(out)]
+        code, _, err = run(argv, capsys)
+        assert code == 0, err
+        reports[minutes] = json.loads(out.read_text())
+    assert reports["20"]["job"]["reaction_hours"] == pytest.approx(1 / 3)
+    for name in ("skynomad", "eager-failover"):
+        assert reports["20"]["summary"][name]["misses"] == 0
+    # The lag changes what happens (launches two steps late), not just the job's description.
+    runs = {m: [w["results"]["eager-failover"] for w in reports[m]["windows"]] for m in reports}
+    assert runs["20"] != runs["0"]
 
 
 def test_output_in_a_missing_directory_is_refused_before_running(tmp_path, capsys):

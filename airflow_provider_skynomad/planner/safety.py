@@ -42,23 +42,29 @@ def step_progress_hours(job: JobSpec, state: JobState, view: MarketView, option:
 
 
 def is_safe(job: JobSpec, state: JobState, view: MarketView, option: Option | None) -> bool:
-    """Choosing `option` for this step still leaves an on-demand rescue that meets the deadline."""
+    """Choosing `option` for this step still leaves an on-demand rescue that meets the deadline.
+
+    A change (launching anything but what runs) is carried out `job.reaction_hours` late, and so
+    is every rescue: the driver's lag is paid before the option starts and again before the rescue.
+    """
     remaining = job.work_hours - state.progress_hours
+    change = option is not None and option != state.running
+    start = state.elapsed_hours + (job.reaction_hours if change else 0.0)
     if option is None:
         warmup = 0.0
     elif option == state.running:
         warmup = state.warmup_left_hours
     else:
         warmup = launch_delay_hours(job, state, view, view.index(option.market))
-    finish = state.elapsed_hours + warmup + remaining
-    if option is not None and (option.mode is Mode.ON_DEMAND or finish <= state.elapsed_hours + view.step_hours):
+    finish = start + warmup + remaining
+    if option is not None and (option.mode is Mode.ON_DEMAND or finish <= start + view.step_hours):
         # On-demand is never lost, and a group that finishes within this step is not lost either:
         # either way it only has to finish in time itself.
         return finish <= job.deadline_hours + EPS_HOURS
     after = remaining - step_progress_hours(job, state, view, option)
     # The rescue runs on-demand where the checkpoint then is, so it pays a cold start but no transfer.
     rescue = after + job.cold_start_hours
-    return state.elapsed_hours + rescue_lead_hours(job, view) + rescue <= job.deadline_hours + EPS_HOURS
+    return start + rescue_lead_hours(job, view) + rescue <= job.deadline_hours + EPS_HOURS
 
 
 def rescue_lead_hours(job: JobSpec, view: MarketView) -> float:

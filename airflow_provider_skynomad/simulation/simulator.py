@@ -5,18 +5,25 @@ market lost capacity is preempted; the policy decides from what it may know (Mar
 with only the cells the job observed, plus the market table's history before the job);
 probes are paid; options are tried in order; the step is billed, cold starts included,
 and progress is made. The same accounting is what the optimum (simulation.optimal) minimises.
+
+With `job.reaction_hours` > 0 the loop plays Airflow's split: the trigger asks the planner each
+step and raises an event when it wants a change (or the group is lost); the worker carries the
+change out, or decides after a preemption, that many steps later (rounded up). Meanwhile what
+runs keeps running.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 
 from ..market.egress import EgressModel
 from ..market.grid import MarketGrid
 from ..market.view import MarketView
-from ..planner.actions import Mode, Option
+from ..planner.actions import Decision, Mode, Option
 from ..planner.base import Policy
 from ..planner.job import JobSpec, JobState
 from .result import RunResult, Segment
@@ -84,6 +91,11 @@ def simulate(
     if history:
         seen[:start_tick] = True
 
+    lag = reaction_steps(job, dt)
+    if lag:
+        job = replace(job, reaction_hours=lag * dt)  # the policy plans with the lag it will get
+    pending: tuple[int, Decision | None] | None = None  # (step it is carried out at, decision or decide then)
+
     ledger = _Ledger()
     result = ledger.result
     state = JobState()
@@ -96,44 +108,23 @@ def simulate(
                 result.preemptions += 1
                 ledger.close("preempted")
                 state = state.advance(running=None, warmup_left_hours=0.0, last_preempted_market=state.running.market)
+                if lag and pending is None:
+                    pending = (k + lag, None)  # the worker wakes `lag` later and decides then
         state = state.advance(elapsed_hours=t)
         view = MarketView(grid, g, n, seen, egress)
-        decision = policy.decide(job, state, view, t)
-
-        for key in decision.probes:
-            i = index[key]
-            seen[g, i] = True
-            if usable[g, i]:
-                result.probe_usd += job.probe_hours * n * grid.spot_usd_per_hour[g, i]
-
-        chosen = None
-        for option in decision.try_in_order:
-            if option is None or option == state.running or option.mode is Mode.ON_DEMAND:
-                chosen = option
-                break
-            i = index[option.market]
-            seen[g, i] = True
-            if usable[g, i]:
-                chosen = option
-                break
-
-        if chosen != state.running:
-            ledger.close("moved" if chosen is not None else "idle")
-            if chosen is not None:
-                source = state.checkpoint_market
-                moved = source is not None and source != chosen.market
-                if source is not None:
-                    result.egress_usd += job.checkpoint_gb * egress[index[source], index[chosen.market]]
-                result.migrations += int(moved)
-                result.launches += 1
-                state = state.advance(
-                    running=chosen,
-                    running_since_hours=t,
-                    warmup_left_hours=job.cold_start_hours + job.transfer_hours(moved),
-                    checkpoint_market=chosen.market,
-                )
-            else:
-                state = state.advance(running=None, warmup_left_hours=0.0)
+        decision = None
+        if pending is not None:
+            if k >= pending[0]:
+                decision = pending[1] or policy.decide(job, state, view, t)
+                pending = None
+        else:
+            fresh = policy.decide(job, state, view, t)
+            if not lag or k == 0:  # the first decision is made and carried out by the same worker
+                decision = fresh
+            elif _wants_change(fresh, state):
+                pending = (k + lag, fresh)  # the trigger's event; the worker carries it out `lag` later
+        if decision is not None:
+            state = _carry_out(decision, state, job, _Step(grid, g, t, usable, seen, index, egress), ledger)
 
         if state.running is None:
             continue
@@ -156,3 +147,67 @@ def simulate(
     result.met_deadline = result.finish_hours is not None and result.finish_hours <= job.deadline_hours + 1e-6
     result.unfinished_work_hours = max(0.0, job.work_hours - state.progress_hours)
     return result
+
+
+def reaction_steps(job: JobSpec, step_hours: float) -> int:
+    """The job's reaction lag in whole decision steps (rounded up: an event waits for the next step)."""
+    return math.ceil(job.reaction_hours / step_hours - EPS) if job.reaction_hours > 0 else 0
+
+
+def _wants_change(decision: Decision, state: JobState) -> bool:
+    """What makes the Airflow trigger wake the worker: the planner's first choice is not what runs."""
+    first = decision.try_in_order[0] if decision.try_in_order else None
+    return first != state.running
+
+
+class _Step(NamedTuple):
+    """The market at one decision step, as the simulator (not the policy) sees it."""
+
+    grid: MarketGrid
+    g: int  # grid tick
+    t: float  # hours since the job started
+    usable: np.ndarray
+    seen: np.ndarray  # marked as the job observes markets
+    index: dict[str, int]
+    egress: np.ndarray
+
+
+def _carry_out(decision: Decision, state: JobState, job: JobSpec, step: _Step, ledger: _Ledger) -> JobState:
+    """Pay the decision's probes, try its options in order, launch the first that gets capacity."""
+    result, n = ledger.result, job.instances
+    grid, g, t, usable, seen, index, egress = step
+    for key in decision.probes:
+        i = index[key]
+        seen[g, i] = True
+        if usable[g, i]:
+            result.probe_usd += job.probe_hours * n * grid.spot_usd_per_hour[g, i]
+
+    chosen = None
+    for option in decision.try_in_order:
+        if option is None or option == state.running or option.mode is Mode.ON_DEMAND:
+            chosen = option
+            break
+        i = index[option.market]
+        seen[g, i] = True
+        if usable[g, i]:
+            chosen = option
+            break
+
+    if chosen != state.running:
+        ledger.close("moved" if chosen is not None else "idle")
+        if chosen is not None:
+            source = state.checkpoint_market
+            moved = source is not None and source != chosen.market
+            if source is not None:
+                result.egress_usd += job.checkpoint_gb * egress[index[source], index[chosen.market]]
+            result.migrations += int(moved)
+            result.launches += 1
+            state = state.advance(
+                running=chosen,
+                running_since_hours=t,
+                warmup_left_hours=job.cold_start_hours + job.transfer_hours(moved),
+                checkpoint_market=chosen.market,
+            )
+        else:
+            state = state.advance(running=None, warmup_left_hours=0.0)
+    return state

@@ -62,7 +62,7 @@ def test_the_drivers_reaction_lag_moves_the_last_safe_idle_step_earlier_by_exact
 
 
 @pytest.mark.parametrize("name", ["skynomad", "eager-failover"])
-def test_policies_that_wait_for_spot_turn_to_on_demand_a_reaction_lag_earlier(name):
+def test_policies_that_wait_for_spot_turn_to_on_demand_earlier_by_the_reaction_lag(name):
     # Spot is never available: the policy waits (or keeps trying spot), then must go on-demand
     # while a rescue carried out `reaction` late still finishes in time.
     view = view_of(available=np.zeros((40, 3), bool))
@@ -78,7 +78,28 @@ def test_policies_that_wait_for_spot_turn_to_on_demand_a_reaction_lag_earlier(na
         first = next(t for t in np.arange(0.0, 4.0, STEP) if on_demand_at(t))
         assert first + reaction + job.cold_start_hours + job.work_hours <= job.deadline_hours + 1e-9
         firsts[reaction] = first
-    assert firsts[0.0] - 0.5 - STEP < firsts[0.5] <= firsts[0.0] - 0.5 + 1e-9
+    # At least one lag earlier; at most two (a spot launch waits one lag to start, its rescue another).
+    assert firsts[0.0] - 2 * 0.5 - STEP < firsts[0.5] <= firsts[0.0] - 0.5 + 1e-9
+
+
+def test_a_change_is_carried_out_a_reaction_lag_late_and_so_is_its_rescue():
+    view = view_of()
+    k = view.keys[0]
+    lag = 0.5
+    job = JobSpec(work_hours=4.0, deadline_hours=6.0, cold_start_hours=0.2, reaction_hours=lag)
+    # On-demand launched now starts `lag` late: it must still finish.
+    limit = job.deadline_hours - lag - job.cold_start_hours - job.work_hours
+    assert is_safe(job, JobState(elapsed_hours=limit - 1e-6), view, od(k))
+    assert not is_safe(job, JobState(elapsed_hours=limit + 1e-6), view, od(k))
+    # A spot launch: starts a lag late, makes one step of progress after its warm-up, is lost, and the
+    # rescue starts one step and another lag after that.
+    progress = STEP - job.cold_start_hours if STEP > job.cold_start_hours else 0.0
+    limit = job.deadline_hours - 2 * lag - STEP - (job.work_hours - progress) - job.cold_start_hours
+    assert is_safe(job, JobState(elapsed_hours=limit - 1e-6), view, spot(k))
+    assert not is_safe(job, JobState(elapsed_hours=limit + 1e-6), view, spot(k))
+    # Staying on what runs is no change: only the rescue's lag counts.
+    running = JobState(elapsed_hours=limit + 1e-6, running=spot(k), checkpoint_market=k)
+    assert is_safe(job, running, view, spot(k))
 
 
 def test_on_demand_only_has_to_finish_itself():

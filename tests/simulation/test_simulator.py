@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -27,13 +29,15 @@ def policies_for(grid):
 
 
 @st.composite
-def cases(draw, gang=(1, 1), whole_steps=False):
+def cases(draw, gang=(1, 1), whole_steps=False, reaction=False):
     instances = draw(st.integers(*gang))
     job = draw(jobs(feasible=True, instances=instances, whole_steps=whole_steps))
     bandwidth = draw(st.sampled_from([None, None, 200.0, 1000.0]))  # GB/h: a move also costs S/bandwidth hours
     if bandwidth is not None:
         job = JobSpec(job.work_hours, job.deadline_hours, job.cold_start_hours, max(job.checkpoint_gb, 10.0),
                       job.instances, bandwidth_gb_per_hour=bandwidth)
+    if reaction:  # Airflow's event → worker lag, 1 minute to 3 steps
+        job = replace(job, reaction_hours=draw(st.integers(1, 30)) / 60.0)
     ticks = window_ticks(job, 1 / 6) + EXTRA_TICKS
     grid = draw(grids(ticks=ticks, max_gang=instances))
     start = draw(st.integers(0, EXTRA_TICKS))
@@ -107,6 +111,45 @@ def test_no_policy_misses_a_feasible_deadline_and_the_books_add_up(case):
 @given(cases(whole_steps=True))
 def test_no_policy_misses_a_feasible_deadline_on_a_step_boundary(case):
     check_runs(case)
+
+
+@SETTINGS
+@given(cases(reaction=True))
+def test_no_policy_misses_a_feasible_deadline_when_every_change_is_carried_out_late(case):
+    check_runs(case)
+
+
+def test_a_change_is_carried_out_a_reaction_lag_later_and_a_preemption_answered_as_late():
+    class Scripted:
+        name = "scripted"
+
+        def __init__(self):
+            self.calls = []
+
+        def decide(self, job, state, view, now):
+            self.calls.append((round(now, 3), job.reaction_hours))
+            if now < 0.9:
+                return Decision((Option(view.keys[0], Mode.SPOT),))
+            return Decision((Option(view.keys[1], Mode.ON_DEMAND),))
+
+    available = np.ones((40, 2), bool)
+    available[3:5, 0] = False  # a loses capacity at tick 3 (0.5 h), back at tick 5
+    grid = make_grid(available, [1.0, 2.0], [6.0, 5.0])
+    job = JobSpec(work_hours=2.0, deadline_hours=4.0, cold_start_hours=0.2, checkpoint_gb=0, reaction_hours=0.25)
+    policy = Scripted()
+    result = simulate(policy, job, grid, 0, flat_egress(2))
+    segments = [(s.option, round(s.start_hours, 3), round(s.end_hours, 3), s.ended_by) for s in result.segments]
+    # The lag (0.25 h) rounds up to two 10-minute steps; the first launch is the worker's own, at once.
+    # Preempted at 0.5 h, the worker decides at 0.833 h (spot a again); at 1.0 h the planner wants
+    # on-demand b, which the worker launches at 1.333 h.
+    assert segments == [
+        ("spot(us-central1-a)", 0.0, 0.5, "preempted"),
+        ("spot(us-central1-a)", 0.833, 1.333, "moved"),
+        ("on-demand(us-central1-b)", 1.333, segments[-1][2], "finished"),
+    ]
+    assert all(reaction == pytest.approx(2 / 6) for _, reaction in policy.calls)  # it plans with the lag it gets
+    assert 0.5 not in [t for t, _ in policy.calls] and 0.667 not in [t for t, _ in policy.calls]
+    assert result.met_deadline
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
