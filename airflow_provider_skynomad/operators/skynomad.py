@@ -382,9 +382,10 @@ class SkyNomadOperator(BaseOperator):
     def _learn_reaction(self, record: JobRecord, at: float, now: float) -> None:
         """Keep the slowest trigger-event → worker lag seen so far as the job's `reaction_hours`.
 
-        The safety net reserves it before its on-demand rescue, so a busy scheduler (or, on the
-        accelerated simulated cloud, seconds of Airflow latency worth simulated hours) cannot make
-        a rescue that was just in time at the trigger late by the time the worker launches it.
+        The safety net lets a change start that late and a rescue come two lags late, so a busy
+        scheduler (or, on the accelerated simulated cloud, seconds of Airflow latency worth simulated
+        hours) cannot make a rescue that was just in time at the trigger late by the time the worker
+        launches it.
         """
         lag_hours = now - at
         if lag_hours > float(record.job.get("reaction_hours", 0.0)):

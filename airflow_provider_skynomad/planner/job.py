@@ -22,9 +22,10 @@ class JobSpec:
     :param instances: N, gang size; a market is usable when `available ≥ N`.
     :param probe_hours: billed spot time of one probe (launch + terminate at once).
     :param bandwidth_gb_per_hour: when set, a migration also adds S / bandwidth hours to the cold start.
-    :param reaction_hours: how late a decision is carried out (the driver's control-loop lag: Airflow
-        resuming the worker after a trigger event). The safety net starts its rescue this much later,
-        so a slow scheduler cannot turn "just in time" into "late". 0 in the simulator.
+    :param reaction_hours: how late a change is carried out (the driver's control-loop lag: Airflow
+        resuming the worker after a trigger event). The safety net lets a change start that late and a
+        rescue come two lags late, so a slow scheduler cannot turn "just in time" into "late". The
+        operator learns it; the simulator replays it (`skynomad evaluate --reaction-minutes`).
     """
 
     work_hours: float

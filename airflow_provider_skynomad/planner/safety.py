@@ -2,8 +2,8 @@
 
 Decisions happen once per step and a spot group is only preempted at a step boundary
 (the next observation), so the worst case after choosing option X now is: X makes this
-step's progress, then is lost, and an on-demand group started at t + step (+ the driver's
-reaction lag) must still finish, cold start included. An option is *safe* when that worst
+step's progress, then is lost, and an on-demand group started at t + step (+ two of the
+driver's reaction lags) must still finish, cold start included. An option is *safe* when that worst
 case meets the deadline.
 """
 
@@ -44,8 +44,9 @@ def step_progress_hours(job: JobSpec, state: JobState, view: MarketView, option:
 def is_safe(job: JobSpec, state: JobState, view: MarketView, option: Option | None) -> bool:
     """Choosing `option` for this step still leaves an on-demand rescue that meets the deadline.
 
-    A change (launching anything but what runs) is carried out `job.reaction_hours` late, and so
-    is every rescue: the driver's lag is paid before the option starts and again before the rescue.
+    With a driver lag (`job.reaction_hours`) a change starts that much late, and the rescue can
+    come two lags late: this decision may be an event the worker carries out a lag late (a fallback
+    to idle or to what runs included), and the next one, the rescue, another lag after that.
     """
     remaining = job.work_hours - state.progress_hours
     change = option is not None and option != state.running
@@ -64,12 +65,12 @@ def is_safe(job: JobSpec, state: JobState, view: MarketView, option: Option | No
     after = remaining - step_progress_hours(job, state, view, option)
     # The rescue runs on-demand where the checkpoint then is, so it pays a cold start but no transfer.
     rescue = after + job.cold_start_hours
-    return start + rescue_lead_hours(job, view) + rescue <= job.deadline_hours + EPS_HOURS
+    return state.elapsed_hours + rescue_lead_hours(job, view) + rescue <= job.deadline_hours + EPS_HOURS
 
 
 def rescue_lead_hours(job: JobSpec, view: MarketView) -> float:
-    """How long after now the on-demand rescue can start at the latest: one step, plus the driver's lag."""
-    return view.step_hours + job.reaction_hours
+    """How long after now the on-demand rescue may start at the latest: one step, plus two driver lags."""
+    return view.step_hours + 2.0 * job.reaction_hours
 
 
 def cheapest_on_demand(job: JobSpec, state: JobState, view: MarketView) -> Option:
@@ -83,8 +84,9 @@ def cheapest_on_demand(job: JobSpec, state: JobState, view: MarketView) -> Optio
         source = view.index(state.checkpoint_market)
         cost = cost + job.checkpoint_gb * view.egress_usd_per_gb[source]
         if job.bandwidth_gb_per_hour:
-            # A transfer also costs time; keep zones whose delay still meets the deadline.
+            # A transfer also costs time; keep zones whose delay still meets the deadline
+            # (the launch itself is a change, carried out a driver lag late).
             delay = launch_delays_hours(job, state, view)
-            late = state.elapsed_hours + delay + remaining > job.deadline_hours + EPS_HOURS
+            late = state.elapsed_hours + job.reaction_hours + delay + remaining > job.deadline_hours + EPS_HOURS
             cost = np.where(late & (np.arange(len(cost)) != source), np.inf, cost)
     return Option(view.keys[int(np.argmin(cost))], Mode.ON_DEMAND)

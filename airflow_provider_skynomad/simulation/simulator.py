@@ -115,7 +115,7 @@ def simulate(
         decision = None
         if pending is not None:
             if k >= pending[0]:
-                decision = pending[1] or policy.decide(job, state, view, t)
+                decision = pending[1] if pending[1] is not None else policy.decide(job, state, view, t)
                 pending = None
         else:
             fresh = policy.decide(job, state, view, t)

@@ -113,7 +113,7 @@ def test_no_policy_misses_a_feasible_deadline_on_a_step_boundary(case):
     check_runs(case)
 
 
-@SETTINGS
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # lags found misses at 40
 @given(cases(reaction=True))
 def test_no_policy_misses_a_feasible_deadline_when_every_change_is_carried_out_late(case):
     check_runs(case)
