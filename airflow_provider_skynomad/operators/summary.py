@@ -74,6 +74,7 @@ def summarize(record: JobRecord, elapsed_hours: float, cloud_bill: dict | None =
         "deadline_hours": round(record.deadline_hours, 3),
         "work_hours": record.job["work_hours"],
         "deadline_met": bool(record.finished and elapsed_hours <= record.deadline_hours + 1e-9),
+        "reaction_hours": round(float(record.job.get("reaction_hours", 0.0)), 4),  # slowest event → worker lag
     }
 
 

@@ -217,6 +217,9 @@ def test_a_late_resume_acts_at_the_true_time_and_teaches_the_safety_net_the_lag(
     with pytest.raises(TaskDeferred):
         make_op().execute_complete(context_for(store), _event("replan", 2, 3.95, 3.0, decision))
     assert store.get(RECORD_KEY)["job"]["reaction_hours"] == pytest.approx(0.75)
+    cloud.hours = 6.5
+    summary = make_op().execute_complete(context_for(store), _event("finished", 3, 6.5, 6.0))
+    assert summary["reaction_hours"] == pytest.approx(0.75)  # the user sees the lag the job planned with
 
 
 def test_finished_event_returns_a_small_summary(cloud, caplog):
