@@ -186,7 +186,9 @@ def test_fine_tune_through_scheduler_and_triggerer(metadata_db, tmp_path, gcp_fr
         (value,) = _query(admin, name, "SELECT value FROM xcom WHERE dag_id='skynomad_fine_tune' AND "
                           "task_id='fine_tune' AND key='return_value'")[0]
         summary = value if isinstance(value, dict) else json.loads(value)
-        task_logs = "".join(p.read_text() for p in (home / "logs").rglob("*.log") if "dag_id=skynomad_fine_tune" in str(p))
+        task_logs = "".join(
+            p.read_text() for p in (home / "logs").rglob("*.log") if "dag_id=skynomad_fine_tune" in str(p)
+        )
         timeline = [line for line in task_logs.splitlines() if "timeline in cloud hours" in line]
         assert summary["deferrals"] >= 1 and summary["deadline_met"] is True, f"{summary}\n{timeline}"
         assert "deferred" in seen or summary["deferrals"] >= 1
