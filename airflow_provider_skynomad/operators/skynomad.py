@@ -416,10 +416,7 @@ class SkyNomadOperator(BaseOperator):
 
 
 def _first(decision: Decision) -> str:
-    if not decision.try_in_order:
-        return "idle"
-    first = decision.try_in_order[0]
-    return str(first) if first else "idle"
+    return str(decision.first) if decision.first else "idle"
 
 
 def _pct(record: JobRecord, progress) -> str | None:

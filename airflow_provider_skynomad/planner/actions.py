@@ -51,6 +51,15 @@ class Decision:
     probes: tuple[str, ...] = ()
     reason: str = ""
 
+    @property
+    def first(self) -> Option | None:
+        """The planner's first choice (None: idle)."""
+        return self.try_in_order[0] if self.try_in_order else None
+
+    def wants_change(self, running: Option | None) -> bool:
+        """The first choice is not what runs: a driver must act (the trigger raises an event)."""
+        return self.first != running
+
     def to_dict(self) -> dict:
         return {
             "try_in_order": [o.to_dict() if o else None for o in self.try_in_order],

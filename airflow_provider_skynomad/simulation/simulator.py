@@ -121,7 +121,7 @@ def simulate(
             fresh = policy.decide(job, state, view, t)
             if not lag or k == 0:  # the first decision is made and carried out by the same worker
                 decision = fresh
-            elif _wants_change(fresh, state):
+            elif fresh.wants_change(state.running):
                 pending = (k + lag, fresh)  # the trigger's event; the worker carries it out `lag` later
         if decision is not None:
             state = _carry_out(decision, state, job, _Step(grid, g, t, usable, seen, index, egress), ledger)
@@ -152,12 +152,6 @@ def simulate(
 def reaction_steps(job: JobSpec, step_hours: float) -> int:
     """The job's reaction lag in whole decision steps (rounded up: an event waits for the next step)."""
     return math.ceil(job.reaction_hours / step_hours - EPS) if job.reaction_hours > 0 else 0
-
-
-def _wants_change(decision: Decision, state: JobState) -> bool:
-    """What makes the Airflow trigger wake the worker: the planner's first choice is not what runs."""
-    first = decision.try_in_order[0] if decision.try_in_order else None
-    return first != state.running
 
 
 class _Step(NamedTuple):

@@ -213,8 +213,7 @@ class SkyNomadTrigger(BaseTrigger):
 
         view = self._view(table, cloud, job)
         decision = policy.decide(job, state, view, state.elapsed_hours)
-        wanted = decision.try_in_order[0] if decision.try_in_order else None
-        if wanted == state.running:
+        if not decision.wants_change(state.running):
             return decision, None
         return decision, ("replan" if is_safe(job, state, view, state.running) else "deadline_pressure")
 
