@@ -30,15 +30,20 @@ def launch_delays_hours(job: JobSpec, state: JobState, view: MarketView) -> np.n
     return np.array([launch_delay_hours(job, state, view, i) for i in range(len(view.keys))])
 
 
+def warmup_hours(job: JobSpec, state: JobState, view: MarketView, option: Option | None) -> float:
+    """Cold start (and transfer) `option` still has to pay before it makes progress; 0 for idle."""
+    if option is None:
+        return 0.0
+    if option == state.running:
+        return state.warmup_left_hours
+    return launch_delay_hours(job, state, view, view.index(option.market))
+
+
 def step_progress_hours(job: JobSpec, state: JobState, view: MarketView, option: Option | None) -> float:
     """Progress `option` is guaranteed to make during the coming step."""
     if option is None:
         return 0.0
-    if option == state.running:
-        warmup = state.warmup_left_hours
-    else:
-        warmup = launch_delay_hours(job, state, view, view.index(option.market))
-    return max(0.0, view.step_hours - warmup)
+    return max(0.0, view.step_hours - warmup_hours(job, state, view, option))
 
 
 def is_safe(job: JobSpec, state: JobState, view: MarketView, option: Option | None) -> bool:
@@ -51,12 +56,7 @@ def is_safe(job: JobSpec, state: JobState, view: MarketView, option: Option | No
     remaining = job.work_hours - state.progress_hours
     change = option is not None and option != state.running
     start = state.elapsed_hours + (job.reaction_hours if change else 0.0)
-    if option is None:
-        warmup = 0.0
-    elif option == state.running:
-        warmup = state.warmup_left_hours
-    else:
-        warmup = launch_delay_hours(job, state, view, view.index(option.market))
+    warmup = warmup_hours(job, state, view, option)
     finish = start + warmup + remaining
     if option is not None and (option.mode is Mode.ON_DEMAND or finish <= start + view.step_hours):
         # On-demand is never lost, and a group that finishes within this step is not lost either:
