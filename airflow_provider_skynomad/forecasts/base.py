@@ -22,6 +22,8 @@ from .runs import in_progress_samples, validate_history
 
 DEFAULT_CAP_HOURS = 2.0  # the artifact's cap on predicted lifetimes
 DEFAULT_PRIOR_MEAN_HOURS = 6.0
+# Markets change regime within a week: evidence this many hours old counts half as much as today's.
+REGIME_HALF_LIFE_HOURS = 24.0
 
 
 class LifetimeForecaster(Protocol):

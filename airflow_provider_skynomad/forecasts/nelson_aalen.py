@@ -16,6 +16,12 @@ so a market with many runs keeps its own shape, a market that survived long with
 gets a low level even from a single run, and a market never seen gets the pooled hazard. The
 pooled hazard is itself shrunk toward the exponential prior of `base` where it has few runs.
 
+Recency: every run is weighted by 0.5^(hours since it ended ÷ `half_life_hours`), in the
+counts above and in the level θ_m. Markets change regime within a week, and a market the
+job has not looked at for a day drifts back toward the pooled hazard instead of keeping the
+verdict of its old runs: a zone that was flaky yesterday is worth a (free) launch attempt
+again today, which is how a calm zone that was written off gets found.
+
 Volatility: if a market was preempted more often in the last `recent_hours` than its fitted
 hazard predicts for the exposure observed there, its hazard is multiplied by
 
@@ -35,6 +41,7 @@ import numpy as np
 from .base import (
     DEFAULT_CAP_HOURS,
     DEFAULT_PRIOR_MEAN_HOURS,
+    REGIME_HALF_LIFE_HOURS,
     AgeTable,
     check_params,
     validate_fit_inputs,
@@ -62,6 +69,7 @@ class NelsonAalenForecaster:
         unlucky preemption does not halve a calm market's lifetime.
     :param max_volatility_ratio: upper bound on the hazard multiplier (1 disables the multiplier).
     :param max_age_hours: ages past this use the prediction at this age.
+    :param half_life_hours: age at which a finished run counts half (None: every run counts fully).
     """
 
     def __init__(
@@ -74,7 +82,9 @@ class NelsonAalenForecaster:
         volatility_smoothing: float = 1.0,
         max_volatility_ratio: float = 4.0,
         max_age_hours: float = 72.0,
+        half_life_hours: float | None = REGIME_HALF_LIFE_HOURS,
     ):
+        self.half_life_hours = half_life_hours
         self.cap_hours = cap_hours
         self.recent_hours = recent_hours
         self.prior_runs = prior_runs
@@ -90,6 +100,7 @@ class NelsonAalenForecaster:
             recent_hours=self.recent_hours,
             prior_mean_hours=self.prior_mean_hours,
             max_age_hours=self.max_age_hours,
+            **({} if self.half_life_hours is None else {"half_life_hours": self.half_life_hours}),
         )
         for name in ("prior_runs", "prior_events", "volatility_smoothing"):
             value = getattr(self, name)
@@ -112,32 +123,36 @@ class NelsonAalenForecaster:
 
         duration = runs.duration_ticks
         event = runs.preempted
+        weight = np.ones(len(duration))
+        if self.half_life_hours is not None:
+            weight = 0.5 ** ((ticks - runs.end_tick) * step / self.half_life_hours)
         # Last age at which a run's fate was observed (a censored run of d ticks only proves D ≥ d).
         last_at_risk = np.where(event, duration, duration - 1)
         prior_h = step / self.prior_mean_hours
 
         # Pooled hazard over every age some run reached: the shape markets are shrunk toward.
         longest = max(int(last_at_risk.max(initial=0)), horizon)
-        at_risk = np.bincount(last_at_risk, minlength=longest + 1)[::-1].cumsum()[::-1]
-        events = np.bincount(duration[event], minlength=longest + 1)
+        at_risk = np.bincount(last_at_risk, weights=weight, minlength=longest + 1)[::-1].cumsum()[::-1]
+        events = np.bincount(duration[event], weights=weight[event], minlength=longest + 1)
         pooled = _hazard(events, at_risk, np.full(longest + 1, prior_h), self.prior_runs)
         pooled[0] = 0.0
         pooled_cum = np.cumsum(pooled)
 
         # Market level θ: observed events over those the pooled hazard expects for its exposure.
-        expected = np.bincount(runs.market, weights=pooled_cum[last_at_risk], minlength=markets)
-        observed = np.bincount(runs.market[event], minlength=markets)
+        expected = np.bincount(runs.market, weights=weight * pooled_cum[last_at_risk], minlength=markets)
+        observed = np.bincount(runs.market[event], weights=weight[event], minlength=markets)
         denominator = expected + self.prior_events
         level = np.where(denominator > 0, (observed + self.prior_events) / np.where(denominator > 0, denominator, 1), 1.0)
 
         # Per-market counts on ages 0..horizon (longer runs are simply at risk throughout).
         width = horizon + 2
         clipped = np.minimum(last_at_risk, horizon + 1)
-        at_risk_m = np.bincount(runs.market * width + clipped, minlength=markets * width).reshape(markets, width)
+        cells = runs.market * width + clipped
+        at_risk_m = np.bincount(cells, weights=weight, minlength=markets * width).reshape(markets, width)
         at_risk_m = at_risk_m[:, ::-1].cumsum(axis=1)[:, ::-1][:, : horizon + 1]
         early = event & (duration <= horizon)
         events_m = np.bincount(
-            runs.market[early] * width + duration[early], minlength=markets * width
+            runs.market[early] * width + duration[early], weights=weight[early], minlength=markets * width
         ).reshape(markets, width)[:, : horizon + 1]
         hazard = _hazard(events_m, at_risk_m, level[:, None] * pooled[None, : horizon + 1], self.prior_runs)
         hazard[:, 0] = 0.0
@@ -189,13 +204,19 @@ class NelsonAalenForecaster:
 
     @staticmethod
     def _capped_expectation(cumulative, ages, whole, part, step) -> np.ndarray:
-        """E[min(D − i, cap) | D > i]·step = Σ_{j<cap} S(i+j)/S(i) for i = 0..ages, per market."""
-        base = cumulative[:, : ages + 1]
-        total = np.zeros_like(base)
+        """E[min(D − i, cap) | D > i]·step = Σ_{j<cap} S(i+j)/S(i) for i = 0..ages, per market.
+
+        S(i+j)/S(i) is built one tick at a time, times e^(−hazard): one exp for the whole table
+        instead of one per tick of the cap (this runs on the planner's decision path at every refit).
+        """
+        survive = np.exp(-np.diff(cumulative, axis=1))  # S(k + 1) / S(k)
+        ratio = np.ones((cumulative.shape[0], ages + 1))
+        total = np.zeros_like(ratio)
         for j in range(whole):
-            total += np.exp(base - cumulative[:, j : j + ages + 1])
+            total += ratio
+            ratio *= survive[:, j : j + ages + 1]
         if part:
-            total += part * np.exp(base - cumulative[:, whole : whole + ages + 1])
+            total += part * ratio
         return total * step
 
     def expected_remaining_hours(self, ages_hours) -> np.ndarray:

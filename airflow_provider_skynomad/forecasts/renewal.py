@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .base import REGIME_HALF_LIFE_HOURS
+
 
 @dataclass(frozen=True)
 class Spells:
@@ -25,7 +27,9 @@ PRIOR_UP_HOURS = 6.0  # same prior as the lifetime forecasters (forecasts.base)
 PRIOR_DOWN_HOURS = 1.0
 
 
-def spell_means(usable: np.ndarray, seen: np.ndarray, step_hours: float, half_life_hours: float = 24.0) -> Spells:
+def spell_means(
+    usable: np.ndarray, seen: np.ndarray, step_hours: float, half_life_hours: float = REGIME_HALF_LIFE_HOURS
+) -> Spells:
     """Mean up/down spell per market from (ticks × markets) usable/seen history; unseen cells count for nothing."""
     usable = np.asarray(usable, dtype=bool)
     seen = np.asarray(seen, dtype=bool)

@@ -22,8 +22,10 @@ def history(*columns: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def plain(**params) -> NelsonAalenForecaster:
-    """Textbook Nelson–Aalen: no shrinkage, no volatility multiplier."""
-    return NelsonAalenForecaster(prior_runs=0.0, prior_events=0.0, max_volatility_ratio=1.0, max_age_hours=6.0, **params)
+    """Textbook Nelson–Aalen: no shrinkage, no volatility multiplier, every run counts fully."""
+    return NelsonAalenForecaster(
+        prior_runs=0.0, prior_events=0.0, max_volatility_ratio=1.0, max_age_hours=6.0, half_life_hours=None, **params
+    )
 
 
 def test_hazard_matches_a_hand_computed_nelson_aalen():
@@ -91,6 +93,19 @@ def test_volatility_multiplier_lowers_predictions_after_a_burst_of_preemptions()
     assert lowered[1] == pytest.approx(plain_prediction[1], rel=0.02)
 
 
+def test_old_runs_count_less_than_recent_ones():
+    """Two markets with the same runs in opposite order: the one that calmed down lately lasts longer."""
+    step, half = 1 / 6, 300
+    flaky, calm = flapping(half, 3), flapping(half, 47)
+    usable, seen = history(flaky + calm, calm + flaky)
+    weighted = NelsonAalenForecaster(max_volatility_ratio=1.0).fit(usable, seen, step)
+    unweighted = NelsonAalenForecaster(max_volatility_ratio=1.0, half_life_hours=None).fit(usable, seen, step)
+    calmed, worsened = weighted.expected_remaining_hours(np.zeros(2))
+    same = unweighted.expected_remaining_hours(np.zeros(2))
+    assert same[0] == pytest.approx(same[1], rel=0.01)  # every run counting fully, the order is invisible
+    assert worsened < 0.97 * same[1] and calmed > 1.1 * same[0]
+
+
 def test_a_market_without_runs_falls_back_to_the_pooled_estimate():
     week = 1008
     usable, seen = history(flapping(week, 3), flapping(week, 30), "." * week)
@@ -155,6 +170,8 @@ def test_input_validation_messages():
         NelsonAalenForecaster(max_volatility_ratio=0.5).fit(usable, seen, 1.0)
     with pytest.raises(ValueError, match="prior_runs must be a non-negative number"):
         NelsonAalenForecaster(prior_runs=-1).fit(usable, seen, 1.0)
+    with pytest.raises(ValueError, match="half_life_hours must be a positive number"):
+        NelsonAalenForecaster(half_life_hours=0).fit(usable, seen, 1.0)
 
 
 def test_constructor_only_stores_parameters():

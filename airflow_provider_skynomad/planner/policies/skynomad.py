@@ -123,9 +123,10 @@ class SkyNomadPolicy:
         for option in options:
             if option == current:
                 continue
+            s = costs[option]
+            if s.utility_usd_per_hour + value * s.useful_share <= max(bar, 0.0):
+                continue  # most options stop here, before a Scored is built for them
             candidate = scored(option, value)
-            if candidate.utility_usd_per_hour <= max(bar, 0.0):
-                continue
             if not self._move_pays(job, view, current, candidate, residency(option)):
                 continue
             if is_safe(job, state, view, option):
