@@ -46,6 +46,7 @@ FORECASTERS = {
     "nelson-aalen": lambda: NelsonAalenForecaster(cap_hours=CAP_HOURS),
     "nelson-aalen, no volatility": lambda: NelsonAalenForecaster(cap_hours=CAP_HOURS, max_volatility_ratio=1.0),
     "nelson-aalen, no shrinkage": lambda: NelsonAalenForecaster(cap_hours=CAP_HOURS, prior_runs=0.0),
+    "nelson-aalen, no recency": lambda: NelsonAalenForecaster(cap_hours=CAP_HOURS, half_life_hours=None),
     "learned": lambda: LearnedForecaster(cap_hours=CAP_HOURS),
     "constant mean": lambda: ConstantForecaster(cap_hours=CAP_HOURS),
 }
