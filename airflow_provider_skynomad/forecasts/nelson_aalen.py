@@ -17,10 +17,11 @@ gets a low level even from a single run, and a market never seen gets the pooled
 pooled hazard is itself shrunk toward the exponential prior of `base` where it has few runs.
 
 Recency: every run is weighted by 0.5^(hours since it ended ÷ `half_life_hours`), in the
-counts above and in the level θ_m. Markets change regime within a week, and a market the
-job has not looked at for a day drifts back toward the pooled hazard instead of keeping the
-verdict of its old runs: a zone that was flaky yesterday is worth a (free) launch attempt
-again today, which is how a calm zone that was written off gets found.
+counts above and in the level θ_m. Markets change regime within a week: a zone that has run
+the job calmly for the last day should not be judged by its flaky week before (with equal
+weights the planner left such a zone after one blip and settled on a dearer one for 33 h;
+docs/planner.md). Old evidence fading also pulls a market nobody looked at lately back
+toward the pooled hazard.
 
 Volatility: if a market was preempted more often in the last `recent_hours` than its fitted
 hazard predicts for the exposure observed there, its hazard is multiplied by
