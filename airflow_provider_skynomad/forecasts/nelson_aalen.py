@@ -85,7 +85,6 @@ class NelsonAalenForecaster:
         max_age_hours: float = 72.0,
         half_life_hours: float | None = REGIME_HALF_LIFE_HOURS,
     ):
-        self.half_life_hours = half_life_hours
         self.cap_hours = cap_hours
         self.recent_hours = recent_hours
         self.prior_runs = prior_runs
@@ -94,6 +93,7 @@ class NelsonAalenForecaster:
         self.volatility_smoothing = volatility_smoothing
         self.max_volatility_ratio = max_volatility_ratio
         self.max_age_hours = max_age_hours
+        self.half_life_hours = half_life_hours
 
     def _check_params(self) -> None:
         check_params(
