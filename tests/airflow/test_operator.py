@@ -183,12 +183,17 @@ def test_preemption_relaunches_elsewhere_and_moves_the_checkpoint(cloud):
     assert record["segments"][0]["end"] == "preempted"
 
 
+def _on_demand_elsewhere(zone: str) -> tuple[str, dict]:
+    """A zone other than `zone`, and a decision (as the trigger sends it) to go on-demand there."""
+    target = "us-central1-a" if zone != "us-central1-a" else "us-east4-a"
+    return target, {"try_in_order": [{"market": target, "mode": "on-demand"}], "probes": [], "reason": "test"}
+
+
 def test_replan_event_carries_out_the_decision(cloud):
     store = FakeStore()
     defer(make_op(), context_for(store))
     old = cloud.launches[0]
-    target = "us-central1-a" if old.zone != "us-central1-a" else "us-east4-a"
-    decision = {"try_in_order": [{"market": target, "mode": "on-demand"}], "probes": [], "reason": "test"}
+    target, decision = _on_demand_elsewhere(old.zone)
     cloud.hours = 3.0
     with pytest.raises(TaskDeferred) as info:
         make_op().execute_complete(context_for(store), _event("replan", 1, 3.0, 2.5, decision))
@@ -201,8 +206,7 @@ def test_a_late_resume_acts_at_the_true_time_and_teaches_the_safety_net_the_lag(
     store = FakeStore()
     defer(make_op(), context_for(store))
     old = cloud.launches[0]
-    target = "us-central1-a" if old.zone != "us-central1-a" else "us-east4-a"
-    decision = {"try_in_order": [{"market": target, "mode": "on-demand"}], "probes": [], "reason": "test"}
+    target, decision = _on_demand_elsewhere(old.zone)
     cloud.hours = 3.75  # the trigger saw it at 3.0 h; the worker resumed 0.75 cloud hours later
     with pytest.raises(TaskDeferred) as info:
         make_op().execute_complete(context_for(store), _event("deadline_pressure", 1, 3.0, 2.5, decision))

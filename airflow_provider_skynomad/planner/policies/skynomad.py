@@ -104,15 +104,18 @@ class SkyNomadPolicy:
         else:
             value = max(barrier, min((1.0 + self.hysteresis_fraction) * floor, cheapest_od))
 
-        def scored(option: Option, value: float) -> Scored:
+        def utility(option: Option) -> float:
             s = costs[option]
-            return replace(s, utility_usd_per_hour=s.utility_usd_per_hour + value * s.useful_share)
+            return s.utility_usd_per_hour + value * s.useful_share
+
+        def scored(option: Option) -> Scored:
+            return replace(costs[option], utility_usd_per_hour=utility(option))
 
         idle_safe = is_safe(job, state, view, IDLE)
         # What we have now: the running group, or idle (worth 0) — unless it is no longer safe.
         if current is not None:
             safe_here = is_safe(job, state, view, current)
-            here = scored(current, value) if safe_here else Scored(current, -math.inf, 0.0)
+            here = scored(current) if safe_here else Scored(current, -math.inf, 0.0)
             margin = self.hysteresis_fraction * cheapest_od  # switching away from a running group
         else:
             here = Scored(IDLE, 0.0 if idle_safe else -math.inf, 0.0)
@@ -123,10 +126,9 @@ class SkyNomadPolicy:
         for option in options:
             if option == current:
                 continue
-            s = costs[option]
-            if s.utility_usd_per_hour + value * s.useful_share <= max(bar, 0.0):
+            if utility(option) <= max(bar, 0.0):
                 continue  # most options stop here, before a Scored is built for them
-            candidate = scored(option, value)
+            candidate = scored(option)
             if not self._move_pays(job, view, current, candidate, residency(option)):
                 continue
             if is_safe(job, state, view, option):
