@@ -7,7 +7,8 @@
 (a) mean cost / optimum mean cost per policy, on the GCP H100 week (the paper's 6 zones, and all 13)
     and the AWS V100 trace, at T/P ∈ {1.05, 1.2, 1.5, 2.0}, deadline 51.83 h, d = 0.2 h, S = 50 GB;
 (b) planner decision latency p50/p99 at 13 zones and at 200 zone×type options;
-(c) wall time of a 10-window × 5-policy evaluation.
+(c) wall time of a 10-window × 5-policy evaluation;
+(d) skynomad with clairvoyant lifetimes (the trace's truth): what better forecasts could buy.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from airflow_provider_skynomad.market.egress import EgressModel
 from airflow_provider_skynomad.market.grid import Market, MarketGrid, build_grid, default_step_hours
 from airflow_provider_skynomad.market.observations import read_observations
 from airflow_provider_skynomad.planner.job import JobSpec
+from airflow_provider_skynomad.planner.policies.skynomad import SkyNomadPolicy
 from airflow_provider_skynomad.planner.registry import get_policy
+from airflow_provider_skynomad.simulation.clairvoyant import ClairvoyantForecaster
 from airflow_provider_skynomad.simulation.evaluate import Evaluation
 from airflow_provider_skynomad.simulation.simulator import simulate
 
@@ -52,6 +55,7 @@ def evaluate(args) -> tuple[str, float, dict, float]:
     file, zones, default_windows = TRACES[label]
     limit = default_windows if max_windows is None else (max_windows or None)
     grid = load_grid(file, zones)
+    params = params(grid) if callable(params) else params
     job = JobSpec(work_hours=DEADLINE_HOURS / ratio, deadline_hours=DEADLINE_HOURS, cold_start_hours=0.2,
                   checkpoint_gb=50)
     evaluation = Evaluation(job, grid, EgressModel().matrix(grid.markets), policies=policies,
@@ -99,6 +103,41 @@ def forecaster_table(quick: bool) -> None:
     for (label, _, _, _, params), (_, _, summary, seconds) in zip(jobs, results):
         table.add_row(label, params["skynomad"]["forecaster"], f"{summary['skynomad']['ratio_to_optimal']:.3f}",
                       f"{seconds:.0f}")
+    console.print(table)
+
+
+def every_step_params(grid: MarketGrid) -> dict:
+    """skynomad refitting its forecasts every step (the control for the clairvoyant run)."""
+    return {"skynomad": {"refit_hours": 0}}
+
+
+def clairvoyant_params(grid: MarketGrid) -> dict:
+    """skynomad told each market's true remaining run (simulation.clairvoyant), capped as its forecasts are.
+
+    Refitted every step: the truth an hour old is not the truth.
+    """
+    cap = SkyNomadPolicy().lifetimes.cap_hours
+    forecaster = ClairvoyantForecaster(grid.usable(1), grid.step_hours, cap_hours=cap)
+    return {"skynomad": {"forecaster": forecaster, "refit_hours": 0}}
+
+
+def clairvoyant_table(all_windows: bool = False) -> None:
+    """(d) What better lifetime forecasts could buy: skynomad with the trace's true lifetimes, same windows as (a)."""
+    windows = 0 if all_windows else None
+    variants = {"nelson-aalen": {}, "nelson-aalen, refit every step": every_step_params,
+                "clairvoyant": clairvoyant_params}
+    jobs = [(label, ratio, windows, ("skynomad", "optimal"), params)
+            for label in TRACES for ratio in RATIOS for params in variants.values()]
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(evaluate, jobs))
+    table = Table(title="(d) skynomad ÷ optimal with its own lifetime forecasts and with clairvoyant ones")
+    for column in ("trace", "T/P", *variants, "misses"):
+        table.add_column(column, justify="right")
+    for row in range(0, len(results), len(variants)):
+        runs = [summary["skynomad"] for _, _, summary, _ in results[row:row + len(variants)]]
+        label, ratio = results[row][:2]
+        table.add_row(label, f"{ratio}", *(f"{run['ratio_to_optimal']:.3f}" for run in runs),
+                      f"{sum(run['misses'] for run in runs):g}")
     console.print(table)
 
 
@@ -160,12 +199,13 @@ def wall_time() -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", choices=["cost", "forecasters", "latency", "wall"], default=None)
+    parser.add_argument("--only", choices=["cost", "forecasters", "clairvoyant", "latency", "wall"], default=None)
     parser.add_argument("--all-windows", action="store_true", help="cost table on every window (slow: ~20 min)")
     args = parser.parse_args()
     steps = {
         "cost": lambda: cost_table(args.quick, args.all_windows),
         "forecasters": lambda: forecaster_table(args.quick),
+        "clairvoyant": lambda: clairvoyant_table(args.all_windows),
         "latency": latency_table,
         "wall": wall_time,
     }
