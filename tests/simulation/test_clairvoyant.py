@@ -26,7 +26,8 @@ def test_planner_cache_sees_the_true_remaining_run_at_every_tick():
     available = np.array([[1, 0]] * 5 + [[0, 1]] * 7 + [[1, 1]] * 4, dtype=bool)
     grid = make_grid(available, 2.0, 10.0)
     truth = remaining_run_hours(grid.usable(1), grid.step_hours)
-    cache = LifetimeCache(ClairvoyantForecaster(grid.usable(1), grid.step_hours, cap_hours=1.0), refit_hours=0)  # refit every step
+    clairvoyant = ClairvoyantForecaster(grid.usable(1), grid.step_hours, cap_hours=1.0)
+    cache = LifetimeCache(clairvoyant, refit_hours=0)  # refit every step
     for tick in range(grid.ticks):
         view = MarketView(grid, tick, 1, egress_usd_per_gb=flat_egress(2))
         got = cache.expected_remaining_hours(view, np.zeros(2))

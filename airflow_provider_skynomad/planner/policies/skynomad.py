@@ -3,8 +3,9 @@
 Pieces (each tested alone): the safety net (planner.safety), the value of progress V
 (planner.progress), utility with η and amortised egress (planner.utility), a lifetime
 forecast per market (forecasts), a lookahead home for the rest of the job (planner.plans),
-hysteresis against flapping, price-aware migration, and probes of stale cheap markets. The order in which options are tried is the utility order,
-so a full zone costs one free failed launch and the next-best option is taken at once.
+hysteresis against flapping, price-aware migration, and probes of stale cheap markets.
+Options are tried in utility order, so a full zone costs one free failed launch and the
+next-best option is taken at once.
 """
 
 from __future__ import annotations
