@@ -41,6 +41,7 @@ TRACES = {
     "gcp-h100 (13 zones)": ("gcp-h100-2025-first-week.csv.gz", None, None),
     "aws-v100 (9 zones)": ("aws-v100-2023.csv.gz", None, 20),
 }
+JOB_SHAPE = {"cold_start_hours": 0.2, "checkpoint_gb": 50}  # the d and S
 POLICIES = ("skynomad", "optimal", "on-demand", "uniform-progress", "eager-failover")
 console = Console(width=170)
 
@@ -51,13 +52,14 @@ def load_grid(file: str, zones, step_minutes: float | None = None) -> MarketGrid
 
 
 def evaluate(args) -> tuple[str, float, dict, float]:
-    label, ratio, max_windows, policies, params = args  # max_windows: None = the trace's default, 0 = all
+    # max_windows: None = the trace's default, 0 = all; an optional sixth item changes the job's shape
+    label, ratio, max_windows, policies, params, *shape = args
     file, zones, default_windows = TRACES[label]
     limit = default_windows if max_windows is None else (max_windows or None)
     grid = load_grid(file, zones)
     params = params(grid) if callable(params) else params
-    job = JobSpec(work_hours=DEADLINE_HOURS / ratio, deadline_hours=DEADLINE_HOURS, cold_start_hours=0.2,
-                  checkpoint_gb=50)
+    job = JobSpec(work_hours=DEADLINE_HOURS / ratio, deadline_hours=DEADLINE_HOURS,
+                  **{**JOB_SHAPE, **(shape[0] if shape else {})})
     evaluation = Evaluation(job, grid, EgressModel().matrix(grid.markets), policies=policies,
                             max_windows=limit, policy_params=params)
     started = time.perf_counter()
