@@ -185,7 +185,10 @@ def run_dag_test(dag, **kwargs) -> tuple[str, str]:
         run = session.scalars(
             select(DagRun).where(DagRun.dag_id == dag.dag_id).order_by(DagRun.id.desc()).limit(1)
         ).one()
-        states = {str(ti.state.value if hasattr(ti.state, "value") else ti.state) for ti in run.get_task_instances(session=session)}
+        states = {
+            str(ti.state.value if hasattr(ti.state, "value") else ti.state)
+            for ti in run.get_task_instances(session=session)
+        }
         return ("success" if states == {"success"} else "failed"), run.run_id
 
 

@@ -84,7 +84,8 @@ def evaluate(trace: str, refit_hours: list[float], split: float, max_refits: int
     usable = grid.usable(1)
     seen = np.ones_like(usable)
     step = grid.step_hours
-    history = {"usable": usable, "seen": seen, "step_hours": step, "prices": grid.spot_usd_per_hour, "start": grid.start}
+    history = {"usable": usable, "seen": seen, "step_hours": step, "prices": grid.spot_usd_per_hour,
+               "start": grid.start}
     first = int(grid.ticks * split)
     truth = in_progress_samples(usable, seen, step, CAP_HOURS)
     later = truth.tick >= first
@@ -94,7 +95,8 @@ def evaluate(trace: str, refit_hours: list[float], split: float, max_refits: int
     rows = []
     for name, make in FORECASTERS.items():
         forecaster, fit_ms = timed_fit(make, history, first)
-        variants = [("fixed", np.ones(ticks.size, dtype=bool), predict_cells(forecaster, ages, step, ticks, markets), [fit_ms])]
+        fixed = predict_cells(forecaster, ages, step, ticks, markets)
+        variants = [("fixed", np.ones(ticks.size, dtype=bool), fixed, [fit_ms])]
         for hours in refit_hours:
             every = max(1, int(round(hours / step)))
             starts = list(range(first, grid.ticks, every))
@@ -162,7 +164,8 @@ def timing_rows() -> list[dict]:
             for _ in range(calls):
                 forecaster.expected_remaining_hours(ages)
             predict_us = (time.perf_counter() - started) / calls * 1e6
-            rows.append({"forecaster": name, "shape": f"{ticks} × {markets}", "fit_ms": min(fits), "predict_us": predict_us})
+            rows.append({"forecaster": name, "shape": f"{ticks} × {markets}", "fit_ms": min(fits),
+                         "predict_us": predict_us})
     return rows
 
 
@@ -175,8 +178,11 @@ def main() -> None:
     console = Console(width=180)
     started = time.perf_counter()
 
-    table = Table(title=f"Capped ({CAP_HOURS:g} h) remaining-lifetime error on the last {1 - args.split:.0%} of each trace")
-    for column in ("trace", "variant", "forecaster", "cells", "MAE h", "RMSE h", "bias h", "MAE age0", "bias age0", "fit ms (med/max)"):
+    table = Table(
+        title=f"Capped ({CAP_HOURS:g} h) remaining-lifetime error on the last {1 - args.split:.0%} of each trace"
+    )
+    for column in ("trace", "variant", "forecaster", "cells", "MAE h", "RMSE h", "bias h", "MAE age0", "bias age0",
+                   "fit ms (med/max)"):
         text = column in ("trace", "variant", "forecaster")
         table.add_column(column, justify="left" if text else "right", no_wrap=text)
     for trace in TRACES:

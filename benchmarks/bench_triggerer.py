@@ -199,7 +199,8 @@ async def capacity_run(n: int, seconds: float) -> dict:
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="skynomad-bench-") as tmp:
         setup(Path(tmp))
-        print("step: %.0f simulated minutes = %.2f wall seconds at %gx" % (STEP_MINUTES, STEP_MINUTES * 60 / SPEED, SPEED))
+        wall = STEP_MINUTES * 60 / SPEED
+        print(f"step: {STEP_MINUTES:.0f} simulated minutes = {wall:.2f} wall seconds at {SPEED:g}x")
         result = overhead()
         print("overhead:", json.dumps(result))
         carried = 0

@@ -35,7 +35,8 @@ def trace_lines(hours: float = 6.0, seed: int = 0) -> list[str]:
                 up[j] = not up[j]
             available = int(rng.integers(1, 17)) if up[j] else 0
             spot = [2.1, 1.8, 2.6][j] * (1 + 0.05 * math.sin(k / 5))
-            lines.append(f"{t},gcp,{region},{zone},a3-highgpu-1g,H100,1,16,{available},{spot:.4f},{[10.3, 10.3, 11.2][j]}")
+            on_demand = [10.3, 10.3, 11.2][j]
+            lines.append(f"{t},gcp,{region},{zone},a3-highgpu-1g,H100,1,16,{available},{spot:.4f},{on_demand}")
     return lines
 
 

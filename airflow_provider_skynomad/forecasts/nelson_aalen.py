@@ -143,7 +143,8 @@ class NelsonAalenForecaster:
         expected = np.bincount(runs.market, weights=weight * pooled_cum[last_at_risk], minlength=markets)
         observed = np.bincount(runs.market[event], weights=weight[event], minlength=markets)
         denominator = expected + self.prior_events
-        level = np.where(denominator > 0, (observed + self.prior_events) / np.where(denominator > 0, denominator, 1), 1.0)
+        safe = np.where(denominator > 0, denominator, 1)
+        level = np.where(denominator > 0, (observed + self.prior_events) / safe, 1.0)
 
         # Per-market counts on ages 0..horizon (longer runs are simply at risk throughout).
         width = horizon + 2

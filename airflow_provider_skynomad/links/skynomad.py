@@ -30,7 +30,9 @@ def console_url(data: dict | None) -> str:
 def link_data(handle: dict | None, region: str | None) -> dict | None:
     if not handle or not handle.get("instance_ids"):
         return None
-    return {"cloud": handle["cloud"], "region": region, "zone": handle["zone"], "instance_id": handle["instance_ids"][0]}
+    return {
+        "cloud": handle["cloud"], "region": region, "zone": handle["zone"], "instance_id": handle["instance_ids"][0]
+    }
 
 
 class SkyNomadGroupLink(BaseOperatorLink):

@@ -248,7 +248,8 @@ class SkyNomadOperator(BaseOperator):
             policy = get_policy(self.policy, **self.policy_params)
         except (ValueError, TypeError) as exc:
             raise SkyNomadInputError(str(exc)) from exc
-        all_on_demand = float(view.on_demand_usd_per_hour.min()) * job.instances * (job.work_hours + job.cold_start_hours)
+        cheapest = float(view.on_demand_usd_per_hour.min())
+        all_on_demand = cheapest * job.instances * (job.work_hours + job.cold_start_hours)
         ti = context["ti"]
         record = JobRecord(
             job_id=job_id_for(ti.dag_id, ti.run_id, ti.task_id, getattr(ti, "map_index", -1) or -1),

@@ -79,7 +79,8 @@ def summarize(record: JobRecord, elapsed_hours: float, cloud_bill: dict | None =
 
 
 def _estimate(record: JobRecord, elapsed_hours: float) -> tuple[dict, dict]:
-    """(hours, usd) by mode from the recorded stretches at their launch-time prices, plus estimated egress and probes."""
+    """(hours, usd) by mode from the recorded stretches at their launch-time prices, plus estimated egress
+    and probes."""
     hours = {"spot": 0.0, "on_demand": 0.0}
     usd = {"spot": 0.0, "on_demand": 0.0, "egress": record.egress_usd, "probe": record.probe_usd}
     for seg in record.segments:

@@ -19,7 +19,8 @@ import pandas as pd
 import pytest
 
 EXAMPLE_DAGS = Path(__file__).resolve().parents[2] / "example_dags"
-GCP_TRACE = Path(__file__).resolve().parents[2] / "airflow_provider_skynomad" / "data" / "gcp-h100-2025-first-week.csv.gz"
+DATA = Path(__file__).resolve().parents[2] / "airflow_provider_skynomad" / "data"
+GCP_TRACE = DATA / "gcp-h100-2025-first-week.csv.gz"
 
 TEST_DAGS = Path(__file__).resolve().parent / "dags"
 

@@ -55,7 +55,8 @@ def test_probe_then_fine_tune_with_preemption_and_migration(simulated, tmp_path)
     table = MarketTable()
     probed = table.read(since=simulated.trace_start)
     table.close()
-    assert sorted(probed["zone"]) == sorted(set(probed["zone"])) and len(probed) == 13  # one fresh row per zone of the trace, from the mapped per-region tasks
+    # one fresh row per zone of the trace, from the mapped per-region tasks
+    assert sorted(probed["zone"]) == sorted(set(probed["zone"])) and len(probed) == 13
 
     dag = load_dag("skynomad_fine_tune")
     state, run_id = run_dag_test(dag, run_conf={"work_hours": 6.0})

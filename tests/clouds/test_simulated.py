@@ -86,8 +86,9 @@ def cloud(trace, tmp_path) -> SimulatedCloud:
 
 # The simulated cloud charges the planner's public list prices (market.egress). The synthetic
 # regions r1 and r2 share no known continent, so a copy between them is priced as intercontinental.
-SAME_REGION_USD_PER_GB = EgressModel().usd_per_gb(Market("r1-a", "gcp", "r1", "r1-a", "g1"), Market("r1-b", "gcp", "r1", "r1-b", "g1"))
-CROSS_REGION_USD_PER_GB = EgressModel().usd_per_gb(Market("r1-a", "gcp", "r1", "r1-a", "g1"), Market("r2-a", "gcp", "r2", "r2-a", "g1"))
+_R1A = Market("r1-a", "gcp", "r1", "r1-a", "g1")
+SAME_REGION_USD_PER_GB = EgressModel().usd_per_gb(_R1A, Market("r1-b", "gcp", "r1", "r1-b", "g1"))
+CROSS_REGION_USD_PER_GB = EgressModel().usd_per_gb(_R1A, Market("r2-a", "gcp", "r2", "r2-a", "g1"))
 
 
 def request(zone: str = "r1-b", token: str = "job-1", spot: bool = True, count: int = 2, **kwargs) -> LaunchRequest:

@@ -33,7 +33,8 @@ def test_age_table_interpolates_and_clamps():
 def test_registry():
     assert DEFAULT_FORECASTER in FORECASTERS
     assert isinstance(make_forecaster("nelson-aalen", cap_hours=1.0), NelsonAalenForecaster)
-    with pytest.raises(ValueError, match=r"unknown forecaster 'oracle'; choose one of \['constant', 'learned', 'nelson-aalen'\]"):
+    message = r"unknown forecaster 'oracle'; choose one of \['constant', 'learned', 'nelson-aalen'\]"
+    with pytest.raises(ValueError, match=message):
         make_forecaster("oracle")
 
 

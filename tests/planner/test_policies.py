@@ -36,7 +36,8 @@ def situations(draw):
     t = round(draw(st.floats(0.0, 0.999)) * T / STEP_HOURS) * STEP_HOURS
     p = min(draw(st.floats(0.0, 0.999)) * P, P * 0.999)
     running = draw(st.one_of(st.none(), st.builds(Option, st.sampled_from(allowed), st.sampled_from(list(Mode)))))
-    if running is not None and running.mode is Mode.SPOT and not grid.usable(job.instances)[tick, keys.index(running.market)]:
+    on_spot = running is not None and running.mode is Mode.SPOT
+    if on_spot and not grid.usable(job.instances)[tick, keys.index(running.market)]:
         running = None  # the simulator never asks with a lost spot group still "running"
     warmup = draw(st.floats(0.0, d)) if running else 0.0
     since = draw(st.floats(0.0, t)) if running else 0.0

@@ -239,7 +239,8 @@ def test_cheapest_on_demand_skips_zones_whose_transfer_would_miss_the_deadline()
     state = JobState(elapsed_hours=0.5, progress_hours=0.0, checkpoint_market=a)
     assert cheapest_on_demand(job, state, view) == od(a)
     assert cheapest_on_demand(job, state.advance(elapsed_hours=0.0, progress_hours=0.1), view) == od(a)
-    assert cheapest_on_demand(job, state.advance(elapsed_hours=0.0, progress_hours=0.5), view) == od(b)  # 9.5 + 1.2 ≤ 11
+    # 9.5 + 1.2 ≤ 11
+    assert cheapest_on_demand(job, state.advance(elapsed_hours=0.0, progress_hours=0.5), view) == od(b)
     relaxed = JobSpec(10.0, 13.0, 0.2, 100, bandwidth_gb_per_hour=100)
     assert cheapest_on_demand(relaxed, state, view) == od(b)
     # The move is launched a driver lag late: 0.3 h of lag makes b's 9.5 + 1.2 miss 11 h.
@@ -349,7 +350,10 @@ def test_finishing_within_the_step_before_the_deadline_is_safe():
 
 
 def test_finishing_within_the_step_after_the_deadline_is_not_safe():
-    """The deadline can fall inside the last step (was a bug at ba04751: 'finishes within this step' was always safe)."""
+    """The deadline can fall inside the last step.
+
+    (Was a bug at ba04751: 'finishes within this step' was always safe.)
+    """
     view = view_of()
     a = view.keys[0]
     job = JobSpec(work_hours=1.0, deadline_hours=1.25, cold_start_hours=0.1)

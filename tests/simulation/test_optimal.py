@@ -162,7 +162,8 @@ def test_window_must_fit():
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(jobs(feasible=True), st.data())
 def test_optimum_is_a_lower_bound_on_every_policy_in_every_window(job, data):
-    """Through Evaluation (what `skynomad evaluate` runs): several windows, every policy incl. each zone's uniform progress."""
+    """Through Evaluation (what `skynomad evaluate` runs): several windows, every policy incl. each zone's
+    uniform progress."""
     ticks = window_ticks(job, 1 / 6)
     grid = data.draw(grids(ticks=ticks + 12))
     egress = EgressModel().matrix(grid.markets)

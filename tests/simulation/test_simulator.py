@@ -252,7 +252,10 @@ def test_window_must_fit_the_trace():
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(), st.data())
 def test_runs_on_traces_differing_only_after_tick_k_agree_up_to_k(case, data):
-    """The simulator and every policy only use the past: rewrite the trace after tick k, the run up to k is unchanged."""
+    """The simulator and every policy only use the past.
+
+    Rewrite the trace after tick k: the run up to k is unchanged.
+    """
     job, grid, start, egress = case
     ticks = window_ticks(job, grid.step_hours)
     k = data.draw(st.integers(0, ticks - 1))
