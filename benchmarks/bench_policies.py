@@ -1,6 +1,6 @@
 """Issue 2 benchmarks: policy cost vs the optimum, decision latency, evaluation wall time.
 
-    .venv/bin/python benchmarks/bench_policies.py            # everything (~5 min on 2 cores)
+    .venv/bin/python benchmarks/bench_policies.py            # everything (~10 min on 2 cores)
     .venv/bin/python benchmarks/bench_policies.py --quick    # fewer windows
     .venv/bin/python benchmarks/bench_policies.py --only cost --all-windows   # every window (AWS: 87, not 20)
 

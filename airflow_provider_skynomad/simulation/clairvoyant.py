@@ -41,7 +41,6 @@ class ClairvoyantForecaster:
 
     def __init__(self, usable: np.ndarray, step_hours: float, cap_hours: float = 4.0):
         check_params(cap_hours, step_hours=step_hours)
-        self.usable = usable
         self.step_hours = step_hours
         self.cap_hours = cap_hours
         self._remaining = remaining_run_hours(usable, step_hours)
