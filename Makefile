@@ -15,6 +15,7 @@ demo: $(STAMP)
 	$(BIN)/skynomad demo
 
 test: $(STAMP)
+	$(BIN)/ruff check --no-cache --quiet .
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
 evaluate: $(STAMP)
