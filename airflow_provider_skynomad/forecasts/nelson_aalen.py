@@ -142,9 +142,7 @@ class NelsonAalenForecaster:
         # Market level θ: observed events over those the pooled hazard expects for its exposure.
         expected = np.bincount(runs.market, weights=weight * pooled_cum[last_at_risk], minlength=markets)
         observed = np.bincount(runs.market[event], weights=weight[event], minlength=markets)
-        denominator = expected + self.prior_events
-        safe = np.where(denominator > 0, denominator, 1)
-        level = np.where(denominator > 0, (observed + self.prior_events) / safe, 1.0)
+        level = _hazard(observed, expected, np.ones(markets), self.prior_events)  # same shrunk ratio, prior 1
 
         # Per-market counts on ages 0..horizon (longer runs are simply at risk throughout).
         width = horizon + 2
