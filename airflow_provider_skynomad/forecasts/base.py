@@ -26,6 +26,18 @@ DEFAULT_PRIOR_MEAN_HOURS = 6.0
 REGIME_HALF_LIFE_HOURS = 24.0
 
 
+def recency_weights(age_hours, half_life_hours: float | None = REGIME_HALF_LIFE_HOURS) -> np.ndarray:
+    """0.5^(age ÷ half-life): what evidence this old counts for (None: everything counts fully).
+
+    One formula for every estimate that fades old evidence (Nelson–Aalen runs, renewal spells),
+    so they forget at the same pace.
+    """
+    age_hours = np.asarray(age_hours, dtype=float)
+    if half_life_hours is None:
+        return np.ones_like(age_hours)
+    return 0.5 ** (age_hours / half_life_hours)
+
+
 class LifetimeForecaster(Protocol):
     """Interchangeable forecasters: the planner only uses these two methods."""
 

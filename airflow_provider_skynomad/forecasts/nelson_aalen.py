@@ -45,6 +45,7 @@ from .base import (
     REGIME_HALF_LIFE_HOURS,
     AgeTable,
     check_params,
+    recency_weights,
     validate_fit_inputs,
 )
 from .runs import extract_runs
@@ -124,9 +125,7 @@ class NelsonAalenForecaster:
 
         duration = runs.duration_ticks
         event = runs.preempted
-        weight = np.ones(len(duration))
-        if self.half_life_hours is not None:
-            weight = 0.5 ** ((ticks - runs.end_tick) * step / self.half_life_hours)
+        weight = recency_weights((ticks - runs.end_tick) * step, self.half_life_hours)
         # Last age at which a run's fate was observed (a censored run of d ticks only proves D ≥ d).
         last_at_risk = np.where(event, duration, duration - 1)
         prior_h = step / self.prior_mean_hours

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import REGIME_HALF_LIFE_HOURS
+from .base import REGIME_HALF_LIFE_HOURS, recency_weights
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def spell_means(
         raise ValueError("step_hours and half_life_hours must be > 0")
     ticks = usable.shape[0]
     age = (ticks - 1 - np.arange(ticks)) * step_hours
-    weight = (0.5 ** (age / half_life_hours))[:, None]
+    weight = recency_weights(age, half_life_hours)[:, None]
     up_seen, down_seen = usable & seen, ~usable & seen
     up_exposure = (weight * up_seen).sum(axis=0) * step_hours
     down_exposure = (weight * down_seen).sum(axis=0) * step_hours
