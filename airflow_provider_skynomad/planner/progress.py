@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .job import JobSpec, JobState
 
 MAX_VALUE_MULTIPLE = 10.0  # V is capped at this many times C_od: past it every option is "worth it" anyway
@@ -57,3 +59,32 @@ def market_value(barrier_usd_per_hour: float, reference_usd_per_hour: float, urg
 def behind_uniform_line(job: JobSpec, state: JobState, lead_hours: float = 0.0) -> bool:
     """p < P·(t + lead)/T: progress trails the straight line from (0, 0) to (T, P)."""
     return state.progress_hours < job.work_hours * (state.elapsed_hours + lead_hours) / job.deadline_hours
+
+
+def supply_price(
+    cost_per_progress_hour: np.ndarray,
+    up_share: np.ndarray,
+    remaining_work_hours: float,
+    hours_left: float,
+    ceiling_usd_per_hour: float,
+) -> float:
+    """The dearest spot price the job must accept to finish by the deadline: what progress will cost later.
+
+    Markets join cheapest first until the chance that one of them has capacity (long-run up
+    shares, markets independent) covers the share of the time left that the remaining work
+    needs. Waiting pays only for markets up to that price: a job with little work left can
+    hold out for the cheapest market through its outages, one with little time left must take
+    whatever runs. When spot cannot cover the work, on-demand (the ceiling) sets the price.
+    """
+    if hours_left <= 0:
+        return ceiling_usd_per_hour
+    need = remaining_work_hours / hours_left
+    none_up = 1.0
+    for i in np.argsort(cost_per_progress_hour, kind="stable"):
+        price = float(cost_per_progress_hour[i])
+        if not price < ceiling_usd_per_hour:
+            break
+        none_up *= 1.0 - float(up_share[i])
+        if 1.0 - none_up >= need:
+            return price
+    return ceiling_usd_per_hour

@@ -226,3 +226,24 @@ def test_skynomad_does_not_commit_to_a_home_the_rest_of_the_job_would_not_fit_in
     result = simulate(get_policy("skynomad"), job, grid, start, flat_egress(2, 0.1))
     assert result.met_deadline
     assert result.migrations == 0
+
+
+def test_skynomad_waits_out_an_outage_of_the_cheapest_market_when_it_alone_can_still_finish_the_job():
+    """Zone a ($2.0) is up but for a 20-minute outage every 8 h, then down for 3 h five hours into the job.
+
+    With 5 h of work left in 25 h, a alone will finish in time: progress is worth a's price, so
+    the job waits for a rather than run on b ($2.4). Anchored at the cheapest market seen in the last
+    2 h instead ("slack"), V rises to b's price once a has been gone that long, and b is taken.
+    """
+    ticks, start = 288 + 200, 288
+    available = np.ones((ticks, 2), bool)
+    available[np.arange(ticks) % 48 < 2, 0] = False
+    available[start + 30:start + 48, 0] = False
+    grid = make_grid(available, [2.0, 2.4], [10.0, 10.0])
+    job = JobSpec(work_hours=10.0, deadline_hours=30.0, cold_start_hours=0.2, checkpoint_gb=50)
+    supply = simulate(get_policy("skynomad"), job, grid, start, flat_egress(2))
+    recent = simulate(get_policy("skynomad", value="slack"), job, grid, start, flat_egress(2))
+    assert supply.met_deadline and recent.met_deadline
+    assert {s.option for s in supply.segments} == {"spot(us-central1-a)"}
+    assert "spot(us-central1-b)" in {s.option for s in recent.segments}
+    assert supply.cost_usd < recent.cost_usd

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
-from airflow_provider_skynomad.planner.progress import MAX_VALUE_MULTIPLE, behind_uniform_line, value_of_progress
+from airflow_provider_skynomad.planner.progress import (
+    MAX_VALUE_MULTIPLE,
+    behind_uniform_line,
+    supply_price,
+    value_of_progress,
+)
 
 C_OD = 8.0
 STEP = 1 / 6
@@ -87,3 +93,43 @@ def test_uniform_line():
     assert not behind_uniform_line(job, JobState(elapsed_hours=4.0, progress_hours=2.0))
     assert behind_uniform_line(job, JobState(elapsed_hours=4.0, progress_hours=2.0), lead_hours=0.4)
     assert not behind_uniform_line(job, JobState(elapsed_hours=4.0, progress_hours=2.2), lead_hours=0.4)
+
+
+# --------------------------------------------------------------------------- supply price (V's reference)
+
+PRICES = np.array([2.0, 2.4, 3.0])
+
+
+def test_supply_price_is_the_cheapest_market_when_it_alone_covers_the_work():
+    # 10 h of work in 40 h needs capacity a quarter of the time; the cheapest is up 90 % of it.
+    assert supply_price(PRICES, np.array([0.9, 1.0, 1.0]), 10.0, 40.0, 8.0) == 2.0
+
+
+def test_supply_price_takes_dearer_markets_as_the_need_grows():
+    shares = np.array([0.5, 0.5, 0.5])
+    assert supply_price(PRICES, shares, 10.0, 40.0, 8.0) == 2.0  # need 0.25 ≤ 0.5
+    assert supply_price(PRICES, shares, 28.0, 40.0, 8.0) == 2.4  # need 0.7 ≤ 1 − 0.5²
+    assert supply_price(PRICES, shares, 35.0, 40.0, 8.0) == 3.0  # need 0.875 ≤ 1 − 0.5³
+    assert supply_price(PRICES, shares, 39.0, 40.0, 8.0) == 8.0  # spot cannot cover: on-demand
+
+
+def test_supply_price_ignores_markets_dearer_than_the_ceiling_and_order_of_input():
+    prices = np.array([9.0, 2.4, 2.0])
+    assert supply_price(prices, np.array([1.0, 0.5, 0.5]), 35.0, 40.0, 8.0) == 8.0
+    assert supply_price(prices, np.array([1.0, 0.5, 0.5]), 10.0, 40.0, 8.0) == 2.0
+    assert supply_price(prices, np.array([1.0, 0.5, 0.5]), 1.0, 0.0, 8.0) == 8.0  # no time left
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.floats(0.5, 10.0), st.floats(0.0, 1.0)), min_size=1, max_size=8),
+    st.floats(0.1, 50.0),
+    st.floats(0.1, 60.0),
+    st.floats(0.0, 20.0),
+)
+def test_supply_price_rises_with_work_and_falls_with_time(markets, work, left, more):
+    prices, shares = (np.array(column) for column in zip(*markets))
+    price = supply_price(prices, shares, work, left, 8.0)
+    assert price == 8.0 or (price in prices and price < 8.0)  # a spot price below on-demand, or on-demand
+    assert supply_price(prices, shares, work + more, left, 8.0) >= price
+    assert supply_price(prices, shares, work, left + more, 8.0) <= price

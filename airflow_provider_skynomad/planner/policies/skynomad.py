@@ -19,10 +19,13 @@ from ...market.view import MarketView
 from ..actions import IDLE, Decision, Mode, Option
 from ..job import JobSpec, JobState
 from ..plans import spot_plans
-from ..progress import market_value, slack_urgency, value_of_progress
+from ..progress import market_value, slack_urgency, supply_price, value_of_progress
 from ..safety import cheapest_on_demand, is_safe
 from ..utility import Scored, migration_pays, score
 from .lifetimes import LifetimeCache
+
+
+VALUES = ("supply", "slack", "barrier")
 
 
 class SkyNomadPolicy:
@@ -32,15 +35,17 @@ class SkyNomadPolicy:
         (2.0 is the paper's cadence). Off by default: failed launches are free observations and the
         probe DAG keeps the shared market table fresh, so a job's own probes did not pay for
         themselves on any shared trace (see the issue note).
-    :param recent_hours: a market seen with capacity this recently sets the floor of V (what progress
-        will likely cost later).
+    :param recent_hours: with value="slack" or "barrier", a market seen with capacity this recently
+        sets the reference of V (what progress will likely cost later).
     :param refit_hours: refit the lifetime forecaster on the history this often.
     :param lifetime_cap_hours: the longest expected stay the planner credits a spot market with; it is
         also the horizon over which a move's egress and cold start are amortised. The artifact used
         2 h; that is shorter than a stable market's real stay, so every move away from a flaky zone
         looked too expensive (see the issue note for the ablation).
-    :param value: "slack" (default): V anchored at the cheapest recent spot price, rising to the
-        paper's log barrier as slack runs short; "barrier": the paper's V floored at that price.
+    :param value: "supply" (default): V anchored at the dearest spot price the job must accept to
+        finish in time (planner.progress.supply_price), rising to the paper's log barrier as slack
+        runs short; "slack": the same, anchored at the cheapest spot price seen in `recent_hours`;
+        "barrier": the paper's V floored at that recent price.
     :param home: look ahead to the rest of the job (planner.plans): a cheaper spot market where
         the remaining work is expected to fit, waiting out its outages, becomes the home, and a
         move there spreads its egress over the remaining work instead of one expected stay.
@@ -56,12 +61,12 @@ class SkyNomadPolicy:
         recent_hours: float = 2.0,
         refit_hours: float = 1.0,
         lifetime_cap_hours: float = 4.0,
-        value: str = "slack",
+        value: str = "supply",
         home: bool = True,
     ):
         self.home = home
-        if value not in ("slack", "barrier"):
-            raise ValueError(f"value must be 'slack' or 'barrier', got {value!r}")
+        if value not in VALUES:
+            raise ValueError(f"value must be one of {', '.join(VALUES)}, got {value!r}")
         self.value = value
         self.hysteresis_fraction = hysteresis_fraction
         self.probe_interval_hours = probe_interval_hours
@@ -97,13 +102,16 @@ class SkyNomadPolicy:
 
         # V never drops below what progress will most likely cost later (plus the hysteresis
         # premium): pausing while ahead of schedule only pays when something cheaper is coming.
-        # The floor never exceeds C_od, so on its own it never makes on-demand worth launching.
-        floor = self._floor(state, view, costs.values())
-        if self.value == "slack" and floor > 0:
-            reference = min((1.0 + self.hysteresis_fraction) * floor, cheapest_od)
+        # The reference never exceeds C_od, so on its own it never makes on-demand worth launching.
+        if self.value == "supply":
+            anchor = self._supply(job, state, view, costs, cheapest_od)
+        else:
+            anchor = self._floor(state, view, costs.values())
+        reference = min((1.0 + self.hysteresis_fraction) * anchor, cheapest_od)
+        if self.value != "barrier" and anchor > 0:
             value = market_value(max(barrier, reference), reference, slack_urgency(job, state))
         else:
-            value = max(barrier, min((1.0 + self.hysteresis_fraction) * floor, cheapest_od))
+            value = max(barrier, reference)
 
         def utility(option: Option) -> float:
             s = costs[option]
@@ -146,13 +154,29 @@ class SkyNomadPolicy:
         else:
             tries.append(cheapest_on_demand(job, state, view))  # the safety net
         reason = (
-            f"V={value:.2f} $/h (barrier {barrier:.2f}, floor {floor:.2f}), U_here={here.utility_usd_per_hour:.2f}"
+            f"V={value:.2f} $/h (barrier {barrier:.2f}, reference {reference:.2f}), "
+            f"U_here={here.utility_usd_per_hour:.2f}"
             + (f", home {home.market}" if home is not None else "")
         )
         tries = _first_sure(tries)
         tried = {o.market for o in tries if o is not None}
         probes = tuple(m for m in self._probes(state, view, idle_safe) if m not in tried)
         return Decision(tuple(tries), probes=probes, reason=reason)
+
+    def _supply(
+        self, job: JobSpec, state: JobState, view: MarketView, costs: dict[Option, Scored], cheapest_od: float
+    ) -> float:
+        """The dearest cost per progress hour the job must accept to finish in time on spot (progress.supply_price).
+
+        Up shares are the markets' long-run ones (forecasts.renewal): a market down right now
+        still supplies its share of the time left.
+        """
+        spells = self.lifetimes.spells(view)
+        up_share = spells.up_hours / (spells.up_hours + spells.down_hours)
+        spot = np.array([costs[Option(key, Mode.SPOT)].cost_per_progress_hour for key in view.keys])
+        remaining = job.work_hours - state.progress_hours
+        hours_left = job.deadline_hours - state.elapsed_hours - job.cold_start_hours
+        return supply_price(spot, up_share, remaining, hours_left, cheapest_od)
 
     def _floor(self, state: JobState, view: MarketView, costs) -> float:
         """Cheapest cost per progress hour among the running group and spot markets seen with capacity lately.
