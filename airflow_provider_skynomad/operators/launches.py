@@ -189,10 +189,7 @@ def apply_result(record: JobRecord, view: MarketView, result: DriveResult, elaps
             **({"from": result.moved_from_zone} if moved else {}),
         )
         observe(record, view, market.zone, job.instances)
-        state = state.advance(
-            running=option, running_since_hours=elapsed, warmup_left_hours=delay,
-            checkpoint_market=option.market,
-        )
+        state = state.launched(option, elapsed, delay)
     else:
         record.group = None
         record.launch_delay_hours = 0.0

@@ -182,7 +182,7 @@ class SkyNomadOperator(BaseOperator):
         self._learn_reaction(record, at, now)
         progress = event.get("progress_hours")
         if progress is not None:
-            record.state = {**record.state, "progress_hours": float(progress)}
+            record.state = JobState.from_dict(record.state).progressed(float(progress)).to_dict()
         if kind == "finished":
             return self._finish(context, record, cloud, store, at)
         if kind == "failed":

@@ -86,7 +86,8 @@ class JobState:
     :param running: the option currently holding instances, or None when idle.
     :param running_since_hours: when the current group launched (its age is t minus this).
     :param warmup_left_hours: cold start (and checkpoint transfer) the current group still has to pay.
-    :param checkpoint_market: where the latest checkpoint lives (None before the first launch).
+    :param checkpoint_market: where the latest checkpoint lives (None until the job has made progress:
+        a group lost in its first cold start leaves nothing to move).
     :param last_preempted_market: the most recent market that preempted us (failover skips it first).
     """
 
@@ -103,6 +104,19 @@ class JobState:
 
     def advance(self, **changes) -> "JobState":
         return replace(self, **changes)
+
+    def launched(self, option: Option, at_hours: float, warmup_hours: float) -> "JobState":
+        """A new group runs `option`: an existing checkpoint moves with it (its egress is paid at launch)."""
+        checkpoint = option.market if self.checkpoint_market is not None else None
+        return replace(self, running=option, running_since_hours=at_hours, warmup_left_hours=warmup_hours,
+                       checkpoint_market=checkpoint)
+
+    def progressed(self, progress_hours: float, **changes) -> "JobState":
+        """Progress is now `progress_hours`; the first progress writes the first checkpoint where the group runs."""
+        checkpoint = self.checkpoint_market
+        if checkpoint is None and progress_hours > 0 and self.running is not None:
+            checkpoint = self.running.market
+        return replace(self, progress_hours=progress_hours, checkpoint_market=checkpoint, **changes)
 
     def to_dict(self) -> dict:
         data = asdict(self)

@@ -91,11 +91,11 @@ def optimal_cost(
         # Preemption: spot groups in markets without capacity are lost; their checkpoint stays there.
         lost = ~avail
         if lost.any():
-            idle[:markets][lost] = np.minimum(idle[:markets][lost], run[lost, SPOT].min(axis=1))
+            _end(idle, lost, run[lost, SPOT].min(axis=1))
             run[lost, SPOT] = inf
         # Any group can be stopped: the best way to be "free" with the checkpoint at loc.
         free = idle.copy()
-        free[:markets] = np.minimum(free[:markets], run.min(axis=(1, 2)))
+        _end(free, slice(None), run.min(axis=(1, 2)))
         # Launch anywhere: min over checkpoint locations of free cost + egress, split by warm-up.
         via = free[:, None, :] + move_cost[:, :, None]  # (loc, market, p)
         for warm, mask in ((cold_q, ~moved), (move_q, moved)):
@@ -134,3 +134,10 @@ def optimal_cost(
         run = new_run
 
     return Optimum(cost_usd=best, feasible=math.isfinite(best), quantum_seconds=quantum, exact=exact)
+
+
+def _end(idle: np.ndarray, where, ended: np.ndarray) -> None:
+    """Groups in markets `where` end with costs `ended` (market × progress): their checkpoint stays
+    where they ran, except that a group that made no progress leaves no checkpoint at all."""
+    idle[-1, 0] = min(idle[-1, 0], float(ended[:, 0].min(initial=np.inf)))
+    idle[:-1][where, 1:] = np.minimum(idle[:-1][where, 1:], ended[:, 1:])

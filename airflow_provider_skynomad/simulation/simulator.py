@@ -135,10 +135,7 @@ def simulate(
         remaining = job.work_hours - state.progress_hours
         used = dt if dt - warm < remaining - EPS else warm + remaining
         ledger.bill(state.running, t, used, price * used)
-        state = state.advance(
-            progress_hours=state.progress_hours + used - warm,
-            warmup_left_hours=state.warmup_left_hours - warm,
-        )
+        state = state.progressed(state.progress_hours + used - warm, warmup_left_hours=state.warmup_left_hours - warm)
         if used < dt or state.progress_hours >= job.work_hours - EPS:
             result.finish_hours = t + used
             break
@@ -196,12 +193,7 @@ def _carry_out(decision: Decision, state: JobState, job: JobSpec, step: _Step, l
                 result.egress_usd += job.checkpoint_gb * egress[index[source], index[chosen.market]]
             result.migrations += int(moved)
             result.launches += 1
-            state = state.advance(
-                running=chosen,
-                running_since_hours=t,
-                warmup_left_hours=job.cold_start_hours + job.transfer_hours(moved),
-                checkpoint_market=chosen.market,
-            )
+            state = state.launched(chosen, t, job.cold_start_hours + job.transfer_hours(moved))
         else:
             state = state.advance(running=None, warmup_left_hours=0.0)
     return state

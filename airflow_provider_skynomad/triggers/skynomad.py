@@ -195,7 +195,7 @@ class SkyNomadTrigger(BaseTrigger):
     def _state_now(self, base: JobState, elapsed: float, progress: float) -> JobState:
         age = elapsed - base.running_since_hours if base.running else 0.0
         warmup_left = max(0.0, self.launch_delay_hours - age) if base.running else 0.0
-        return base.advance(elapsed_hours=elapsed, progress_hours=progress, warmup_left_hours=warmup_left)
+        return base.progressed(progress, elapsed_hours=elapsed, warmup_left_hours=warmup_left)
 
     async def _progress(self, cloud, handle, job: JobSpec, base: JobState, elapsed: float) -> float:
         """Checkpointed work in hours: the workload's own report, else an estimate from run time."""

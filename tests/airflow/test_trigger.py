@@ -154,3 +154,13 @@ def test_missing_connection_yields_failed_event(world):
     trigger.skynomad_conn_id = "no_such_connection"
     event = _first_event(trigger)
     assert event["kind"] == "failed" and "no_such_connection" in event["reason"]
+
+
+def test_the_first_progress_the_trigger_sees_places_the_checkpoint(world):
+    handle = _launch(world)
+    trigger = _trigger(handle)
+    base = JobState(running=Option(ZONE, Mode.SPOT))  # launched before any progress: no checkpoint yet
+    assert trigger._state_now(base, elapsed=0.1, progress=0.0).checkpoint_market is None
+    assert trigger._state_now(base, elapsed=0.5, progress=0.3).checkpoint_market == ZONE
+    moved = base.advance(checkpoint_market="us-east4-a", progress_hours=1.0)
+    assert trigger._state_now(moved, elapsed=0.5, progress=1.0).checkpoint_market == "us-east4-a"

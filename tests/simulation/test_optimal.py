@@ -27,7 +27,8 @@ def brute_force(job: JobSpec, grid, start: int, egress: np.ndarray) -> float:
 
     Mirrors the simulator step by step in integer seconds: a spot group is lost when its market
     has no capacity at the start of a step; a launch pays S·egress(checkpoint → market) and a cold
-    start (plus transfer time when the checkpoint moves); the step is billed whole unless the job
+    start (plus transfer time when the checkpoint moves), and there is no checkpoint until the job
+    has made progress; the step is billed whole unless the job
     finishes inside it, in which case only the time needed is billed; finishing after T is infeasible.
     """
     dt = round(grid.step_hours * 3600)
@@ -71,7 +72,10 @@ def brute_force(job: JobSpec, grid, start: int, egress: np.ndarray) -> float:
                 if k * dt + used <= deadline:
                     out = min(out, fee + rate * used)
                 continue
-            out = min(out, fee + rate * dt + best(k + 1, option, w - warm_now, progress + dt - warm_now, m))
+            # A checkpoint moves with each launch; before any progress there is none.
+            after = progress + dt - warm_now
+            where = m if checkpoint is not None or after > 0 else None
+            out = min(out, fee + rate * dt + best(k + 1, option, w - warm_now, after, where))
         return out
 
     return best(0, None, 0, 0, None)

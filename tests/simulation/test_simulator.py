@@ -69,9 +69,17 @@ def check_books(result, job, egress, grid) -> None:
     # Segments are in time order, never overlap, and stay within the window's steps.
     for a, b in zip(segments, segments[1:]):
         assert a.end_hours <= b.start_hours + 1e-9
-    # One segment per launch; every launch after the first pays S·egress(previous market → new market).
+    # One segment per launch; once a checkpoint exists (the first group that got past its cold start
+    # wrote it), every launch moves it and pays S·egress(where it was → new market).
     assert result.launches == len(segments)
-    moved = [(segment_market(a.option), segment_market(b.option)) for a, b in zip(segments, segments[1:])]
+    checkpoint, moved = None, []
+    for s in segments:
+        market = segment_market(s.option)
+        if checkpoint is not None:
+            moved.append((checkpoint, market))
+            checkpoint = market
+        elif s.end_hours - s.start_hours > job.cold_start_hours + 1e-9:
+            checkpoint = market
     expected_egress = sum(job.checkpoint_gb * egress[grid.index(x), grid.index(y)] for x, y in moved)
     assert result.egress_usd == pytest.approx(expected_egress, abs=1e-9)
     assert result.migrations == sum(x != y for x, y in moved)
@@ -277,3 +285,27 @@ def test_runs_on_traces_differing_only_after_tick_k_agree_up_to_k(case, data):
         early_a = [(s.option, s.start_hours) for s in a.segments if s.start_hours < cutoff - 1e-9]
         early_b = [(s.option, s.start_hours) for s in b.segments if s.start_hours < cutoff - 1e-9]
         assert early_a == early_b, name
+
+
+def test_a_group_lost_in_its_first_cold_start_leaves_no_checkpoint_to_move():
+    class Scripted:
+        name = "scripted"
+
+        def __init__(self):
+            self.checkpoints = []
+
+        def decide(self, job, state, view, now):
+            self.checkpoints.append(state.checkpoint_market)
+            market = view.keys[0] if now < 0.1 else view.keys[2]
+            return Decision((Option(market, Mode.SPOT),))
+
+    available = np.ones((40, 3), bool)
+    available[1:, 0] = False  # a drops the job 10 minutes in, before its 12-minute cold start ends
+    grid = make_grid(available, [1.0, 2.0, 2.0], [6.0, 6.0, 6.0])
+    job = JobSpec(work_hours=1.0, deadline_hours=4.0, cold_start_hours=0.2, checkpoint_gb=50)
+    policy = Scripted()
+    result = simulate(policy, job, grid, 0, flat_egress(3, 0.1))
+    assert [s.ended_by for s in result.segments] == ["preempted", "finished"]
+    assert result.egress_usd == 0 and result.migrations == 0  # nothing was written in a, nothing moved
+    assert policy.checkpoints[:3] == [None, None, None]  # the second group is still warming up at 0.33 h
+    assert policy.checkpoints[-1] == "europe-west1-c"  # its first progress wrote the checkpoint there
