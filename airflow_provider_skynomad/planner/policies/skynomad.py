@@ -173,7 +173,8 @@ class SkyNomadPolicy:
         """
         spells = self.lifetimes.spells(view)
         up_share = spells.up_hours / (spells.up_hours + spells.down_hours)
-        spot = np.array([costs[Option(key, Mode.SPOT)].cost_per_progress_hour for key in view.keys])
+        # `costs` is built in market order, so its spot entries line up with the spells.
+        spot = np.array([s.cost_per_progress_hour for s in costs.values() if s.option.mode is Mode.SPOT])
         remaining = job.work_hours - state.progress_hours
         hours_left = job.deadline_hours - state.elapsed_hours - job.cold_start_hours
         return supply_price(spot, up_share, remaining, hours_left, cheapest_od)
