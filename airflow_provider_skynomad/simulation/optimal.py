@@ -137,7 +137,10 @@ def optimal_cost(
 
 
 def _end(idle: np.ndarray, where, ended: np.ndarray) -> None:
-    """Groups in markets `where` end with costs `ended` (market × progress): their checkpoint stays
-    where they ran, except that a group that made no progress leaves no checkpoint at all."""
+    """Fold groups that end (lost or stopped) into `idle`: location × progress, last row "no checkpoint".
+
+    `ended` holds the groups' costs (market × progress) for the markets `where`. Their checkpoint
+    stays where they ran, except that a group that made no progress leaves no checkpoint at all.
+    """
     idle[-1, 0] = min(idle[-1, 0], float(ended[:, 0].min(initial=np.inf)))
     idle[:-1][where, 1:] = np.minimum(idle[:-1][where, 1:], ended[:, 1:])
