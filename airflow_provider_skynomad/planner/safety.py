@@ -27,7 +27,10 @@ def launch_delay_hours(job: JobSpec, state: JobState, view: MarketView, target: 
 
 def launch_delays_hours(job: JobSpec, state: JobState, view: MarketView) -> np.ndarray:
     """`launch_delay_hours` of a new group in every market."""
-    return np.array([launch_delay_hours(job, state, view, i) for i in range(len(view.keys))])
+    moved = np.full(len(view.keys), state.checkpoint_market is not None)
+    if state.checkpoint_market is not None:
+        moved[view.index(state.checkpoint_market)] = False
+    return job.cold_start_hours + np.where(moved, job.transfer_hours(True), job.transfer_hours(False))
 
 
 def warmup_hours(job: JobSpec, state: JobState, view: MarketView, option: Option | None) -> float:

@@ -14,7 +14,7 @@ from airflow_provider_skynomad.planner.actions import IDLE, Decision, Mode, Opti
 from airflow_provider_skynomad.planner.job import JobSpec, JobSpecError, JobState
 from airflow_provider_skynomad.planner.registry import POLICIES, get_policy
 from airflow_provider_skynomad.planner.safety import cheapest_on_demand, is_safe, launch_delay_hours
-from airflow_provider_skynomad.planner.utility import migration_pays, score
+from airflow_provider_skynomad.planner.utility import migration_pays, score, score_all
 from airflow_provider_skynomad.simulation.simulator import simulate
 
 STEP = 1 / 6
@@ -287,6 +287,32 @@ def test_staying_pays_neither_cold_start_nor_egress():
     s = score(job, state, view, spot(b), 6.0, 2.0)
     assert s.useful_share == 1.0
     assert s.utility_usd_per_hour == pytest.approx(6.0 - 2.0)
+
+
+def test_scoring_every_option_at_once_prices_each_cell_by_where_the_checkpoint_and_the_group_are():
+    view = view_of(spot=(1.0, 2.0, math.inf), on_demand=(8.0, 6.0, 9.0), egress=flat_egress(3, 0.05))
+    a, b, c = view.keys
+    # 40 GB at 100 GB/h: a launch away from the checkpoint (in a) also waits 0.4 h for the copy.
+    job = JobSpec(work_hours=10.0, deadline_hours=20.0, cold_start_hours=0.2, checkpoint_gb=40,
+                  bandwidth_gb_per_hour=100.0)
+    state = JobState(elapsed_hours=2, progress_hours=2.0, running=od(b), running_since_hours=1,
+                     warmup_left_hours=0.1, checkpoint_market=a)
+    scores = score_all(job, state, view, np.array([2.0, 3.0, 3.0]), on_demand_stay_hours=5.0)
+    spot_a, spot_b, od_b = scores.scored(spot(a), 6.0), scores.scored(spot(b), 6.0), scores.scored(od(b), 6.0)
+    assert spot_a.useful_share == pytest.approx(1.8 / 2.0)  # relaunch next to the checkpoint: cold start only
+    assert spot_a.cost_usd_per_hour == pytest.approx(1.0)
+    assert spot_b.useful_share == pytest.approx(2.4 / 3.0)  # cold start and the copy
+    assert spot_b.cost_usd_per_hour == pytest.approx(2.0 + 40 * 0.05 / 3.0)
+    # The running on-demand group only finishes its warm-up and pays no egress.
+    assert od_b.useful_share == pytest.approx(4.9 / 5.0) and od_b.cost_usd_per_hour == pytest.approx(6.0)
+    assert od_b.utility_usd_per_hour == pytest.approx(6.0 * 4.9 / 5.0 - 6.0)
+    # A market with no spot price cannot be launched: worth -inf, and never the cheapest progress.
+    assert scores.scored(spot(c), 6.0).utility_usd_per_hour == -math.inf
+    assert scores.cost_per_progress_hour(Mode.SPOT)[2] == math.inf
+    assert scores.utility(6.0)[2, 0] == -math.inf
+    # U is linear in V: the arrays agree with the per-option view at any V.
+    for v in (0.0, 3.0, 12.0):
+        assert scores.utility(v)[1, 1] == pytest.approx(scores.scored(od(b), v).utility_usd_per_hour)
 
 
 def test_migration_pays_only_when_the_saving_over_the_useful_stay_beats_egress():

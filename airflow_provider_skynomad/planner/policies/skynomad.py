@@ -11,8 +11,6 @@ next-best option is taken at once.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
-
 import numpy as np
 
 from ...market.view import MarketView
@@ -21,7 +19,7 @@ from ..job import JobSpec, JobState
 from ..plans import spot_plans
 from ..progress import market_value, slack_urgency, supply_price, value_of_progress
 from ..safety import cheapest_on_demand, is_safe
-from ..utility import Scored, migration_pays, score
+from ..utility import MODES, Scored, Scores, migration_pays, score_all
 from .lifetimes import LifetimeCache
 
 
@@ -84,61 +82,49 @@ class SkyNomadPolicy:
         if current is not None and current.mode is Mode.SPOT:
             ages[view.index(current.market)] = state.age_hours()
         lifetimes = self.lifetimes.expected_remaining_hours(view, ages)
-        options = [Option(key, mode) for key in view.keys for mode in (Mode.SPOT, Mode.ON_DEMAND)]
-
         remaining = job.work_hours - state.progress_hours
         home = self._home(job, state, view) if self.home else None
+        # The home market keeps the checkpoint for the rest of the job: its egress is paid once.
+        residency = np.zeros((n_markets, len(MODES)))
+        if home is not None:
+            residency[view.index(home.market), MODES.index(home.mode)] = remaining
 
-        def residency(option: Option) -> float:
-            # The home market keeps the checkpoint for the rest of the job: its egress is paid once.
-            return remaining if option == home else 0.0
-
-        # U is linear in V, so score every option once at V = 0 and shift by V·η below.
+        # U is linear in V: score every option once, then settle V.
         od_stay = float(np.max(lifetimes))  # we leave on-demand about when the best spot market would last
-        costs = {
-            o: score(job, state, view, o, 0.0, float(lifetimes[view.index(o.market)]), od_stay, residency(o))
-            for o in options
-        }
+        scores = score_all(job, state, view, lifetimes, od_stay, residency)
 
         # V never drops below what progress will most likely cost later (plus the hysteresis
         # premium): pausing while ahead of schedule only pays when something cheaper is coming.
         # The reference never exceeds C_od, so on its own it never makes on-demand worth launching.
         if self.value == "supply":
-            anchor = self._supply(job, state, view, costs, cheapest_od)
+            anchor = self._supply(job, state, view, scores, cheapest_od)
         else:
-            anchor = self._floor(state, view, costs.values())
+            anchor = self._floor(state, view, scores)
         reference = min((1.0 + self.hysteresis_fraction) * anchor, cheapest_od)
         if self.value != "barrier" and anchor > 0:
             value = market_value(max(barrier, reference), reference, slack_urgency(job, state))
         else:
             value = max(barrier, reference)
-
-        def utility(option: Option) -> float:
-            s = costs[option]
-            return s.utility_usd_per_hour + value * s.useful_share
-
-        def scored(option: Option) -> Scored:
-            return replace(costs[option], utility_usd_per_hour=utility(option))
+        utilities = scores.utility(value)
 
         idle_safe = is_safe(job, state, view, IDLE)
         # What we have now: the running group, or idle (worth 0) — unless it is no longer safe.
         if current is not None:
             safe_here = is_safe(job, state, view, current)
-            here = scored(current) if safe_here else Scored(current, -math.inf, 0.0)
+            here = scores.scored(current, value) if safe_here else Scored(current, -math.inf, 0.0)
             margin = self.hysteresis_fraction * cheapest_od  # switching away from a running group
+            utilities[scores.cell(current)] = -np.inf  # staying is `here`, not a candidate
         else:
             here = Scored(IDLE, 0.0 if idle_safe else -math.inf, 0.0)
             margin = 0.0
-        bar = here.utility_usd_per_hour + margin
+        bar = max(here.utility_usd_per_hour + margin, 0.0)
 
         better: list[Scored] = []
-        for option in options:
-            if option == current:
-                continue
-            if utility(option) <= max(bar, 0.0):
-                continue  # most options stop here, before a Scored is built for them
-            candidate = scored(option)
-            if not self._move_pays(job, view, current, candidate, residency(option)):
+        # Market by market, spot before on-demand: ties keep that order after the sort below.
+        for i, j in zip(*np.nonzero(utilities > bar)):
+            option = Option(view.keys[i], MODES[j])
+            candidate = scores.scored(option, value, (i, j))
+            if not self._move_pays(job, view, current, candidate, residency[i, j]):
                 continue
             if is_safe(job, state, view, option):
                 better.append(candidate)
@@ -164,7 +150,7 @@ class SkyNomadPolicy:
         return Decision(tuple(tries), probes=probes, reason=reason)
 
     def _supply(
-        self, job: JobSpec, state: JobState, view: MarketView, costs: dict[Option, Scored], cheapest_od: float
+        self, job: JobSpec, state: JobState, view: MarketView, scores: Scores, cheapest_od: float
     ) -> float:
         """The dearest cost per progress hour the job must accept to finish in time on spot (progress.supply_price).
 
@@ -173,25 +159,23 @@ class SkyNomadPolicy:
         """
         spells = self.lifetimes.spells(view)
         up_share = spells.up_hours / (spells.up_hours + spells.down_hours)
-        # `costs` is built in market order, so its spot entries line up with the spells.
-        spot = np.array([s.cost_per_progress_hour for s in costs.values() if s.option.mode is Mode.SPOT])
+        spot = scores.cost_per_progress_hour(Mode.SPOT)
         remaining = job.work_hours - state.progress_hours
         hours_left = job.deadline_hours - state.elapsed_hours - job.cold_start_hours
         return supply_price(spot, up_share, remaining, hours_left, cheapest_od)
 
-    def _floor(self, state: JobState, view: MarketView, costs) -> float:
+    def _floor(self, state: JobState, view: MarketView, scores: Scores) -> float:
         """Cheapest cost per progress hour among the running group and spot markets seen with capacity lately.
 
         A market that just preempted us counts too: waiting for it to come back (no egress) is
         often cheaper than moving, and it is retried for free every step meanwhile.
         """
         recent = view.usable_within(self.recent_hours)
-        best = math.inf
-        for s in costs:
-            i = view.index(s.option.market)
-            staying = s.option == state.running
-            if staying or (s.option.mode is Mode.SPOT and recent[i]):
-                best = min(best, s.cost_per_progress_hour)
+        spot = scores.cost_per_progress_hour(Mode.SPOT)
+        best = float(np.min(spot[recent], initial=math.inf))
+        if state.running is not None:
+            i = view.index(state.running.market)
+            best = min(best, float(scores.cost_per_progress_hour(state.running.mode)[i]))
         return best if math.isfinite(best) else 0.0
 
     def _home(self, job: JobSpec, state: JobState, view: MarketView) -> Option | None:
