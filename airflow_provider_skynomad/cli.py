@@ -47,6 +47,9 @@ def add_evaluate_command(subparsers) -> None:
     p.add_argument("--forecaster", default=None, help="skynomad's lifetime forecaster (nelson-aalen, learned)")
     p.add_argument("--output", type=Path, default=None, help="write the JSON report here")
     p.add_argument("--plot", type=Path, default=None, help="write a PNG of cost per policy per window here")
+    p.add_argument("--timeline", action="store_true",
+                   help="add every simulated run's segments to the JSON report: option, start and end hour, "
+                        "USD billed, and why it ended (preempted, moved, idle, finished)")
     p.set_defaults(func=run_evaluate)
 
 
@@ -75,6 +78,8 @@ def _prepare(args) -> tuple[Evaluation, list[str]]:
     _check_writable(args.output, "--output")
     _check_writable(args.plot, "--plot")
     _check_plot_format(args.plot)
+    if args.timeline and args.output is None:
+        raise UsageError("--timeline adds the runs' segments to the JSON report; give --output too")
     bandwidth = args.bandwidth_gb_per_second
     if bandwidth is not None and bandwidth <= 0:
         raise UsageError(f"--bandwidth-gb-per-second must be > 0, got {bandwidth}")
@@ -105,6 +110,7 @@ def _prepare(args) -> tuple[Evaluation, list[str]]:
         window_step_hours=args.window_step_hours,
         max_windows=args.max_windows,
         policy_params=params,
+        timeline=args.timeline,
     )
     return evaluation, grid.keys
 

@@ -286,6 +286,38 @@ def test_reaction_lag_is_given_in_minutes_and_delays_what_the_policies_do(tmp_pa
     assert runs["20"] != runs["0"]
 
 
+def test_timeline_adds_each_runs_segments_and_they_add_up_to_its_cost(tmp_path, capsys):
+    trace = write_trace(tmp_path, trace_lines(hours=12.0))
+    out = tmp_path / "t.json"
+    argv = ["evaluate", "--trace", str(trace), *JOB, "--window-step-hours", "2", "--policies",
+            "skynomad,eager-failover,optimal", "--timeline", "--output", str(out)]
+    code, _, err = run(argv, capsys)
+    assert code == 0, err
+    report = _strict_json(out.read_text())
+    segments = 0
+    for window in report["windows"]:
+        assert "timeline" not in window["results"]["optimal"]  # the optimum is a number, not a run
+        for name in ("skynomad", "eager-failover"):
+            result = window["results"][name]
+            timeline = result["timeline"]
+            segments += len(timeline)
+            billed = sum(s["usd"] for s in timeline)
+            assert billed + result["egress_usd"] + result["probe_usd"] == pytest.approx(result["cost_usd"], abs=1e-5)
+            hours = [(s["start_hours"], s["end_hours"]) for s in timeline]
+            assert all(a < b for a, b in hours) and all(b1 <= a2 + 1e-9 for (_, b1), (a2, _) in zip(hours, hours[1:]))
+            assert {s["ended_by"] for s in timeline} <= {"preempted", "moved", "idle", "finished", "deadline"}
+            if result["met_deadline"]:
+                assert timeline[-1]["ended_by"] == "finished"
+    assert segments > 0
+
+
+def test_timeline_without_output_is_refused_before_running(tmp_path, capsys):
+    trace = write_trace(tmp_path, trace_lines())
+    code, out, err = run(["evaluate", "--trace", str(trace), *JOB, "--timeline"], capsys)
+    assert code == 2 and "--timeline" in err and "--output" in err
+    assert out == ""  # nothing ran
+
+
 def test_output_in_a_missing_directory_is_refused_before_running(tmp_path, capsys):
     trace = write_trace(tmp_path, trace_lines())
     argv = ["evaluate", "--trace", str(trace), *JOB, "--output", str(tmp_path / "no" / "such" / "r.json")]

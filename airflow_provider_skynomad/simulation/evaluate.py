@@ -27,6 +27,7 @@ class Evaluation:
     window_step_hours: float = 12.0
     max_windows: int | None = None
     policy_params: dict[str, dict] = field(default_factory=dict)
+    timeline: bool = False  # add each simulated run's segments to its result (where its money went)
 
     def __post_init__(self):
         unknown = [p for p in self.policies if p != OPTIMAL and p not in POLICIES]
@@ -72,7 +73,7 @@ class Evaluation:
     def _simulator(self, name: str, **params) -> Callable[[int], dict]:
         def run(start: int) -> dict:
             policy = get_policy(name, **params)
-            return simulate(policy, self.job, self.grid, start, self.egress_usd_per_gb).to_dict()
+            return simulate(policy, self.job, self.grid, start, self.egress_usd_per_gb).to_dict(self.timeline)
 
         return run
 
