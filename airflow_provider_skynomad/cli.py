@@ -49,7 +49,7 @@ def add_evaluate_command(subparsers) -> None:
     p.add_argument("--plot", type=Path, default=None, help="write a PNG of cost per policy per window here")
     p.add_argument("--timeline", action="store_true",
                    help="add every simulated run's segments to the JSON report: option, start and end hour, "
-                        "USD billed, and why it ended (preempted, moved, idle, finished)")
+                        "USD billed, and why it ended (preempted, moved, idle, finished, deadline); needs --output")
     p.set_defaults(func=run_evaluate)
 
 

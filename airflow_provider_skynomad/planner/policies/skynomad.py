@@ -11,6 +11,7 @@ next-best option is taken at once.
 from __future__ import annotations
 
 import math
+
 import numpy as np
 
 from ...market.view import MarketView
