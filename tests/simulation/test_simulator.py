@@ -20,6 +20,20 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 EXTRA_TICKS = 12  # history before the window (and room to start later)
 
 
+class Scripted:
+    """A hand-written policy: `choose(job, state, view, now)` decides; every question asked is kept."""
+
+    name = "scripted"
+
+    def __init__(self, choose):
+        self.choose = choose
+        self.asked = []  # (now, job, state) of every decide call
+
+    def decide(self, job, state, view, now):
+        self.asked.append((now, job, state))
+        return self.choose(job, state, view, now)
+
+
 def policies_for(grid):
     """Every simulated policy, uniform progress once per zone."""
     out = [("skynomad", get_policy("skynomad")), ("eager-failover", get_policy("eager-failover")),
@@ -129,23 +143,16 @@ def test_no_policy_misses_a_feasible_deadline_when_every_change_is_carried_out_l
 
 
 def test_a_change_is_carried_out_a_reaction_lag_later_and_a_preemption_answered_as_late():
-    class Scripted:
-        name = "scripted"
-
-        def __init__(self):
-            self.calls = []
-
-        def decide(self, job, state, view, now):
-            self.calls.append((round(now, 3), job.reaction_hours))
-            if now < 0.9:
-                return Decision((Option(view.keys[0], Mode.SPOT),))
-            return Decision((Option(view.keys[1], Mode.ON_DEMAND),))
+    def choose(job, state, view, now):
+        if now < 0.9:
+            return Decision((Option(view.keys[0], Mode.SPOT),))
+        return Decision((Option(view.keys[1], Mode.ON_DEMAND),))
 
     available = np.ones((40, 2), bool)
     available[3:5, 0] = False  # a loses capacity at tick 3 (0.5 h), back at tick 5
     grid = make_grid(available, [1.0, 2.0], [6.0, 5.0])
     job = JobSpec(work_hours=2.0, deadline_hours=4.0, cold_start_hours=0.2, checkpoint_gb=0, reaction_hours=0.25)
-    policy = Scripted()
+    policy = Scripted(choose)
     result = simulate(policy, job, grid, 0, flat_egress(2))
     segments = [(s.option, round(s.start_hours, 3), round(s.end_hours, 3), s.ended_by) for s in result.segments]
     # The lag (0.25 h) rounds up to two 10-minute steps; the first launch is the worker's own, at once.
@@ -156,8 +163,10 @@ def test_a_change_is_carried_out_a_reaction_lag_later_and_a_preemption_answered_
         ("spot(us-central1-a)", 0.833, 1.333, "moved"),
         ("on-demand(us-central1-b)", 1.333, segments[-1][2], "finished"),
     ]
-    assert all(reaction == pytest.approx(2 / 6) for _, reaction in policy.calls)  # it plans with the lag it gets
-    assert 0.5 not in [t for t, _ in policy.calls] and 0.667 not in [t for t, _ in policy.calls]
+    asked = [round(now, 3) for now, _, _ in policy.asked]
+    # It plans with the lag it gets.
+    assert all(planned.reaction_hours == pytest.approx(2 / 6) for _, planned, _ in policy.asked)
+    assert 0.5 not in asked and 0.667 not in asked
     assert result.met_deadline
 
 
@@ -204,22 +213,19 @@ def test_infeasible_job_is_a_recorded_miss_not_an_exception():
 def test_preemption_checkpoint_and_cold_starts_are_accounted():
     """Hand-traced run: spot in a until it is lost at 1 h, then on-demand in b to the end."""
 
-    class Scripted:
-        name = "scripted"
-
-        def decide(self, job, state, view, now):
-            if state.running is None and now < 0.5:
-                return Decision((Option(view.keys[0], Mode.SPOT),))
-            if state.running is None:
-                return Decision((Option(view.keys[1], Mode.ON_DEMAND),))
-            return Decision((state.running,))
+    def choose(job, state, view, now):
+        if state.running is None and now < 0.5:
+            return Decision((Option(view.keys[0], Mode.SPOT),))
+        if state.running is None:
+            return Decision((Option(view.keys[1], Mode.ON_DEMAND),))
+        return Decision((state.running,))
 
     available = np.ones((40, 2), bool)
     available[6:, 0] = False  # a loses capacity at tick 6 (1 h)
     grid = make_grid(available, [1.0, 2.0], [6.0, 5.0])
     job = JobSpec(work_hours=2.0, deadline_hours=4.0, cold_start_hours=0.2, checkpoint_gb=10)
     egress = flat_egress(2, 0.05)
-    result = simulate(Scripted(), job, grid, 0, egress)
+    result = simulate(Scripted(choose), job, grid, 0, egress)
     # spot a: 1 h billed, 0.8 h progress; on-demand b: 0.2 h cold start + 1.2 h work.
     assert [(s.option, s.ended_by) for s in result.segments] == [
         ("spot(us-central1-a)", "preempted"), ("on-demand(us-central1-b)", "finished")]
@@ -232,17 +238,14 @@ def test_preemption_checkpoint_and_cold_starts_are_accounted():
 
 
 def test_probes_are_billed_only_where_capacity_answered():
-    class Prober:
-        name = "prober"
-
-        def decide(self, job, state, view, now):
-            return Decision((Option(view.keys[1], Mode.ON_DEMAND),), probes=tuple(view.keys))
+    def probe_everything(job, state, view, now):
+        return Decision((Option(view.keys[1], Mode.ON_DEMAND),), probes=tuple(view.keys))
 
     available = np.zeros((30, 2), bool)
     available[:, 0] = True
     grid = make_grid(available, [3.0, 1.0], [5.0, 6.0])
     job = JobSpec(work_hours=1.0, deadline_hours=2.0, cold_start_hours=0.2, probe_hours=0.01)
-    result = simulate(Prober(), job, grid, 0, flat_egress(2))
+    result = simulate(Scripted(probe_everything), job, grid, 0, flat_egress(2))
     steps = 8  # 1.2 h at 10-minute steps, the last step finishes the job
     assert result.probe_usd == pytest.approx(steps * 0.01 * 3.0)
     assert result.cost_usd == pytest.approx(6.0 * 1.2 + steps * 0.01 * 3.0)
@@ -288,24 +291,17 @@ def test_runs_on_traces_differing_only_after_tick_k_agree_up_to_k(case, data):
 
 
 def test_a_group_lost_in_its_first_cold_start_leaves_no_checkpoint_to_move():
-    class Scripted:
-        name = "scripted"
-
-        def __init__(self):
-            self.checkpoints = []
-
-        def decide(self, job, state, view, now):
-            self.checkpoints.append(state.checkpoint_market)
-            market = view.keys[0] if now < 0.1 else view.keys[2]
-            return Decision((Option(market, Mode.SPOT),))
+    def choose(job, state, view, now):
+        return Decision((Option(view.keys[0] if now < 0.1 else view.keys[2], Mode.SPOT),))
 
     available = np.ones((40, 3), bool)
     available[1:, 0] = False  # a drops the job 10 minutes in, before its 12-minute cold start ends
     grid = make_grid(available, [1.0, 2.0, 2.0], [6.0, 6.0, 6.0])
     job = JobSpec(work_hours=1.0, deadline_hours=4.0, cold_start_hours=0.2, checkpoint_gb=50)
-    policy = Scripted()
+    policy = Scripted(choose)
     result = simulate(policy, job, grid, 0, flat_egress(3, 0.1))
     assert [s.ended_by for s in result.segments] == ["preempted", "finished"]
     assert result.egress_usd == 0 and result.migrations == 0  # nothing was written in a, nothing moved
-    assert policy.checkpoints[:3] == [None, None, None]  # the second group is still warming up at 0.33 h
-    assert policy.checkpoints[-1] == "europe-west1-c"  # its first progress wrote the checkpoint there
+    checkpoints = [state.checkpoint_market for _, _, state in policy.asked]
+    assert checkpoints[:3] == [None, None, None]  # the second group is still warming up at 0.33 h
+    assert checkpoints[-1] == "europe-west1-c"  # its first progress wrote the checkpoint there
