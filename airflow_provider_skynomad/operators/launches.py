@@ -170,7 +170,7 @@ def apply_result(record: JobRecord, view: MarketView, result: DriveResult, elaps
             if option.mode is Mode.SPOT
             else view.on_demand_usd_per_hour[view.index(market.key)]
         )
-        delay = job.cold_start_hours + job.transfer_hours(moved)
+        delay = job.launch_hours(moved)
         record.launch_delay_hours = delay
         record.group = result.handle.to_dict()
         record.open_segment(

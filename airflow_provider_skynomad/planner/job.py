@@ -73,6 +73,13 @@ class JobSpec:
             return 0.0
         return self.checkpoint_gb / self.bandwidth_gb_per_hour
 
+    def launch_hours(self, moved: bool) -> float:
+        """Warm-up of a new group before it makes progress: the cold start, plus the transfer if the checkpoint moves.
+
+        The planner, the simulator and the operator all charge a launch this, so they agree on it.
+        """
+        return self.cold_start_hours + self.transfer_hours(moved)
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -98,6 +105,10 @@ class JobState:
     warmup_left_hours: float = 0.0
     checkpoint_market: str | None = None
     last_preempted_market: str | None = None
+
+    def moves_checkpoint(self, market: str) -> bool:
+        """A launch in `market` must first copy the checkpoint there (there is one and it lives elsewhere)."""
+        return self.checkpoint_market is not None and self.checkpoint_market != market
 
     def age_hours(self) -> float:
         return self.elapsed_hours - self.running_since_hours if self.running else 0.0

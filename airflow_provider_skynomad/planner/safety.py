@@ -20,9 +20,7 @@ EPS_HOURS = 1e-9
 
 def launch_delay_hours(job: JobSpec, state: JobState, view: MarketView, target: int) -> float:
     """Cold start (plus checkpoint transfer when the checkpoint lives elsewhere) of a new group in `target`."""
-    source = state.checkpoint_market
-    moved = source is not None and view.index(source) != target
-    return job.cold_start_hours + job.transfer_hours(moved)
+    return job.launch_hours(state.moves_checkpoint(view.keys[target]))
 
 
 def launch_delays_hours(job: JobSpec, state: JobState, view: MarketView) -> np.ndarray:
@@ -30,7 +28,7 @@ def launch_delays_hours(job: JobSpec, state: JobState, view: MarketView) -> np.n
     moved = np.full(len(view.keys), state.checkpoint_market is not None)
     if state.checkpoint_market is not None:
         moved[view.index(state.checkpoint_market)] = False
-    return job.cold_start_hours + np.where(moved, job.transfer_hours(True), job.transfer_hours(False))
+    return np.where(moved, job.launch_hours(True), job.launch_hours(False))
 
 
 def warmup_hours(job: JobSpec, state: JobState, view: MarketView, option: Option | None) -> float:

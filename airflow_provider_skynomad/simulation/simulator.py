@@ -188,12 +188,12 @@ def _carry_out(decision: Decision, state: JobState, job: JobSpec, step: _Step, l
         ledger.close("moved" if chosen is not None else "idle")
         if chosen is not None:
             source = state.checkpoint_market
-            moved = source is not None and source != chosen.market
+            moved = state.moves_checkpoint(chosen.market)
             if source is not None:
                 result.egress_usd += job.checkpoint_gb * egress[index[source], index[chosen.market]]
             result.migrations += int(moved)
             result.launches += 1
-            state = state.launched(chosen, t, job.cold_start_hours + job.transfer_hours(moved))
+            state = state.launched(chosen, t, job.launch_hours(moved))
         else:
             state = state.advance(running=None, warmup_left_hours=0.0)
     return state

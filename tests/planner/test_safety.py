@@ -13,7 +13,12 @@ from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import IDLE, Decision, Mode, Option
 from airflow_provider_skynomad.planner.job import JobSpec, JobSpecError, JobState
 from airflow_provider_skynomad.planner.registry import POLICIES, get_policy
-from airflow_provider_skynomad.planner.safety import cheapest_on_demand, is_safe, launch_delay_hours
+from airflow_provider_skynomad.planner.safety import (
+    cheapest_on_demand,
+    is_safe,
+    launch_delay_hours,
+    launch_delays_hours,
+)
 from airflow_provider_skynomad.planner.utility import migration_pays, score, score_all
 from airflow_provider_skynomad.simulation.simulator import simulate
 
@@ -142,6 +147,9 @@ def test_with_a_bandwidth_a_move_also_costs_transfer_time():
     state = JobState(elapsed_hours=0.5, checkpoint_market=a)
     assert launch_delay_hours(job, state, view, view.index(a)) == pytest.approx(0.2)
     assert launch_delay_hours(job, state, view, view.index(b)) == pytest.approx(0.7)
+    assert list(launch_delays_hours(job, state, view)[:2]) == pytest.approx([0.2, 0.7])
+    # before the first checkpoint nothing moves: every market is a bare cold start
+    assert launch_delay_hours(job, JobState(elapsed_hours=0.5), view, view.index(b)) == pytest.approx(0.2)
     assert is_safe(job, state, view, od(a))
     assert not is_safe(job, state, view, od(b))
 
