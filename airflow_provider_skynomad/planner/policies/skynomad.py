@@ -73,30 +73,47 @@ class SkyNomadPolicy:
         self.lifetimes = LifetimeCache(forecaster, refit_hours, lifetime_cap_hours)
 
     def decide(self, job: JobSpec, state: JobState, view: MarketView, now: float) -> Decision:
+        """Score every option, settle V, then list what to try: better options first, what runs (or the net) last."""
         state = state.advance(elapsed_hours=now)
-        current = state.running
-        n_markets = len(view.keys)
         cheapest_od = float(np.min(view.on_demand_usd_per_hour)) * job.instances
-        barrier = value_of_progress(job, state, cheapest_od, view.step_hours)
+        home = self._home(job, state, view) if self.home else None
+        scores, residency = self._score(job, state, view, home)
+        value, why = self._value(job, state, view, scores, cheapest_od)
+        tries, here = self._tries(job, state, view, scores, residency, value, cheapest_od)
+        reason = f"V={value:.2f} $/h ({why}), U_here={here:.2f}" + (f", home {home.market}" if home else "")
+        tried = {o.market for o in tries if o is not None}
+        probes = tuple(m for m in self._probes(job, state, view) if m not in tried)
+        return Decision(tuple(tries), probes=probes, reason=reason)
 
+    def _score(
+        self, job: JobSpec, state: JobState, view: MarketView, home: Option | None
+    ) -> tuple[Scores, np.ndarray]:
+        """Every option's U terms (planner.utility) from this step's lifetime forecasts, and each cell's residency.
+
+        The home market keeps the checkpoint for the rest of the job: its egress is paid once.
+        """
+        n_markets = len(view.keys)
         ages = np.zeros(n_markets)
+        current = state.running
         if current is not None and current.mode is Mode.SPOT:
             ages[view.index(current.market)] = state.age_hours()
         lifetimes = self.lifetimes.expected_remaining_hours(view, ages)
-        remaining = job.work_hours - state.progress_hours
-        home = self._home(job, state, view) if self.home else None
-        # The home market keeps the checkpoint for the rest of the job: its egress is paid once.
         residency = np.zeros((n_markets, len(MODES)))
         if home is not None:
-            residency[view.index(home.market), MODES.index(home.mode)] = remaining
-
-        # U is linear in V: score every option once, then settle V.
+            residency[view.index(home.market), MODES.index(home.mode)] = job.work_hours - state.progress_hours
         od_stay = float(np.max(lifetimes))  # we leave on-demand about when the best spot market would last
-        scores = score_all(job, state, view, lifetimes, od_stay, residency)
+        return score_all(job, state, view, lifetimes, od_stay, residency), residency
 
-        # V never drops below what progress will most likely cost later (plus the hysteresis
-        # premium): pausing while ahead of schedule only pays when something cheaper is coming.
-        # The reference never exceeds C_od, so on its own it never makes on-demand worth launching.
+    def _value(
+        self, job: JobSpec, state: JobState, view: MarketView, scores: Scores, cheapest_od: float
+    ) -> tuple[float, str]:
+        """V, what an hour of progress is worth now, and how it was settled (for the decision's reason).
+
+        V never drops below what progress will most likely cost later (plus the hysteresis
+        premium): pausing while ahead of schedule only pays when something cheaper is coming.
+        The reference never exceeds C_od, so on its own it never makes on-demand worth launching.
+        """
+        barrier = value_of_progress(job, state, cheapest_od, view.step_hours)
         if self.value == "supply":
             anchor = self._supply(job, state, view, scores, cheapest_od)
         else:
@@ -106,10 +123,26 @@ class SkyNomadPolicy:
             value = market_value(max(barrier, reference), reference, slack_urgency(job, state))
         else:
             value = max(barrier, reference)
-        utilities = scores.utility(value)
+        return value, f"barrier {barrier:.2f}, reference {reference:.2f}"
 
+    def _tries(
+        self,
+        job: JobSpec,
+        state: JobState,
+        view: MarketView,
+        scores: Scores,
+        residency: np.ndarray,
+        value: float,
+        cheapest_od: float,
+    ) -> tuple[list[Option | None], float]:
+        """Options to try in order (those beating what we have now by the margin, best first), and U of now.
+
+        What we have now is the running group, or idle (worth 0), unless it is no longer safe;
+        then the list ends with the safety net.
+        """
+        current = state.running
+        utilities = scores.utility(value)
         idle_safe = is_safe(job, state, view, IDLE)
-        # What we have now: the running group, or idle (worth 0) — unless it is no longer safe.
         if current is not None:
             safe_here = is_safe(job, state, view, current)
             here = scores.scored(current, value) if safe_here else Scored(current, -math.inf, 0.0)
@@ -140,15 +173,7 @@ class SkyNomadPolicy:
                 tries.append(current)
         else:
             tries.append(cheapest_on_demand(job, state, view))  # the safety net
-        reason = (
-            f"V={value:.2f} $/h (barrier {barrier:.2f}, reference {reference:.2f}), "
-            f"U_here={here.utility_usd_per_hour:.2f}"
-            + (f", home {home.market}" if home is not None else "")
-        )
-        tries = _first_sure(tries)
-        tried = {o.market for o in tries if o is not None}
-        probes = tuple(m for m in self._probes(state, view, idle_safe) if m not in tried)
-        return Decision(tuple(tries), probes=probes, reason=reason)
+        return _first_sure(tries), here.utility_usd_per_hour
 
     def _supply(
         self, job: JobSpec, state: JobState, view: MarketView, scores: Scores, cheapest_od: float
@@ -206,10 +231,10 @@ class SkyNomadPolicy:
         horizon = max(candidate.stay_hours, residency_hours)
         return migration_pays(job, view, current.market, candidate.option.market, horizon)
 
-    def _probes(self, state: JobState, view: MarketView, idle_safe: bool) -> tuple[str, ...]:
+    def _probes(self, job: JobSpec, state: JobState, view: MarketView) -> tuple[str, ...]:
         """Stale markets cheaper than what we pay now: worth one minute of spot to learn about them."""
         current = state.running
-        if self.probe_interval_hours is None or not idle_safe:
+        if self.probe_interval_hours is None or not is_safe(job, state, view, IDLE):
             return ()  # on the safety net: nothing learnt now could be used
         if current is None:
             ceiling = np.inf
