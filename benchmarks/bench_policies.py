@@ -8,7 +8,8 @@
     and the AWS V100 trace, at T/P ∈ {1.05, 1.2, 1.5, 2.0}, deadline 51.83 h, d = 0.2 h, S = 50 GB;
 (b) planner decision latency p50/p99 at 13 zones and at 200 zone×type options;
 (c) wall time of a 10-window × 5-policy evaluation;
-(d) skynomad with clairvoyant lifetimes (the trace's truth): what better forecasts could buy.
+(d) skynomad with clairvoyant lifetimes (the trace's truth), and seeing every market at every step:
+    what better forecasts, or observation alone, could buy.
 """
 
 from __future__ import annotations
@@ -52,16 +53,18 @@ def load_grid(file: str, zones, step_minutes: float | None = None) -> MarketGrid
 
 
 def evaluate(args) -> tuple[str, float, dict, float]:
-    # max_windows: None = the trace's default, 0 = all; an optional sixth item changes the job's shape
-    label, ratio, max_windows, policies, params, *shape = args
+    # max_windows: None = the trace's default, 0 = all; an optional sixth item changes the job's shape,
+    # an optional seventh sets Evaluation fields (e.g. observe_all)
+    label, ratio, max_windows, policies, params, *extra = args
+    shape, options = (list(extra) + [{}, {}])[:2]
     file, zones, default_windows = TRACES[label]
     limit = default_windows if max_windows is None else (max_windows or None)
     grid = load_grid(file, zones)
     params = params(grid) if callable(params) else params
     job = JobSpec(work_hours=DEADLINE_HOURS / ratio, deadline_hours=DEADLINE_HOURS,
-                  **{**JOB_SHAPE, **(shape[0] if shape else {})})
+                  **{**JOB_SHAPE, **shape})
     evaluation = Evaluation(job, grid, EgressModel().matrix(grid.markets), policies=policies,
-                            max_windows=limit, policy_params=params)
+                            max_windows=limit, policy_params=params, **options)
     started = time.perf_counter()
     report = evaluation.run()
     return label, ratio, report["summary"], time.perf_counter() - started
@@ -124,15 +127,17 @@ def clairvoyant_params(grid: MarketGrid) -> dict:
 
 
 def clairvoyant_table(all_windows: bool = False) -> None:
-    """(d) What better lifetime forecasts could buy: skynomad with the trace's true lifetimes, same windows as (a)."""
+    """(d) What better knowledge could buy, same windows as (a): skynomad with the trace's true lifetimes,
+    and skynomad seeing every market at every step (as if a probe DAG watched them all, free to the job)."""
     windows = 0 if all_windows else None
-    variants = {"nelson-aalen": {}, "nelson-aalen, refit every step": every_step_params,
-                "clairvoyant": clairvoyant_params}
-    jobs = [(label, ratio, windows, ("skynomad", "optimal"), params)
-            for label in TRACES for ratio in RATIOS for params in variants.values()]
+    variants = {"nelson-aalen": ({}, {}), "nelson-aalen, refit every step": (every_step_params, {}),
+                "clairvoyant": (clairvoyant_params, {}), "sees every market": ({}, {"observe_all": True})}
+    jobs = [(label, ratio, windows, ("skynomad", "optimal"), params, {}, options)
+            for label in TRACES for ratio in RATIOS for params, options in variants.values()]
     with ProcessPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(evaluate, jobs))
-    table = Table(title="(d) skynomad ÷ optimal with its own lifetime forecasts and with clairvoyant ones")
+    table = Table(title="(d) skynomad ÷ optimal with its own lifetime forecasts, with clairvoyant ones, "
+                        "and seeing every market")
     for column in ("trace", "T/P", *variants, "misses"):
         table.add_column(column, justify="right")
     for row in range(0, len(results), len(variants)):

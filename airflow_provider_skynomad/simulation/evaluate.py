@@ -28,6 +28,7 @@ class Evaluation:
     max_windows: int | None = None
     policy_params: dict[str, dict] = field(default_factory=dict)
     timeline: bool = False  # add each simulated run's segments to its result (where its money went)
+    observe_all: bool = False  # diagnostic: policies see every market every step (simulator.simulate)
 
     def __post_init__(self):
         unknown = [p for p in self.policies if p != OPTIMAL and p not in POLICIES]
@@ -73,7 +74,8 @@ class Evaluation:
     def _simulator(self, name: str, **params) -> Callable[[int], dict]:
         def run(start: int) -> dict:
             policy = get_policy(name, **params)
-            return simulate(policy, self.job, self.grid, start, self.egress_usd_per_gb).to_dict(self.timeline)
+            result = simulate(policy, self.job, self.grid, start, self.egress_usd_per_gb, observe_all=self.observe_all)
+            return result.to_dict(self.timeline)
 
         return run
 

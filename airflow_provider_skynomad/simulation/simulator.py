@@ -71,11 +71,14 @@ def simulate(
     start_tick: int = 0,
     egress_usd_per_gb: np.ndarray | None = None,
     history: bool = True,
+    observe_all: bool = False,
 ) -> RunResult:
     """Run `policy` on the window starting at grid tick `start_tick`.
 
     :param history: the policy sees the market table's observations before the window
         (what the probe DAG collected); inside the window it sees only what it observed.
+    :param observe_all: a diagnostic: the policy sees every market at every step, as if a probe
+        DAG watched them all continuously at no cost to the job (what observation alone could buy).
     """
     ticks = window_ticks(job, grid.step_hours)
     if start_tick < 0 or start_tick + ticks > grid.ticks:
@@ -88,7 +91,9 @@ def simulate(
     egress = egress_usd_per_gb if egress_usd_per_gb is not None else EgressModel().matrix(grid.markets)
     index = {key: i for i, key in enumerate(grid.keys)}
     seen = np.zeros(usable.shape, dtype=bool)
-    if history:
+    if observe_all:
+        seen[:] = True  # the view still slices at the current tick: nothing after it is seen
+    elif history:
         seen[:start_tick] = True
 
     lag = reaction_steps(job, dt)

@@ -305,3 +305,26 @@ def test_a_group_lost_in_its_first_cold_start_leaves_no_checkpoint_to_move():
     checkpoints = [state.checkpoint_market for _, _, state in policy.asked]
     assert checkpoints[:3] == [None, None, None]  # the second group is still warming up at 0.33 h
     assert checkpoints[-1] == "europe-west1-c"  # its first progress wrote the checkpoint there
+
+
+def test_observe_all_shows_every_market_up_to_now_and_never_after():
+    """The diagnostic sees what the job did not observe, but still nothing after the current step."""
+    views = []
+
+    def stay_on_demand(job, state, view, now):
+        views.append(view)
+        return Decision((Option(view.keys[0], Mode.ON_DEMAND),))
+
+    available = np.zeros((20, 2), bool)
+    available[::2, 1] = True  # b flaps every step; the job never looks at it
+    grid = make_grid(available, [1.0, 1.0], [5.0, 6.0])
+    job = JobSpec(work_hours=1.0, deadline_hours=2.0, cold_start_hours=0.2)
+    simulate(Scripted(stay_on_demand), job, grid, 4, flat_egress(2))
+    age, _ = views[-1].last_seen
+    assert age[1] == views[-1].tick - 3  # without it b was last seen in the table's history, before the window
+    views.clear()
+    simulate(Scripted(stay_on_demand), job, grid, 4, flat_egress(2), observe_all=True)
+    for view in views:
+        usable, seen = view.usable_history()
+        assert seen.all() and usable.shape[0] == view.tick + 1  # everything so far, nothing after
+        assert list(usable[:, 1]) == list(available[: view.tick + 1, 1])
