@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .simulated_store import atomic_write_json, exclusive
+from ..files import atomic_write_json
+from .simulated_store import exclusive
 
 SECONDS_PER_HOUR = 3600.0
 CONFIG_FILE = "cloud.json"

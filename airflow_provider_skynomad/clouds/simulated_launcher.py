@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from .simulated_store import atomic_write_json
+from ..files import atomic_write_json
 
 SPEC_FILE = "launch.json"
 EXIT_FILE = "exit.json"

@@ -10,30 +10,15 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..files import atomic_write_json
+
 
 def empty_state() -> dict:
     return {"version": 1, "groups": {}, "tokens": {}, "probes": [], "egress": []}
-
-
-def atomic_write_json(path: Path, data: dict) -> None:
-    """Write-to-temp then `os.replace`: readers see the old or the new document, never half of one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 @contextmanager

@@ -36,11 +36,12 @@ import json
 import os
 import pickle
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+from ..files import atomic_write
 
 CHECKPOINT_FILE = "checkpoint.pkl"
 PROGRESS_FILE = "progress.json"
@@ -76,24 +77,6 @@ def new_model(seed: int):
     return SGDClassifier(loss="log_loss", alpha=1e-4, learning_rate="optimal", random_state=seed)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write-to-temp in the same directory, fsync, then `os.replace`: readers see old or new, never half."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide checkpoints from other users of the zone dir
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 def load_checkpoint(checkpoint_dir: Path, total_steps: int, seed: int):
     """(model, step) from the directory's checkpoint, or (None, 0) when there is none."""
     path = checkpoint_dir / CHECKPOINT_FILE
@@ -115,9 +98,9 @@ def save_checkpoint(checkpoint_dir: Path, model, step: int, total_steps: int, se
     """Write checkpoint then progress; return the model as a resume would load it (see module docstring)."""
     state = {"format": CHECKPOINT_FORMAT, "model": model, "step": step, "total_steps": total_steps, "seed": seed}
     blob = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
-    _atomic_write(checkpoint_dir / CHECKPOINT_FILE, blob)
+    atomic_write(checkpoint_dir / CHECKPOINT_FILE, blob)
     progress = {"step": step, "total_steps": total_steps}
-    _atomic_write(checkpoint_dir / PROGRESS_FILE, json.dumps(progress).encode())
+    atomic_write(checkpoint_dir / PROGRESS_FILE, json.dumps(progress).encode())
     return pickle.loads(blob)["model"]
 
 
@@ -149,7 +132,7 @@ def train(
         if wait_seconds > 0:
             time.sleep(wait_seconds)
         model = save_checkpoint(checkpoint_dir, model, step, total_steps, seed)
-    _atomic_write(checkpoint_dir / MODEL_FILE, pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL))
+    atomic_write(checkpoint_dir / MODEL_FILE, pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL))
     return model
 
 
