@@ -37,7 +37,10 @@ def window_ticks(job: JobSpec, step_hours: float) -> int:
 
 
 class _Ledger:
-    """Bills segments and keeps the result's totals consistent with them."""
+    """Bills segments and keeps the result's totals consistent with them.
+
+    A segment is one uninterrupted run of one option; the loop closes it with why it ended.
+    """
 
     def __init__(self):
         self.result = RunResult(met_deadline=False, finish_hours=None)
@@ -51,9 +54,11 @@ class _Ledger:
         else:
             r.on_demand_usd += usd
             r.on_demand_hours += hours
-        if self.open is None or self.open.option != str(option) or abs(self.open.end_hours - start) > EPS:
-            self.close("")
+        if self.open is None:
             self.open = Segment(str(option), start, start, 0.0)
+        elif self.open.option != str(option) or abs(self.open.end_hours - start) > EPS:
+            # Every change of what runs closes the segment with its cause first (preempted, moved, idle).
+            raise RuntimeError(f"{option} billed from {start:.4f} h while {self.open} is open: a change was not closed")
         self.open.end_hours = start + hours
         self.open.usd += usd
 
