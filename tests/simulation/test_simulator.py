@@ -328,3 +328,19 @@ def test_observe_all_shows_every_market_up_to_now_and_never_after():
         usable, seen = view.usable_history()
         assert seen.all() and usable.shape[0] == view.tick + 1  # everything so far, nothing after
         assert list(usable[:, 1]) == list(available[: view.tick + 1, 1])
+
+
+def test_the_ledger_refuses_a_change_of_option_that_was_not_closed_with_its_cause():
+    from airflow_provider_skynomad.simulation.simulator import _Ledger
+
+    a, b = Option("z-a", Mode.SPOT), Option("z-b", Mode.SPOT)
+    ledger = _Ledger()
+    ledger.bill(a, 0.0, 0.5, 1.0)
+    ledger.bill(a, 0.5, 0.5, 1.0)  # the same run goes on
+    with pytest.raises(RuntimeError, match="not closed"):
+        ledger.bill(b, 1.0, 0.5, 1.0)
+    ledger.close("moved")
+    ledger.bill(b, 1.0, 0.5, 1.0)
+    ledger.close("finished")
+    assert [(s.option, s.start_hours, s.end_hours, s.ended_by) for s in ledger.result.segments] == [
+        (str(a), 0.0, 1.0, "moved"), (str(b), 1.0, 1.5, "finished")]
