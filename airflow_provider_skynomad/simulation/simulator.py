@@ -47,6 +47,11 @@ class _Ledger:
         self.open: Segment | None = None
 
     def bill(self, option: Option, start: float, hours: float, usd: float) -> None:
+        if self.open is None:
+            self.open = Segment(str(option), start, start, 0.0)
+        elif self.open.option != str(option) or abs(self.open.end_hours - start) > EPS:
+            # Every change of what runs closes the segment with its cause first (preempted, moved, idle).
+            raise RuntimeError(f"{option} billed from {start:.4f} h while {self.open} is open: a change was not closed")
         r = self.result
         if option.mode is Mode.SPOT:
             r.spot_usd += usd
@@ -54,11 +59,6 @@ class _Ledger:
         else:
             r.on_demand_usd += usd
             r.on_demand_hours += hours
-        if self.open is None:
-            self.open = Segment(str(option), start, start, 0.0)
-        elif self.open.option != str(option) or abs(self.open.end_hours - start) > EPS:
-            # Every change of what runs closes the segment with its cause first (preempted, moved, idle).
-            raise RuntimeError(f"{option} billed from {start:.4f} h while {self.open} is open: a change was not closed")
         self.open.end_hours = start + hours
         self.open.usd += usd
 

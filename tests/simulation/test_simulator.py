@@ -14,7 +14,7 @@ from airflow_provider_skynomad.market.egress import EgressModel
 from airflow_provider_skynomad.planner.actions import Decision, Mode, Option
 from airflow_provider_skynomad.planner.job import JobSpec
 from airflow_provider_skynomad.planner.registry import get_policy
-from airflow_provider_skynomad.simulation.simulator import simulate, window_ticks
+from airflow_provider_skynomad.simulation.simulator import _Ledger, simulate, window_ticks
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 EXTRA_TICKS = 12  # history before the window (and room to start later)
@@ -331,8 +331,6 @@ def test_observe_all_shows_every_market_up_to_now_and_never_after():
 
 
 def test_the_ledger_refuses_a_change_of_option_that_was_not_closed_with_its_cause():
-    from airflow_provider_skynomad.simulation.simulator import _Ledger
-
     a, b = Option("z-a", Mode.SPOT), Option("z-b", Mode.SPOT)
     ledger = _Ledger()
     ledger.bill(a, 0.0, 0.5, 1.0)
@@ -342,5 +340,6 @@ def test_the_ledger_refuses_a_change_of_option_that_was_not_closed_with_its_caus
     ledger.close("moved")
     ledger.bill(b, 1.0, 0.5, 1.0)
     ledger.close("finished")
+    assert ledger.result.spot_usd == pytest.approx(3.0)  # the refused bill was not counted
     assert [(s.option, s.start_hours, s.end_hours, s.ended_by) for s in ledger.result.segments] == [
         (str(a), 0.0, 1.0, "moved"), (str(b), 1.0, 1.5, "finished")]

@@ -80,7 +80,7 @@ class SkyNomadPolicy:
         scores, residency = self._score(job, state, view, home)
         value, why = self._value(job, state, view, scores, cheapest_od)
         tries, here = self._tries(job, state, view, scores, residency, value, cheapest_od)
-        reason = f"V={value:.2f} $/h ({why}), U_here={here:.2f}" + (f", home {home.market}" if home else "")
+        reason = f"V={value:.2f} $/h ({why}), U_here={here:.2f}" + (f", home {home.market}" if home is not None else "")
         tried = {o.market for o in tries if o is not None}
         probes = tuple(m for m in self._probes(job, state, view) if m not in tried)
         return Decision(tuple(tries), probes=probes, reason=reason)
