@@ -28,7 +28,12 @@ class MarketView:
         gang_size: int,
         seen: np.ndarray | None = None,
         egress_usd_per_gb: np.ndarray | None = None,
+        table: np.ndarray | None = None,
     ):
+        """:param seen: cells someone observed (default: all); unseen cells mean nothing.
+        :param table: availability the shared market table shows where `seen` is False (the probe
+            DAG's rows, the last one holding until the next); with it every cell counts as seen.
+        """
         if not 0 <= tick < grid.ticks:
             raise IndexError(f"tick {tick} outside the grid's {grid.ticks} ticks")
         self._grid = grid
@@ -40,6 +45,7 @@ class MarketView:
         )
         # Only rows up to `tick` are ever sliced out of the grid: the view cannot see the future.
         self._seen = seen if seen is not None else np.ones(grid.available.shape, dtype=bool)
+        self._table = table
 
     @property
     def markets(self) -> tuple[Market, ...]:
@@ -84,8 +90,14 @@ class MarketView:
 
     def usable_history(self) -> tuple[np.ndarray, np.ndarray]:
         """(usable, seen) boolean matrices over ticks 0..tick × markets; unseen cells mean nothing."""
+        return self._history(0)
+
+    def _history(self, first: int) -> tuple[np.ndarray, np.ndarray]:
         stop = self.tick + 1
-        return self._grid.available[:stop] >= self.gang_size, self._seen[:stop]
+        available, seen = self._grid.available[first:stop], self._seen[first:stop]
+        if self._table is not None:
+            return np.where(seen, available, self._table[first:stop]) >= self.gang_size, np.ones_like(seen)
+        return available >= self.gang_size, seen
 
     def price_history(self, hours: float) -> np.ndarray:
         """Spot prices over the last `hours` (ticks × markets), the current tick last."""
@@ -95,9 +107,8 @@ class MarketView:
     def usable_within(self, hours: float) -> np.ndarray:
         """Per market: seen with capacity at least once in the last `hours` (this tick included)."""
         first = max(0, self.tick + 1 - max(1, int(round(hours / self.step_hours)) + 1))
-        stop = self.tick + 1
-        usable = self._grid.available[first:stop] >= self.gang_size
-        return (usable & self._seen[first:stop]).any(axis=0)
+        usable, seen = self._history(first)
+        return (usable & seen).any(axis=0)
 
     @cached_property
     def last_seen(self) -> tuple[np.ndarray, np.ndarray]:

@@ -29,6 +29,7 @@ class Evaluation:
     policy_params: dict[str, dict] = field(default_factory=dict)
     timeline: bool = False  # add each simulated run's segments to its result (where its money went)
     observe_all: bool = False  # diagnostic: policies see every market every step (simulator.simulate)
+    table_probe_hours: float | None = None  # policies see the probe DAG's market table (simulator.simulate)
 
     def __post_init__(self):
         unknown = [p for p in self.policies if p != OPTIMAL and p not in POLICIES]
@@ -74,7 +75,8 @@ class Evaluation:
     def _simulator(self, name: str, **params) -> Callable[[int], dict]:
         def run(start: int) -> dict:
             policy = get_policy(name, **params)
-            result = simulate(policy, self.job, self.grid, start, self.egress_usd_per_gb, observe_all=self.observe_all)
+            result = simulate(policy, self.job, self.grid, start, self.egress_usd_per_gb,
+                              observe_all=self.observe_all, table_probe_hours=self.table_probe_hours)
             return result.to_dict(self.timeline)
 
         return run

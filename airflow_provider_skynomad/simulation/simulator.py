@@ -77,6 +77,7 @@ def simulate(
     egress_usd_per_gb: np.ndarray | None = None,
     history: bool = True,
     observe_all: bool = False,
+    table_probe_hours: float | None = None,
 ) -> RunResult:
     """Run `policy` on the window starting at grid tick `start_tick`.
 
@@ -84,7 +85,14 @@ def simulate(
         (what the probe DAG collected); inside the window it sees only what it observed.
     :param observe_all: a diagnostic: the policy sees every market at every step, as if a probe
         DAG watched them all continuously at no cost to the job (what observation alone could buy).
+    :param table_probe_hours: what the planner sees under Airflow: the shared market table, where
+        a probe DAG (paid by no one job) writes every market every this many hours inside the
+        window and the last row holds until the next; the job's own observations stay exact.
     """
+    if observe_all and table_probe_hours is not None:
+        raise ValueError("observe_all and table_probe_hours are two different information models: pick one")
+    if table_probe_hours is not None and not table_probe_hours > 0:
+        raise ValueError(f"table_probe_hours must be > 0, got {table_probe_hours}")
     ticks = window_ticks(job, grid.step_hours)
     if start_tick < 0 or start_tick + ticks > grid.ticks:
         raise ValueError(
@@ -100,6 +108,12 @@ def simulate(
         seen[:] = True  # the view still slices at the current tick: nothing after it is seen
     elif history:
         seen[:start_tick] = True
+    table = None
+    if table_probe_hours is not None:
+        every = max(1, int(round(table_probe_hours / grid.step_hours)))
+        rows = np.arange(grid.ticks)
+        probed = np.where(rows < start_tick, rows, start_tick + (rows - start_tick) // every * every)
+        table = grid.available[probed]  # row g shows the probe DAG's latest round at or before g
 
     lag = reaction_steps(job, dt)
     if lag:
@@ -121,7 +135,7 @@ def simulate(
                 if lag and pending is None:
                     pending = (k + lag, None)  # the worker wakes `lag` later and decides then
         state = state.advance(elapsed_hours=t)
-        view = MarketView(grid, g, n, seen, egress)
+        view = MarketView(grid, g, n, seen, egress, table)
         decision = None
         if pending is not None:
             if k >= pending[0]:

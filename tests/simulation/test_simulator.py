@@ -307,24 +307,28 @@ def test_a_group_lost_in_its_first_cold_start_leaves_no_checkpoint_to_move():
     assert checkpoints[-1] == "europe-west1-c"  # its first progress wrote the checkpoint there
 
 
-def test_observe_all_shows_every_market_up_to_now_and_never_after():
-    """The diagnostic sees what the job did not observe, but still nothing after the current step."""
+def views_of_a_job_on_demand_in_a(available: np.ndarray, **information) -> list:
+    """Every view a job running on-demand in market a (of a, b) is shown, window from tick 4, 10-minute steps."""
     views = []
 
-    def stay_on_demand(job, state, view, now):
+    def on_demand_in_a(job, state, view, now):
         views.append(view)
         return Decision((Option(view.keys[0], Mode.ON_DEMAND),))
 
-    available = np.zeros((20, 2), bool)
-    available[::2, 1] = True  # b flaps every step; the job never looks at it
     grid = make_grid(available, [1.0, 1.0], [5.0, 6.0])
-    job = JobSpec(work_hours=1.0, deadline_hours=2.0, cold_start_hours=0.2)
-    simulate(Scripted(stay_on_demand), job, grid, 4, flat_egress(2))
-    age, _ = views[-1].last_seen
-    assert age[1] == views[-1].tick - 3  # without it b was last seen in the table's history, before the window
-    views.clear()
-    simulate(Scripted(stay_on_demand), job, grid, 4, flat_egress(2), observe_all=True)
-    for view in views:
+    job = JobSpec(work_hours=2.0, deadline_hours=3.0, cold_start_hours=0.2)
+    simulate(Scripted(on_demand_in_a), job, grid, 4, flat_egress(2), **information)
+    return views
+
+
+def test_observe_all_shows_every_market_up_to_now_and_never_after():
+    """The diagnostic sees what the job did not observe, but still nothing after the current step."""
+    available = np.zeros((30, 2), bool)
+    available[::2, 1] = True  # b flaps every step; the job never looks at it
+    last = views_of_a_job_on_demand_in_a(available)[-1]
+    age, _ = last.last_seen
+    assert age[1] == last.tick - 3  # without it b was last seen in the table's history, before the window
+    for view in views_of_a_job_on_demand_in_a(available, observe_all=True):
         usable, seen = view.usable_history()
         assert seen.all() and usable.shape[0] == view.tick + 1  # everything so far, nothing after
         assert list(usable[:, 1]) == list(available[: view.tick + 1, 1])
@@ -343,3 +347,24 @@ def test_the_ledger_refuses_a_change_of_option_that_was_not_closed_with_its_caus
     assert ledger.result.spot_usd == pytest.approx(3.0)  # the refused bill was not counted
     assert [(s.option, s.start_hours, s.end_hours, s.ended_by) for s in ledger.result.segments] == [
         (str(a), 0.0, 1.0, "moved"), (str(b), 1.0, 1.5, "finished")]
+
+
+def test_the_market_table_shows_the_probe_dags_latest_round_and_the_jobs_own_observations_exactly():
+    available = np.zeros((30, 2), bool)
+    available[1::2, 0] = True  # a (where the job runs on-demand, so it sees a) is up on odd ticks
+    available[::2, 1] = True  # b is up on even ticks only; the job never looks at it
+    for view in views_of_a_job_on_demand_in_a(available, table_probe_hours=0.5):  # a round every 3rd tick
+        usable, seen = view.usable_history()
+        assert seen.all() and usable.shape[0] == view.tick + 1
+        rounds = [4 + (g - 4) // 3 * 3 if g >= 4 else g for g in range(view.tick + 1)]
+        assert list(usable[:, 1]) == [bool(available[r, 1]) for r in rounds]  # held between rounds, never ahead
+        assert list(usable[4:, 0]) == list(available[4 : view.tick + 1, 0])  # what the job saw itself is exact
+
+
+def test_one_information_model_at_a_time():
+    grid = make_grid(np.ones((20, 1), bool), 1.0, 5.0, market_list=markets(1))
+    job = JobSpec(work_hours=1.0, deadline_hours=2.0, cold_start_hours=0.2)
+    with pytest.raises(ValueError, match="pick one"):
+        simulate(get_policy("on-demand"), job, grid, 0, flat_egress(1), observe_all=True, table_probe_hours=1.0)
+    with pytest.raises(ValueError, match="must be > 0"):
+        simulate(get_policy("on-demand"), job, grid, 0, flat_egress(1), table_probe_hours=0.0)
