@@ -86,8 +86,8 @@ def simulate(
     :param observe_all: a diagnostic: the policy sees every market at every step, as if a probe
         DAG watched them all continuously at no cost to the job (what observation alone could buy).
     :param table_probe_hours: what the planner sees under Airflow: the shared market table, where
-        a probe DAG (paid by no one job) writes every market every this many hours inside the
-        window and the last row holds until the next; the job's own observations stay exact.
+        a probe DAG (whose cost no single job pays) writes every market every this many hours
+        inside the window and the last row holds until the next; the job's own observations stay exact.
     """
     if observe_all and table_probe_hours is not None:
         raise ValueError("observe_all and table_probe_hours are two different information models: pick one")
