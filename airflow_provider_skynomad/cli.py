@@ -44,6 +44,10 @@ def add_evaluate_command(subparsers) -> None:
     p.add_argument("--reaction-minutes", type=float, default=0.0,
                    help="Airflow's event → worker lag: every change is carried out this late, rounded up to "
                         "whole decision steps, and the planner plans with it (default: 0, instant)")
+    p.add_argument("--market-table-minutes", type=float, default=None,
+                   help="what the policies know inside a window: the probe DAG's market table, every market "
+                        "probed every M minutes and the last row holding, as under Airflow (default: only what "
+                        "each job observed itself)")
     p.add_argument("--forecaster", default=None, help="skynomad's lifetime forecaster (nelson-aalen, learned)")
     p.add_argument("--output", type=Path, default=None, help="write the JSON report here")
     p.add_argument("--plot", type=Path, default=None, help="write a PNG of cost per policy per window here")
@@ -85,6 +89,9 @@ def _prepare(args) -> tuple[Evaluation, list[str]]:
         raise UsageError(f"--bandwidth-gb-per-second must be > 0, got {bandwidth}")
     if args.reaction_minutes < 0:
         raise UsageError(f"--reaction-minutes must be ≥ 0, got {args.reaction_minutes}")
+    table_minutes = args.market_table_minutes
+    if table_minutes is not None and not table_minutes > 0:
+        raise UsageError(f"--market-table-minutes must be > 0, got {table_minutes}")
     job = JobSpec(
         work_hours=args.work_hours,
         deadline_hours=args.deadline_hours,
@@ -111,6 +118,7 @@ def _prepare(args) -> tuple[Evaluation, list[str]]:
         max_windows=args.max_windows,
         policy_params=params,
         timeline=args.timeline,
+        table_probe_hours=None if table_minutes is None else table_minutes / 60.0,
     )
     return evaluation, grid.keys
 
@@ -127,7 +135,8 @@ def run_evaluate(args) -> int:
         report = evaluation.run(progress=lambda: bar.advance(task))
     report = {
         "job": evaluation.job.to_dict(),
-        "trace": {"path": str(args.trace), "zones": zones, "step_hours": evaluation.grid.step_hours},
+        "trace": {"path": str(args.trace), "zones": zones, "step_hours": evaluation.grid.step_hours,
+                  "market_table_minutes": args.market_table_minutes},
         **report,
         "wall_seconds": round(time.perf_counter() - started, 3),
     }

@@ -246,6 +246,7 @@ def test_unknown_policy(tmp_path, capsys):
         (["--egress-usd-per-gb", "-0.01"], "egress"),
         (["--bandwidth-gb-per-second", "0"], "--bandwidth-gb-per-second"),
         (["--reaction-minutes", "-1"], "--reaction-minutes"),
+        (["--market-table-minutes", "0"], "--market-table-minutes"),
         (["--deadline-hours", "100"], "shorter than one job window"),  # trace too short for one window
     ],
 )
@@ -284,6 +285,26 @@ def test_reaction_lag_is_given_in_minutes_and_delays_what_the_policies_do(tmp_pa
     # The lag changes what happens (launches two steps late), not just the job's description.
     runs = {m: [w["results"]["eager-failover"] for w in reports[m]["windows"]] for m in reports}
     assert runs["20"] != runs["0"]
+
+
+def test_market_table_minutes_shows_the_policies_the_probe_dags_table(tmp_path, capsys):
+    trace = write_trace(tmp_path, trace_lines(hours=24.0))
+    job = ["--work-hours", "6", "--deadline-hours", "9", "--cold-start-hours", "0.2", "--checkpoint-gb", "10"]
+    reports = {}
+    for flags in ([], ["--market-table-minutes", "10"]):
+        out = tmp_path / f"t{len(flags)}.json"
+        argv = ["evaluate", "--trace", str(trace), *job, "--window-step-hours", "3", "--policies",
+                "skynomad", "--output", str(out), *flags]
+        code, _, err = run(argv, capsys)
+        assert code == 0, err
+        reports[len(flags)] = json.loads(out.read_text())
+    assert reports[0]["trace"]["market_table_minutes"] is None
+    assert reports[2]["trace"]["market_table_minutes"] == 10
+    for report in reports.values():
+        assert report["summary"]["skynomad"]["misses"] == 0
+    # What the planner is shown changes what it does, not just the report's header.
+    runs = {k: [w["results"]["skynomad"]["cost_usd"] for w in reports[k]["windows"]] for k in reports}
+    assert runs[2] != runs[0]
 
 
 def test_timeline_adds_each_runs_segments_and_they_add_up_to_its_cost(tmp_path, capsys):
