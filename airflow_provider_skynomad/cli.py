@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,14 @@ class UsageError(ValueError):
     """Bad command-line input: reported on stderr with exit code 2 before anything runs or is written."""
 
 
+def number(text: str) -> float:
+    """argparse type for numeric flags: a finite float (nan or inf would only fail later, deep in a run)."""
+    value = float(text)  # a ValueError here becomes argparse's "invalid number value"
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
 def _csv(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
@@ -27,24 +36,24 @@ def add_evaluate_command(subparsers) -> None:
     p = subparsers.add_parser("evaluate", help="run every policy on every window of a trace and compare costs")
     p.add_argument("--trace", required=True, help="market-observation CSV (optionally .gz)")
     p.add_argument("--zones", type=_csv, default=None, help="comma-separated zones (default: all in the trace)")
-    p.add_argument("--work-hours", type=float, required=True, help="P: hours of work on the gang")
-    p.add_argument("--deadline-hours", type=float, required=True, help="T: hours from the job's start")
-    p.add_argument("--cold-start-hours", type=float, default=0.2, help="d: paid on every launch")
-    p.add_argument("--checkpoint-gb", type=float, default=50.0, help="S: moved on every migration")
+    p.add_argument("--work-hours", type=number, required=True, help="P: hours of work on the gang")
+    p.add_argument("--deadline-hours", type=number, required=True, help="T: hours from the job's start")
+    p.add_argument("--cold-start-hours", type=number, default=0.2, help="d: paid on every launch")
+    p.add_argument("--checkpoint-gb", type=number, default=50.0, help="S: moved on every migration")
     p.add_argument("--instances", type=int, default=1, help="N: gang size")
-    p.add_argument("--window-step-hours", type=float, default=12.0, help="hours between window starts")
+    p.add_argument("--window-step-hours", type=number, default=12.0, help="hours between window starts")
     p.add_argument("--max-windows", type=int, default=None, help="keep at most K windows, evenly spread")
     p.add_argument("--policies", type=_csv, default=list(DEFAULT_POLICIES), help="comma-separated policy names")
-    p.add_argument("--step-minutes", type=float, default=None,
+    p.add_argument("--step-minutes", type=number, default=None,
                    help="decision step (default: the trace's probe interval, rounded to whole minutes)")
-    p.add_argument("--egress-usd-per-gb", type=float, default=None,
+    p.add_argument("--egress-usd-per-gb", type=number, default=None,
                    help="flat inter-region egress price (default: public list prices, see market/egress.py)")
-    p.add_argument("--bandwidth-gb-per-second", type=float, default=None,
+    p.add_argument("--bandwidth-gb-per-second", type=number, default=None,
                    help="checkpoint transfer rate between zones: a migration also takes S/bandwidth (default: instant)")
-    p.add_argument("--reaction-minutes", type=float, default=0.0,
+    p.add_argument("--reaction-minutes", type=number, default=0.0,
                    help="Airflow's event → worker lag: every change is carried out this late, rounded up to "
                         "whole decision steps, and the planner plans with it (default: 0, instant)")
-    p.add_argument("--market-table-minutes", type=float, default=None,
+    p.add_argument("--market-table-minutes", type=number, default=None,
                    help="what the policies know inside a window: the probe DAG's market table, every market "
                         "probed every M minutes and the last row holding, as under Airflow (default: only what "
                         "each job observed itself)")
@@ -90,7 +99,7 @@ def _prepare(args) -> tuple[Evaluation, list[str]]:
     if args.reaction_minutes < 0:
         raise UsageError(f"--reaction-minutes must be ≥ 0, got {args.reaction_minutes}")
     table_minutes = args.market_table_minutes
-    if table_minutes is not None and not table_minutes > 0:
+    if table_minutes is not None and table_minutes <= 0:
         raise UsageError(f"--market-table-minutes must be > 0, got {table_minutes}")
     job = JobSpec(
         work_hours=args.work_hours,

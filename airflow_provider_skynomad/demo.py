@@ -30,6 +30,8 @@ import sys
 import time
 from pathlib import Path
 
+from .cli import number
+
 DEFAULT_TRACE_START_HOURS = 90.0
 DEFAULT_SPEED = 600.0
 DEFAULT_WORK_HOURS = 6.0
@@ -49,12 +51,12 @@ def add_demo_command(subparsers) -> None:
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", default=".skynomad/demo", help="working directory (recreated; default %(default)s)")
-    parser.add_argument("--speed", type=float, default=DEFAULT_SPEED, help="simulated seconds per wall second")
+    parser.add_argument("--speed", type=number, default=DEFAULT_SPEED, help="simulated seconds per wall second")
     parser.add_argument(
-        "--trace-start-hours", type=float, default=DEFAULT_TRACE_START_HOURS,
+        "--trace-start-hours", type=number, default=DEFAULT_TRACE_START_HOURS,
         help="where in the trace the simulated clock starts (hours after its first row)",
     )
-    parser.add_argument("--work-hours", type=float, default=DEFAULT_WORK_HOURS, help="work of the fine-tune job")
+    parser.add_argument("--work-hours", type=number, default=DEFAULT_WORK_HOURS, help="work of the fine-tune job")
 
 
 EXAMPLE_DAGS = Path(__file__).resolve().parents[1] / "example_dags"
@@ -91,6 +93,13 @@ def demo_environment(workdir: Path, speed: float, trace_start_hours: float) -> d
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    for flag, value in (("--speed", args.speed), ("--work-hours", args.work_hours)):
+        if value <= 0:
+            print(f"skynomad demo: error: {flag} must be > 0, got {value:g}", file=sys.stderr)
+            return 2
+    if args.trace_start_hours < 0:
+        print(f"skynomad demo: error: --trace-start-hours must be ≥ 0, got {args.trace_start_hours:g}", file=sys.stderr)
+        return 2
     workdir = Path(args.dir).expanduser().resolve()
     if workdir.exists():
         shutil.rmtree(workdir)

@@ -247,6 +247,12 @@ def test_unknown_policy(tmp_path, capsys):
         (["--bandwidth-gb-per-second", "0"], "--bandwidth-gb-per-second"),
         (["--reaction-minutes", "-1"], "--reaction-minutes"),
         (["--market-table-minutes", "0"], "--market-table-minutes"),
+        (["--market-table-minutes", "inf"], "--market-table-minutes"),
+        (["--reaction-minutes", "inf"], "not a finite number"),  # used to end in an OverflowError traceback
+        (["--window-step-hours", "inf"], "not a finite number"),
+        (["--checkpoint-gb", "inf"], "not a finite number"),  # used to report costs of nan
+        (["--work-hours", "nan"], "not a finite number"),
+        (["--work-hours", "ten"], "invalid number value"),
         (["--deadline-hours", "100"], "shorter than one job window"),  # trace too short for one window
     ],
 )
@@ -462,3 +468,16 @@ def test_bundled_gcp_trace_two_zones(tmp_path, capsys):
         for name, result in window["results"].items():
             assert result["met_deadline"], name
             assert optimum <= result["cost_usd"] + 1e-6, name
+
+
+@pytest.mark.parametrize("flags, needle", [(["--speed", "0"], "--speed must be > 0"),
+                                           (["--work-hours", "-1"], "--work-hours must be > 0"),
+                                           (["--trace-start-hours", "-2"], "--trace-start-hours"),
+                                           (["--speed", "inf"], "not a finite number")])
+def test_demo_refuses_bad_flags_before_touching_its_directory(tmp_path, capsys, flags, needle):
+    workdir = tmp_path / "demo"
+    workdir.mkdir()
+    (workdir / "keep.txt").write_text("an earlier run")
+    code, _, err = run(["demo", "--dir", str(workdir), *flags], capsys)
+    assert code == 2 and needle in err, err
+    assert (workdir / "keep.txt").read_text() == "an earlier run"  # nothing recreated, nothing lost

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
 
 from .actions import Option
@@ -51,6 +52,10 @@ class JobSpec:
                 f"bandwidth_gb_per_hour must be > 0 when set, got {self.bandwidth_gb_per_hour}",
             ),
         ]
+        numbers = ("work_hours", "deadline_hours", "cold_start_hours", "checkpoint_gb", "probe_hours", "reaction_hours")
+        for name in numbers + (("bandwidth_gb_per_hour",) if self.bandwidth_gb_per_hour is not None else ()):
+            if not math.isfinite(getattr(self, name)):  # nan fails the checks below anyway; inf would not
+                raise JobSpecError(f"{name} must be a finite number, got {getattr(self, name)}")
         for ok, message in checks:
             if not ok:
                 raise JobSpecError(message)

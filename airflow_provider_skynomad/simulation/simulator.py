@@ -91,8 +91,8 @@ def simulate(
     """
     if observe_all and table_probe_hours is not None:
         raise ValueError("observe_all and table_probe_hours are two different information models: pick one")
-    if table_probe_hours is not None and not table_probe_hours > 0:
-        raise ValueError(f"table_probe_hours must be > 0, got {table_probe_hours}")
+    if table_probe_hours is not None and not 0 < table_probe_hours < math.inf:
+        raise ValueError(f"table_probe_hours must be a number > 0, got {table_probe_hours}")
     ticks = window_ticks(job, grid.step_hours)
     if start_tick < 0 or start_tick + ticks > grid.ticks:
         raise ValueError(

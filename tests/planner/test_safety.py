@@ -347,6 +347,10 @@ def test_job_spec_checks_and_feasibility():
                 dict(work_hours=1, deadline_hours=2, bandwidth_gb_per_hour=0)]:
         with pytest.raises(JobSpecError):
             JobSpec(**bad)
+    # Infinite values pass a "> 0" test and only fail deep inside a run (an infinite lag, checkpoint or deadline).
+    for name in ("deadline_hours", "checkpoint_gb", "reaction_hours", "bandwidth_gb_per_hour"):
+        with pytest.raises(JobSpecError, match=f"{name} must be a finite number"):
+            JobSpec(**{"work_hours": 1.0, "deadline_hours": 2.0, name: math.inf})
 
 
 def test_decision_and_state_round_trip_through_plain_data():

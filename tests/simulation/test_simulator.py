@@ -366,5 +366,6 @@ def test_one_information_model_at_a_time():
     job = JobSpec(work_hours=1.0, deadline_hours=2.0, cold_start_hours=0.2)
     with pytest.raises(ValueError, match="pick one"):
         simulate(get_policy("on-demand"), job, grid, 0, flat_egress(1), observe_all=True, table_probe_hours=1.0)
-    with pytest.raises(ValueError, match="must be > 0"):
-        simulate(get_policy("on-demand"), job, grid, 0, flat_egress(1), table_probe_hours=0.0)
+    for bad in (0.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="must be a number > 0"):
+            simulate(get_policy("on-demand"), job, grid, 0, flat_egress(1), table_probe_hours=bad)
