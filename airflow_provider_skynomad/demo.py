@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from .cli import number
+from .cli import UsageError, number
 
 DEFAULT_TRACE_START_HOURS = 90.0
 DEFAULT_SPEED = 600.0
@@ -93,13 +93,12 @@ def demo_environment(workdir: Path, speed: float, trace_start_hours: float) -> d
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    # Checked before the working directory is recreated; cli.main reports a UsageError with exit code 2.
     for flag, value in (("--speed", args.speed), ("--work-hours", args.work_hours)):
         if value <= 0:
-            print(f"skynomad demo: error: {flag} must be > 0, got {value:g}", file=sys.stderr)
-            return 2
+            raise UsageError(f"{flag} must be > 0, got {value:g}")
     if args.trace_start_hours < 0:
-        print(f"skynomad demo: error: --trace-start-hours must be ≥ 0, got {args.trace_start_hours:g}", file=sys.stderr)
-        return 2
+        raise UsageError(f"--trace-start-hours must be ≥ 0, got {args.trace_start_hours:g}")
     workdir = Path(args.dir).expanduser().resolve()
     if workdir.exists():
         shutil.rmtree(workdir)
