@@ -12,6 +12,7 @@ from airflow_provider_skynomad.market.grid import Market
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import IDLE, Decision, Mode, Option
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
+from airflow_provider_skynomad.planner.policies.skynomad import SkyNomadPolicy
 from airflow_provider_skynomad.planner.registry import get_policy
 from airflow_provider_skynomad.planner.safety import is_safe
 from airflow_provider_skynomad.simulation.simulator import simulate
@@ -247,3 +248,30 @@ def test_skynomad_waits_out_an_outage_of_the_cheapest_market_when_it_alone_can_s
     assert {s.option for s in supply.segments} == {"spot(us-central1-a)"}
     assert "spot(us-central1-b)" in {s.option for s in recent.segments}
     assert supply.cost_usd < recent.cost_usd
+
+
+@pytest.mark.parametrize(("slack_hours", "waits"), [(1.0, True), (0.5, False)])
+def test_skynomad_waits_for_the_checkpoints_market_through_a_short_outage_unless_slack_is_short(
+    slack_hours, waits, monkeypatch
+):
+    """Zones a and b cost the same; a, where the checkpoint is, drops for 20 minutes every 8 h and just did.
+
+    Moving to b costs $2.5 of egress; waiting for a costs time. With slack to spare the job waits
+    (idle is worth a's utility over the outage and the stay after it); with little slack left the
+    wait is worth less, and it moves. Idle worth 0, as before, would have moved in both cases.
+    """
+    ticks, now = 288, 240
+    available = np.ones((ticks, 2), bool)
+    available[np.arange(ticks) % 48 < 2, 0] = False
+    assert not available[now, 0]
+    view = MarketView(make_grid(available, [2.0, 2.0], [10.0, 10.0]), now, 1, None, flat_egress(2, 0.05))
+    job = JobSpec(work_hours=30.0, deadline_hours=30.0 + slack_hours, cold_start_hours=0.2, checkpoint_gb=50)
+    a, b = Option("us-central1-a", Mode.SPOT), Option("us-central1-b", Mode.SPOT)
+    state = JobState(10.0, 10.0, None, 0.0, 0.0, a.market, a.market)
+
+    decision = get_policy("skynomad").decide(job, state, view, 10.0)
+    assert decision.try_in_order[-1] is IDLE
+    assert (b not in decision.try_in_order) is waits
+
+    monkeypatch.setattr(SkyNomadPolicy, "_waiting", lambda *args: 0.0)
+    assert b in get_policy("skynomad").decide(job, state, view, 10.0).try_in_order

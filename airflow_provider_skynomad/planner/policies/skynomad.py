@@ -137,8 +137,8 @@ class SkyNomadPolicy:
     ) -> tuple[list[Option | None], float]:
         """Options to try in order (those beating what we have now by the margin, best first), and U of now.
 
-        What we have now is the running group, or idle (worth 0), unless it is no longer safe;
-        then the list ends with the safety net.
+        What we have now is the running group, or idle (see `_waiting`), unless it is no longer
+        safe; then the list ends with the safety net.
         """
         current = state.running
         utilities = scores.utility(value)
@@ -149,7 +149,7 @@ class SkyNomadPolicy:
             margin = self.hysteresis_fraction * cheapest_od  # switching away from a running group
             utilities[scores.cell(current)] = -np.inf  # staying is `here`, not a candidate
         else:
-            here = Scored(IDLE, 0.0 if idle_safe else -math.inf, 0.0)
+            here = Scored(IDLE, self._waiting(job, state, view, scores, value) if idle_safe else -math.inf, 0.0)
             margin = 0.0
         bar = max(here.utility_usd_per_hour + margin, 0.0)
 
@@ -174,6 +174,28 @@ class SkyNomadPolicy:
         else:
             tries.append(cheapest_on_demand(job, state, view))  # the safety net
         return _first_sure(tries), here.utility_usd_per_hour
+
+    def _waiting(self, job: JobSpec, state: JobState, view: MarketView, scores: Scores, value: float) -> float:
+        """U of idling: 0, or while the checkpoint's market is down, its U once back, spread over the wait.
+
+        Resuming where the checkpoint is pays no egress, so after a short outage waiting can beat
+        moving to a market that is up now: over one cycle (mean down spell D, then the stay L̄)
+        waiting yields U·L̄/(D + L̄) per hour. The wait spends slack, so it counts only as far as
+        slack is unlikely to bind (× (1 − urgency)); with little slack the job takes what runs.
+        """
+        market = state.checkpoint_market
+        if market is None:
+            return 0.0
+        i = view.index(market)
+        age, was_up = view.last_seen
+        if was_up[i] and age[i] == 0:
+            return 0.0  # up now: resuming there is a candidate of its own
+        back = scores.scored(Option(market, Mode.SPOT), value)
+        if not back.utility_usd_per_hour > 0:
+            return 0.0
+        down = float(self.lifetimes.spells(view).down_hours[i])
+        cycle = back.stay_hours / (down + back.stay_hours)
+        return (1.0 - slack_urgency(job, state)) * back.utility_usd_per_hour * cycle
 
     def _supply(
         self, job: JobSpec, state: JobState, view: MarketView, scores: Scores, cheapest_od: float
