@@ -250,7 +250,7 @@ def test_skynomad_waits_out_an_outage_of_the_cheapest_market_when_it_alone_can_s
     assert supply.cost_usd < recent.cost_usd
 
 
-@pytest.mark.parametrize(("slack_hours", "waits"), [(1.0, True), (0.5, False)])
+@pytest.mark.parametrize(("slack_hours", "waits"), [(1.2, True), (0.5, False)])
 def test_skynomad_waits_for_the_checkpoints_market_through_a_short_outage_unless_slack_is_short(
     slack_hours, waits, monkeypatch
 ):

@@ -181,7 +181,8 @@ class SkyNomadPolicy:
         Resuming where the checkpoint is pays no egress, so after a short outage waiting can beat
         moving to a market that is up now: over one cycle (mean down spell D, then the stay L̄)
         waiting yields U·L̄/(D + L̄) per hour. The wait spends slack, so it counts only as far as
-        slack is unlikely to bind (× (1 − urgency)); with little slack the job takes what runs.
+        the slack one more step of waiting leaves is unlikely to bind (× (1 − urgency) then): with
+        little slack the job takes what runs.
         """
         market = state.checkpoint_market
         if market is None:
@@ -195,7 +196,8 @@ class SkyNomadPolicy:
             return 0.0
         down = float(self.lifetimes.spells(view).down_hours[i])
         cycle = back.stay_hours / (down + back.stay_hours)
-        return (1.0 - slack_urgency(job, state)) * back.utility_usd_per_hour * cycle
+        after = state.advance(elapsed_hours=state.elapsed_hours + view.step_hours)
+        return (1.0 - slack_urgency(job, after)) * back.utility_usd_per_hour * cycle
 
     def _supply(
         self, job: JobSpec, state: JobState, view: MarketView, scores: Scores, cheapest_od: float
