@@ -77,8 +77,9 @@ def evaluate(args) -> tuple[str, float, dict, float]:
 def hindsight_best(windows: list[dict]) -> dict:
     """Per window the cheapest on-time run of any online policy (uniform progress: any zone), picked after the fact.
 
-    No causal policy made of these can do better on average: a target below this figure asks for
-    a policy that beats every one of them, each in the window where it was best.
+    No choice among these policies does better, not even one made per window after the fact: a
+    target below this figure asks for a policy that, on average, beats each of them in the windows
+    where it was best (the optimum does, by switching with perfect knowledge).
     """
     online = [[r for name, r in w["results"].items() if name != "optimal"] for w in windows]
     best = [min((r["cost_usd"] for r in runs if r["met_deadline"]), default=np.inf) for runs in online]
