@@ -187,14 +187,12 @@ class SkyNomadPolicy:
         market = state.checkpoint_market
         if market is None:
             return 0.0
-        i = view.index(market)
-        age, was_up = view.last_seen
-        if was_up[i] and age[i] == 0:
+        down = float(self._waits(view)[view.index(market)])
+        if down == 0.0:
             return 0.0  # up now: resuming there is a candidate of its own
         back = scores.scored(Option(market, Mode.SPOT), value)
         if not back.utility_usd_per_hour > 0:
             return 0.0
-        down = float(self.lifetimes.spells(view).down_hours[i])
         cycle = back.stay_hours / (down + back.stay_hours)
         after = state.advance(elapsed_hours=state.elapsed_hours + view.step_hours)
         return (1.0 - slack_urgency(job, after)) * back.utility_usd_per_hour * cycle
@@ -238,14 +236,21 @@ class SkyNomadPolicy:
         if state.checkpoint_market is None:
             return None  # the first launch moves nothing
         spells = self.lifetimes.spells(view)
-        age, was_up = view.last_seen
-        wait = np.where(was_up & (age == 0), 0.0, spells.down_hours)  # a market not seen up now is down
+        wait = self._waits(view)
         if state.running is not None and state.running.mode is Mode.SPOT:
             wait[view.index(state.running.market)] = 0.0
         costs, fits = spot_plans(job, state, view, spells, wait)
         best = int(np.argmin(costs))
         cheaper = view.spot_usd_per_hour[best] < view.spot_usd_per_hour[view.index(state.checkpoint_market)]
         return Option(view.keys[best], Mode.SPOT) if fits[best] and cheaper else None
+
+    def _waits(self, view: MarketView) -> np.ndarray:
+        """Expected hours until each market has capacity: 0 where seen up now, else its mean down spell.
+
+        A market not seen up now counts as down (renewal spells are never shorter than a step).
+        """
+        age, was_up = view.last_seen
+        return np.where(was_up & (age == 0), 0.0, self.lifetimes.spells(view).down_hours)
 
     def _move_pays(
         self, job: JobSpec, view: MarketView, current: Option | None, candidate: Scored, residency_hours: float
