@@ -16,6 +16,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check --no-cache --quiet .
+	$(BIN)/ruff format --no-cache --check --quiet .
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
 evaluate: $(STAMP)

@@ -44,25 +44,48 @@ def add_evaluate_command(subparsers) -> None:
     p.add_argument("--window-step-hours", type=number, default=12.0, help="hours between window starts")
     p.add_argument("--max-windows", type=int, default=None, help="keep at most K windows, evenly spread")
     p.add_argument("--policies", type=_csv, default=list(DEFAULT_POLICIES), help="comma-separated policy names")
-    p.add_argument("--step-minutes", type=number, default=None,
-                   help="decision step (default: the trace's probe interval, rounded to whole minutes)")
-    p.add_argument("--egress-usd-per-gb", type=number, default=None,
-                   help="flat inter-region egress price (default: public list prices, see market/egress.py)")
-    p.add_argument("--bandwidth-gb-per-second", type=number, default=None,
-                   help="checkpoint transfer rate between zones: a migration also takes S/bandwidth (default: instant)")
-    p.add_argument("--reaction-minutes", type=number, default=0.0,
-                   help="Airflow's event → worker lag: every change is carried out this late, rounded up to "
-                        "whole decision steps, and the planner plans with it (default: 0, instant)")
-    p.add_argument("--market-table-minutes", type=number, default=None,
-                   help="what the policies know inside a window: the probe DAG's market table, every market "
-                        "probed every M minutes and the last row holding, as under Airflow (default: only what "
-                        "each job observed itself)")
+    p.add_argument(
+        "--step-minutes",
+        type=number,
+        default=None,
+        help="decision step (default: the trace's probe interval, rounded to whole minutes)",
+    )
+    p.add_argument(
+        "--egress-usd-per-gb",
+        type=number,
+        default=None,
+        help="flat inter-region egress price (default: public list prices, see market/egress.py)",
+    )
+    p.add_argument(
+        "--bandwidth-gb-per-second",
+        type=number,
+        default=None,
+        help="checkpoint transfer rate between zones: a migration also takes S/bandwidth (default: instant)",
+    )
+    p.add_argument(
+        "--reaction-minutes",
+        type=number,
+        default=0.0,
+        help="Airflow's event → worker lag: every change is carried out this late, rounded up to "
+        "whole decision steps, and the planner plans with it (default: 0, instant)",
+    )
+    p.add_argument(
+        "--market-table-minutes",
+        type=number,
+        default=None,
+        help="what the policies know inside a window: the probe DAG's market table, every market "
+        "probed every M minutes and the last row holding, as under Airflow (default: only what "
+        "each job observed itself)",
+    )
     p.add_argument("--forecaster", default=None, help="skynomad's lifetime forecaster (nelson-aalen, learned)")
     p.add_argument("--output", type=Path, default=None, help="write the JSON report here")
     p.add_argument("--plot", type=Path, default=None, help="write a PNG of cost per policy per window here")
-    p.add_argument("--timeline", action="store_true",
-                   help="add every simulated run's segments to the JSON report: option, start and end hour, "
-                        "USD billed, and why it ended (preempted, moved, idle, finished, deadline); needs --output")
+    p.add_argument(
+        "--timeline",
+        action="store_true",
+        help="add every simulated run's segments to the JSON report: option, start and end hour, "
+        "USD billed, and why it ended (preempted, moved, idle, finished, deadline); needs --output",
+    )
     p.set_defaults(func=run_evaluate)
 
 
@@ -144,8 +167,12 @@ def run_evaluate(args) -> int:
         report = evaluation.run(progress=lambda: bar.advance(task))
     report = {
         "job": evaluation.job.to_dict(),
-        "trace": {"path": str(args.trace), "zones": zones, "step_hours": evaluation.grid.step_hours,
-                  "market_table_minutes": args.market_table_minutes},
+        "trace": {
+            "path": str(args.trace),
+            "zones": zones,
+            "step_hours": evaluation.grid.step_hours,
+            "market_table_minutes": args.market_table_minutes,
+        },
         **report,
         "wall_seconds": round(time.perf_counter() - started, 3),
     }
@@ -169,8 +196,13 @@ def print_summary(report: dict) -> None:
     for name, row in sorted(report["summary"].items(), key=lambda kv: kv[1]["mean_cost_usd"]):
         label = f"{name} ({row['zone']})" if "zone" in row else name
         ratio = row.get("ratio_to_optimal")
-        table.add_row(label, f"{row['mean_cost_usd']:.2f}", f"{ratio:.3f}" if ratio else "-",
-                      f"{row['misses']:g}", f"{row['mean_migrations']:.1f}")
+        table.add_row(
+            label,
+            f"{row['mean_cost_usd']:.2f}",
+            f"{ratio:.3f}" if ratio else "-",
+            f"{row['misses']:g}",
+            f"{row['mean_migrations']:.1f}",
+        )
     Console().print(table)
 
 
@@ -178,8 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="skynomad", description=__doc__)
     subparsers = parser.add_subparsers(dest="command", required=True)
     add_evaluate_command(subparsers)
-    from .market.commands import add_market_commands
     from .demo import add_demo_command
+    from .market.commands import add_market_commands
 
     add_market_commands(subparsers)
     add_demo_command(subparsers)

@@ -53,7 +53,9 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", default=".skynomad/demo", help="working directory (recreated; default %(default)s)")
     parser.add_argument("--speed", type=number, default=DEFAULT_SPEED, help="simulated seconds per wall second")
     parser.add_argument(
-        "--trace-start-hours", type=number, default=DEFAULT_TRACE_START_HOURS,
+        "--trace-start-hours",
+        type=number,
+        default=DEFAULT_TRACE_START_HOURS,
         help="where in the trace the simulated clock starts (hours after its first row)",
     )
     parser.add_argument("--work-hours", type=number, default=DEFAULT_WORK_HOURS, help="work of the fine-tune job")
@@ -116,9 +118,18 @@ def run_demo(args: argparse.Namespace) -> int:
     print(f"[{time.monotonic() - started:5.1f}s] airflow db migrate: done")
     child = subprocess.run(
         [
-            sys.executable, "-m", "airflow_provider_skynomad.demo", "--child",
-            "--dir", str(workdir), "--speed", repr(args.speed),
-            "--trace-start-hours", repr(args.trace_start_hours), "--work-hours", repr(args.work_hours),
+            sys.executable,
+            "-m",
+            "airflow_provider_skynomad.demo",
+            "--child",
+            "--dir",
+            str(workdir),
+            "--speed",
+            repr(args.speed),
+            "--trace-start-hours",
+            repr(args.trace_start_hours),
+            "--work-hours",
+            repr(args.work_hours),
         ],
         env=env,
     )
@@ -135,9 +146,9 @@ def _child(args: argparse.Namespace) -> int:
     import pandas as pd
 
     logging.getLogger().setLevel(logging.WARNING)
+    from .hooks.skynomad import bundled_trace
     from .market.observations import read_observations
     from .market.table import MarketTable
-    from .hooks.skynomad import bundled_trace
 
     t0 = time.monotonic()
     workdir = Path(args.dir)

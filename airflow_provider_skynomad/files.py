@@ -7,6 +7,7 @@ SIGKILL can land at any instant.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -28,10 +29,8 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 

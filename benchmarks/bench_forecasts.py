@@ -84,8 +84,13 @@ def evaluate(trace: str, refit_hours: list[float], split: float, max_refits: int
     usable = grid.usable(1)
     seen = np.ones_like(usable)
     step = grid.step_hours
-    history = {"usable": usable, "seen": seen, "step_hours": step, "prices": grid.spot_usd_per_hour,
-               "start": grid.start}
+    history = {
+        "usable": usable,
+        "seen": seen,
+        "step_hours": step,
+        "prices": grid.spot_usd_per_hour,
+        "start": grid.start,
+    }
     first = int(grid.ticks * split)
     truth = in_progress_samples(usable, seen, step, CAP_HOURS)
     later = truth.tick >= first
@@ -164,8 +169,9 @@ def timing_rows() -> list[dict]:
             for _ in range(calls):
                 forecaster.expected_remaining_hours(ages)
             predict_us = (time.perf_counter() - started) / calls * 1e6
-            rows.append({"forecaster": name, "shape": f"{ticks} × {markets}", "fit_ms": min(fits),
-                         "predict_us": predict_us})
+            rows.append(
+                {"forecaster": name, "shape": f"{ticks} × {markets}", "fit_ms": min(fits), "predict_us": predict_us}
+            )
     return rows
 
 
@@ -181,8 +187,18 @@ def main() -> None:
     table = Table(
         title=f"Capped ({CAP_HOURS:g} h) remaining-lifetime error on the last {1 - args.split:.0%} of each trace"
     )
-    for column in ("trace", "variant", "forecaster", "cells", "MAE h", "RMSE h", "bias h", "MAE age0", "bias age0",
-                   "fit ms (med/max)"):
+    for column in (
+        "trace",
+        "variant",
+        "forecaster",
+        "cells",
+        "MAE h",
+        "RMSE h",
+        "bias h",
+        "MAE age0",
+        "bias age0",
+        "fit ms (med/max)",
+    ):
         text = column in ("trace", "variant", "forecaster")
         table.add_column(column, justify="left" if text else "right", no_wrap=text)
     for trace in TRACES:

@@ -30,7 +30,7 @@ from airflow_provider_skynomad.simulation.simulator import simulate
 
 DATA = resources.files("airflow_provider_skynomad") / "data"
 DEFAULT_PEER = Path(__file__).resolve().parents[1].parent / "shared" / "peer" / "artifact-results-on-shared-traces.csv"
-GCP_ZONES = "us-central1-a,us-west1-a,europe-west1-c,europe-west3-c,asia-southeast1-b,asia-south2-b".split(",")
+GCP_ZONES = ["us-central1-a", "us-west1-a", "europe-west1-c", "europe-west3-c", "asia-southeast1-b", "asia-south2-b"]
 SETTINGS = {  # trace → (file, zones, price scale, window indices)
     "gcp-h100-2025-first-week": ("gcp-h100-2025-first-week.csv.gz", GCP_ZONES, 8, list(range(11))),
     "aws-v100-2023": ("aws-v100-2023.csv.gz", None, 1, [round(i * 86 / 19) for i in range(20)]),
@@ -60,8 +60,15 @@ def main() -> None:
     args = parser.parse_args()
     peer = pd.read_csv(args.peer)
     table = Table(title="this project vs the artifact's simulator (ratio = mean cost ÷ that simulator's optimum)")
-    for column in ("trace", "T/P", "optimal ours/peer", "max window gap", "skynomad ours/peer",
-                   "eager-failover ours / UP(S) peer", "on-demand ours/peer"):
+    for column in (
+        "trace",
+        "T/P",
+        "optimal ours/peer",
+        "max window gap",
+        "skynomad ours/peer",
+        "eager-failover ours / UP(S) peer",
+        "on-demand ours/peer",
+    ):
         table.add_column(column, justify="right")
     for trace in SETTINGS:
         for ratio in (1.2, 1.5):
@@ -71,8 +78,10 @@ def main() -> None:
             )
             gap = np.max(np.abs(ours["optimal"].to_numpy() / theirs["Optimal"].to_numpy() - 1))
             opt_ours, opt_peer = ours["optimal"].mean(), theirs["Optimal"].mean()
-            cells = [f"{ours[OURS[p]].mean() / opt_ours:.3f} / {theirs[p].mean() / opt_peer:.3f}"
-                     for p in ("SkyNomad", "UP(S)", "OnDemand")]
+            cells = [
+                f"{ours[OURS[p]].mean() / opt_ours:.3f} / {theirs[p].mean() / opt_peer:.3f}"
+                for p in ("SkyNomad", "UP(S)", "OnDemand")
+            ]
             table.add_row(trace, f"{ratio}", f"{opt_ours:.2f} / {opt_peer:.2f}", f"{gap:.2%}", *cells)
     Console(width=160).print(table)
 

@@ -37,7 +37,7 @@ from airflow_provider_skynomad.simulation.simulator import simulate
 DATA = resources.files("airflow_provider_skynomad") / "data"
 DEADLINE_HOURS = 51.8333
 RATIOS = (1.05, 1.2, 1.5, 2.0)
-PAPER_ZONES = "us-central1-a,us-west1-a,europe-west1-c,europe-west3-c,asia-southeast1-b,asia-south2-b".split(",")
+PAPER_ZONES = ["us-central1-a", "us-west1-a", "europe-west1-c", "europe-west3-c", "asia-southeast1-b", "asia-south2-b"]
 TRACES = {
     "gcp-h100 (6 zones)": ("gcp-h100-2025-first-week.csv.gz", PAPER_ZONES, None),
     "gcp-h100 (13 zones)": ("gcp-h100-2025-first-week.csv.gz", None, None),
@@ -62,10 +62,16 @@ def evaluate(args) -> tuple[str, float, dict, float]:
     limit = default_windows if max_windows is None else (max_windows or None)
     grid = load_grid(file, zones)
     params = params(grid) if callable(params) else params
-    job = JobSpec(work_hours=DEADLINE_HOURS / ratio, deadline_hours=DEADLINE_HOURS,
-                  **{**JOB_SHAPE, **shape})
-    evaluation = Evaluation(job, grid, EgressModel().matrix(grid.markets), policies=policies,
-                            max_windows=limit, policy_params=params, **options)
+    job = JobSpec(work_hours=DEADLINE_HOURS / ratio, deadline_hours=DEADLINE_HOURS, **{**JOB_SHAPE, **shape})
+    evaluation = Evaluation(
+        job,
+        grid,
+        EgressModel().matrix(grid.markets),
+        policies=policies,
+        max_windows=limit,
+        policy_params=params,
+        **options,
+    )
     started = time.perf_counter()
     report = evaluation.run()
     summary = report["summary"]
@@ -95,8 +101,14 @@ def cost_table(quick: bool, all_windows: bool = False) -> None:
     with ProcessPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(evaluate, jobs))
     table = Table(title="(a) mean cost ÷ optimal mean cost (misses in brackets when any)")
-    names = ["skynomad", "eager-failover", "uniform-progress-best", "uniform-progress-mean", "on-demand",
-             "hindsight-best"]
+    names = [
+        "skynomad",
+        "eager-failover",
+        "uniform-progress-best",
+        "uniform-progress-mean",
+        "on-demand",
+        "hindsight-best",
+    ]
     for column in ("trace", "T/P", "optimal $", *names, "s"):
         table.add_column(column, justify="right")
     worst = {"skynomad": 0.0}
@@ -124,9 +136,10 @@ def forecaster_table(quick: bool) -> None:
     table = Table(title="planner cost with each lifetime forecaster (T/P 1.2)")
     for column in ("trace", "forecaster", "skynomad ÷ optimal", "s"):
         table.add_column(column, justify="right")
-    for (label, _, _, _, params), (_, _, summary, seconds) in zip(jobs, results):
-        table.add_row(label, params["skynomad"]["forecaster"], f"{summary['skynomad']['ratio_to_optimal']:.3f}",
-                      f"{seconds:.0f}")
+    for (label, _, _, _, params), (_, _, summary, seconds) in zip(jobs, results, strict=True):
+        table.add_row(
+            label, params["skynomad"]["forecaster"], f"{summary['skynomad']['ratio_to_optimal']:.3f}", f"{seconds:.0f}"
+        )
     console.print(table)
 
 
@@ -150,22 +163,36 @@ def clairvoyant_table(all_windows: bool = False) -> None:
     seeing every market at every step (as if a probe DAG watched them all, free to the job), and seeing
     what Airflow shows it: the market table a probe DAG fills every hour, the last row holding."""
     windows = 0 if all_windows else None
-    variants = {"nelson-aalen": ({}, {}), "nelson-aalen, refit every step": (every_step_params, {}),
-                "clairvoyant": (clairvoyant_params, {}), "sees every market": ({}, {"observe_all": True}),
-                "market table, hourly probes": ({}, {"table_probe_hours": 1.0})}
-    jobs = [(label, ratio, windows, ("skynomad", "optimal"), params, {}, options)
-            for label in TRACES for ratio in RATIOS for params, options in variants.values()]
+    variants = {
+        "nelson-aalen": ({}, {}),
+        "nelson-aalen, refit every step": (every_step_params, {}),
+        "clairvoyant": (clairvoyant_params, {}),
+        "sees every market": ({}, {"observe_all": True}),
+        "market table, hourly probes": ({}, {"table_probe_hours": 1.0}),
+    }
+    jobs = [
+        (label, ratio, windows, ("skynomad", "optimal"), params, {}, options)
+        for label in TRACES
+        for ratio in RATIOS
+        for params, options in variants.values()
+    ]
     with ProcessPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(evaluate, jobs))
-    table = Table(title="(d) skynomad ÷ optimal with its own lifetime forecasts, with clairvoyant ones, "
-                        "seeing every market, and seeing the market table")
+    table = Table(
+        title="(d) skynomad ÷ optimal with its own lifetime forecasts, with clairvoyant ones, "
+        "seeing every market, and seeing the market table"
+    )
     for column in ("trace", "T/P", *variants, "misses"):
         table.add_column(column, justify="right")
     for row in range(0, len(results), len(variants)):
-        runs = [summary["skynomad"] for _, _, summary, _ in results[row:row + len(variants)]]
+        runs = [summary["skynomad"] for _, _, summary, _ in results[row : row + len(variants)]]
         label, ratio = results[row][:2]
-        table.add_row(label, f"{ratio}", *(f"{run['ratio_to_optimal']:.3f}" for run in runs),
-                      f"{sum(run['misses'] for run in runs):g}")
+        table.add_row(
+            label,
+            f"{ratio}",
+            *(f"{run['ratio_to_optimal']:.3f}" for run in runs),
+            f"{sum(run['misses'] for run in runs):g}",
+        )
     console.print(table)
 
 
@@ -175,14 +202,25 @@ def wide_grid(base: MarketGrid, markets: int, seed: int = 0) -> MarketGrid:
     cols = rng.integers(0, len(base.markets), markets)
     shifts = rng.integers(0, base.ticks, markets)
     scale = rng.uniform(0.8, 1.2, markets)
-    available = np.stack([np.roll(base.available[:, c], s) for c, s in zip(cols, shifts)], axis=1)
+    available = np.stack([np.roll(base.available[:, c], s) for c, s in zip(cols, shifts, strict=True)], axis=1)
     made = tuple(
-        Market(f"{base.markets[c].zone}:type{j}", base.markets[c].cloud, base.markets[c].region,
-               base.markets[c].zone, f"type{j}")
+        Market(
+            f"{base.markets[c].zone}:type{j}",
+            base.markets[c].cloud,
+            base.markets[c].region,
+            base.markets[c].zone,
+            f"type{j}",
+        )
         for j, c in enumerate(cols)
     )
-    return MarketGrid(base.start, base.step_hours, made, available, base.spot_usd_per_hour[:, cols] * scale,
-                      base.on_demand_usd_per_hour[:, cols] * scale)
+    return MarketGrid(
+        base.start,
+        base.step_hours,
+        made,
+        available,
+        base.spot_usd_per_hour[:, cols] * scale,
+        base.on_demand_usd_per_hour[:, cols] * scale,
+    )
 
 
 def latency_table() -> None:
@@ -198,17 +236,23 @@ def latency_table() -> None:
             policy = get_policy("skynomad")
             decide = policy.decide
 
-            def timed(*args, _decide=decide):
+            def timed(*args, _decide=decide, _times=times):
                 t0 = time.perf_counter()
                 out = _decide(*args)
-                times.append(time.perf_counter() - t0)
+                _times.append(time.perf_counter() - t0)
                 return out
 
             policy.decide = timed
             simulate(policy, job, grid, start, egress)
         ms = np.array(times) * 1e3
-        table.add_row(str(len(grid.markets)), str(2 * len(grid.markets)), str(len(ms)),
-                      f"{np.percentile(ms, 50):.3f}", f"{np.percentile(ms, 99):.3f}", f"{ms.max():.2f}")
+        table.add_row(
+            str(len(grid.markets)),
+            str(2 * len(grid.markets)),
+            str(len(ms)),
+            f"{np.percentile(ms, 50):.3f}",
+            f"{np.percentile(ms, 99):.3f}",
+            f"{ms.max():.2f}",
+        )
     console.print(table)
 
 
@@ -220,8 +264,10 @@ def wall_time() -> None:
     evaluation.run()
     seconds = time.perf_counter() - started
     runs = evaluation.total_runs()
-    console.print(f"(c) evaluation of 10 windows × 5 policies (13 zones, uniform-progress per zone = {runs} runs): "
-                  f"{seconds:.1f} s wall")
+    console.print(
+        f"(c) evaluation of 10 windows × 5 policies (13 zones, uniform-progress per zone = {runs} runs): "
+        f"{seconds:.1f} s wall"
+    )
 
 
 if __name__ == "__main__":

@@ -28,8 +28,9 @@ POLICIES = ("skynomad", "optimal", "eager-failover", "uniform-progress", "on-dem
 
 
 def main() -> None:
-    jobs = [(label, ratio, 10, POLICIES, {}, shape) for shape in SHAPES.values() for label in TRACES
-            for ratio in RATIOS]
+    jobs = [
+        (label, ratio, 10, POLICIES, {}, shape) for shape in SHAPES.values() for label in TRACES for ratio in RATIOS
+    ]
     with ProcessPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(evaluate, jobs))
     table = Table(title="skynomad and eager-failover ÷ optimal on other job shapes (10 windows per row)")
@@ -37,7 +38,7 @@ def main() -> None:
         table.add_column(column, justify="right")
     names = {id(shape): name for name, shape in SHAPES.items()}
     above, late = 0, 0
-    for (_, _, _, _, _, shape), (label, ratio, summary, _) in zip(jobs, results):
+    for (_, _, _, _, _, shape), (label, ratio, summary, _) in zip(jobs, results, strict=True):
         sky, eager = summary["skynomad"]["ratio_to_optimal"], summary["eager-failover"]["ratio_to_optimal"]
         misses = sum(row["misses"] for row in summary.values())
         above += sky > eager
@@ -45,8 +46,9 @@ def main() -> None:
         mark = " ▲" if sky > eager else ""
         table.add_row(names[id(shape)], label, f"{ratio}", f"{sky:.3f}{mark}", f"{eager:.3f}", f"{misses:g}")
     console.print(table)
-    console.print(f"late runs in all: {late:g}; rows where skynomad costs more than eager-failover (▲): "
-                  f"{above} of {len(results)}")
+    console.print(
+        f"late runs in all: {late:g}; rows where skynomad costs more than eager-failover (▲): {above} of {len(results)}"
+    )
 
 
 if __name__ == "__main__":

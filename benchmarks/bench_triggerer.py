@@ -15,13 +15,14 @@ Run: ``python benchmarks/bench_triggerer.py`` (about two minutes on 2 cores).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
-from datetime import timedelta
+from datetime import UTC, timedelta
 from pathlib import Path
 
 SPEED = 600.0
@@ -32,8 +33,10 @@ TRACE_START_HOURS = 90.0
 def setup(home: Path):
     os.environ["SKYNOMAD_HOME"] = str(home)
     os.environ["AIRFLOW_CONN_SKYNOMAD_DEFAULT"] = json.dumps(
-        {"conn_type": "skynomad",
-         "extra": {"cloud": "simulated", "speed": SPEED, "cloud_options": {"trace_start": TRACE_START_HOURS}}}
+        {
+            "conn_type": "skynomad",
+            "extra": {"cloud": "simulated", "speed": SPEED, "cloud_options": {"trace_start": TRACE_START_HOURS}},
+        }
     )
     import pandas as pd
 
@@ -45,8 +48,12 @@ def setup(home: Path):
     start = frame["observed_at"].min() + pd.Timedelta(hours=TRACE_START_HOURS)
     table = MarketTable()
     table.create()
-    table.append(frame[(frame["observed_at"] <= start + pd.Timedelta(hours=30))
-                       & (frame["observed_at"] >= start - pd.Timedelta(hours=48))])
+    table.append(
+        frame[
+            (frame["observed_at"] <= start + pd.Timedelta(hours=30))
+            & (frame["observed_at"] >= start - pd.Timedelta(hours=48))
+        ]
+    )
     table.close()
 
 
@@ -69,7 +76,7 @@ class TI:
 
 
 def overhead(work_hours: float = 3.0) -> dict:
-    from datetime import datetime, timezone
+    from datetime import datetime
     from types import SimpleNamespace
 
     from airflow.sdk import DAG
@@ -79,10 +86,15 @@ def overhead(work_hours: float = 3.0) -> dict:
 
     def op():  # a fresh operator object per worker visit, as Airflow does
         dag = DAG("bench", schedule=None, start_date=datetime(2025, 1, 1))
-        return SkyNomadOperator(task_id="job", dag=dag, work_hours=work_hours,
-                                deadline=timedelta(hours=work_hours * 1.6), decision_step_minutes=STEP_MINUTES)
+        return SkyNomadOperator(
+            task_id="job",
+            dag=dag,
+            work_hours=work_hours,
+            deadline=timedelta(hours=work_hours * 1.6),
+            decision_step_minutes=STEP_MINUTES,
+        )
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     context = {"ti": TI(), "dag_run": SimpleNamespace(start_date=now, run_after=now), "task_state_store": Store()}
     worker = trigger_busy = 0.0
     steps = visits = 0
@@ -129,15 +141,13 @@ def overhead(work_hours: float = 3.0) -> dict:
 
 async def capacity_run(n: int, seconds: float) -> dict:
     from airflow_provider_skynomad.clouds.base import LaunchRequest
-    from airflow_provider_skynomad.hooks.skynomad import SkyNomadHook, make_cloud
+    from airflow_provider_skynomad.clouds.driver import cloud_now
+    from airflow_provider_skynomad.hooks.skynomad import SkyNomadHook, make_cloud, market_view
+    from airflow_provider_skynomad.market.table import MarketTable
     from airflow_provider_skynomad.planner.actions import Mode, Option
     from airflow_provider_skynomad.planner.job import JobSpec, JobState
-    from airflow_provider_skynomad.triggers.skynomad import SkyNomadTrigger
-
-    from airflow_provider_skynomad.clouds.driver import cloud_now
-    from airflow_provider_skynomad.hooks.skynomad import market_view
-    from airflow_provider_skynomad.market.table import MarketTable
     from airflow_provider_skynomad.planner.registry import get_policy
+    from airflow_provider_skynomad.triggers.skynomad import SkyNomadTrigger
 
     cloud = make_cloud(SkyNomadHook().get_config())
     # Jobs that keep running where they are (the on-demand policy's zone): every step is a full
@@ -160,12 +170,22 @@ async def capacity_run(n: int, seconds: float) -> dict:
     for i in range(n):
         handle = cloud.launch(LaunchRequest("gcp", region, zone, "a3-highgpu-1g", 1, False, f"bench-{n}-{i}"))
         state = JobState(elapsed_hours=0.0, running=Option(zone, Mode.ON_DEMAND), checkpoint_market=zone)
-        triggers.append(Timed(
-            job=JobSpec(work_hours=1000.0, deadline_hours=2000.0).to_dict(), job_start_hours=cloud.now_hours(),
-            state=state.to_dict(), group=handle.to_dict(), launch_delay_hours=0.2, zones=sorted(set(frame["zone"])),
-            instance_types=None, policy="on-demand", policy_params={}, decision_step_hours=STEP_MINUTES / 60,
-            seq=i, skynomad_conn_id="skynomad_default",
-        ))
+        triggers.append(
+            Timed(
+                job=JobSpec(work_hours=1000.0, deadline_hours=2000.0).to_dict(),
+                job_start_hours=cloud.now_hours(),
+                state=state.to_dict(),
+                group=handle.to_dict(),
+                launch_delay_hours=0.2,
+                zones=sorted(set(frame["zone"])),
+                instance_types=None,
+                policy="on-demand",
+                policy_params={},
+                decision_step_hours=STEP_MINUTES / 60,
+                seq=i,
+                skynomad_conn_id="skynomad_default",
+            )
+        )
 
     events = []
 
@@ -180,20 +200,23 @@ async def capacity_run(n: int, seconds: float) -> dict:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     for i in range(n):
-        cloud.terminate(cloud.launch(LaunchRequest("gcp", region, zone, "a3-highgpu-1g", 1, False,
-                                                   f"bench-{n}-{i}")))
+        cloud.terminate(cloud.launch(LaunchRequest("gcp", region, zone, "a3-highgpu-1g", 1, False, f"bench-{n}-{i}")))
     if events:
         print("  (events before the end:", [(e["kind"], e.get("reason", "")[:120]) for e in events[:3]], ")")
     lateness = []
     for stamps in due.values():
         stamps = stamps[2:]  # skip warm-up (each trigger loads the trace and opens the table once)
-        for a, b in zip(stamps, stamps[1:]):
+        for a, b in itertools.pairwise(stamps):
             lateness.append(max(0.0, (b - a) - step_wall))
     lateness.sort()
     p95 = lateness[int(0.95 * (len(lateness) - 1))] if lateness else float("inf")
-    return {"jobs": n, "steps": len(lateness), "p95_late_seconds": round(p95, 3),
-            "mean_late_seconds": round(statistics.mean(lateness), 3) if lateness else None,
-            "on_time": bool(lateness) and p95 <= step_wall / 2}
+    return {
+        "jobs": n,
+        "steps": len(lateness),
+        "p95_late_seconds": round(p95, 3),
+        "mean_late_seconds": round(statistics.mean(lateness), 3) if lateness else None,
+        "on_time": bool(lateness) and p95 <= step_wall / 2,
+    }
 
 
 def main() -> int:
@@ -210,8 +233,10 @@ def main() -> int:
             if not run["on_time"]:
                 break
             carried = n
-        print(f"one triggerer carried {carried} concurrent SkyNomad jobs with decision steps on time "
-              f"(step = {STEP_MINUTES * 60 / SPEED:.2f} s wall)")
+        print(
+            f"one triggerer carried {carried} concurrent SkyNomad jobs with decision steps on time "
+            f"(step = {STEP_MINUTES * 60 / SPEED:.2f} s wall)"
+        )
     return 0
 
 

@@ -38,9 +38,13 @@ with DAG(
     train = SkyNomadOperator(
         task_id="train",
         command=[
-            sys.executable, "-m", "airflow_provider_skynomad.workload.train",
-            "--total-steps", "{{ ti.xcom_pull(task_ids='extract')['total_steps'] }}",
-            "--work-hours", "{{ params.work_hours }}",
+            sys.executable,
+            "-m",
+            "airflow_provider_skynomad.workload.train",
+            "--total-steps",
+            "{{ ti.xcom_pull(task_ids='extract')['total_steps'] }}",
+            "--work-hours",
+            "{{ params.work_hours }}",
         ],
         work_hours="{{ params.work_hours }}",
         deadline=timedelta(hours=12),

@@ -20,9 +20,7 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.schema import CreateSchema, DropSchema
 
 _DRIVER = "psycopg2" if importlib.util.find_spec("psycopg2") else "psycopg"
-_CANDIDATES = [
-    f"postgresql+{_DRIVER}://{user}@127.0.0.1:5432/test" for user in ("postgres", "root")
-]
+_CANDIDATES = [f"postgresql+{_DRIVER}://{user}@127.0.0.1:5432/test" for user in ("postgres", "root")]
 
 
 def _in_ci() -> bool:

@@ -177,7 +177,10 @@ class AwsCloud(Cloud):
         granted: list[str] = []
         try:
             reservation = client.run_instances(
-                ImageId=self._image(region), InstanceType=instance_type, MinCount=1, MaxCount=count,
+                ImageId=self._image(region),
+                InstanceType=instance_type,
+                MinCount=1,
+                MaxCount=count,
                 Placement={"AvailabilityZone": zone},
                 InstanceMarketOptions={"MarketType": "spot", "SpotOptions": {"SpotInstanceType": "one-time"}},
                 TagSpecifications=[{"ResourceType": "instance", "Tags": probe_tags}],
@@ -189,8 +192,14 @@ class AwsCloud(Cloud):
         finally:
             if granted:
                 client.terminate_instances(InstanceIds=granted)
-        return ProbeResult(zone, instance_type, count, len(granted), self._spot_price(client, zone, instance_type),
-                           float(self.on_demand_usd_per_hour.get(instance_type, 0.0)))
+        return ProbeResult(
+            zone,
+            instance_type,
+            count,
+            len(granted),
+            self._spot_price(client, zone, instance_type),
+            float(self.on_demand_usd_per_hour.get(instance_type, 0.0)),
+        )
 
     def copy_checkpoint(
         self, source_zone: str, target_zone: str, size_gb: float, *, tags: dict[str, str] | None = None
@@ -207,8 +216,10 @@ class AwsCloud(Cloud):
 
     def _by_token(self, client, token: str) -> list[str]:
         reservations = client.describe_instances(
-            Filters=[{"Name": f"tag:{TOKEN_TAG}", "Values": [token]},
-                     {"Name": "instance-state-name", "Values": ["pending", "running"]}]
+            Filters=[
+                {"Name": f"tag:{TOKEN_TAG}", "Values": [token]},
+                {"Name": "instance-state-name", "Values": ["pending", "running"]},
+            ]
         )["Reservations"]
         return [i["InstanceId"] for r in reservations for i in r["Instances"]]
 
@@ -216,9 +227,9 @@ class AwsCloud(Cloud):
         from botocore.exceptions import ClientError
 
         try:
-            reservations = self.ec2(region_of(handle.zone)).describe_instances(
-                InstanceIds=list(handle.instance_ids)
-            )["Reservations"]
+            reservations = self.ec2(region_of(handle.zone)).describe_instances(InstanceIds=list(handle.instance_ids))[
+                "Reservations"
+            ]
         except ClientError as exc:
             if "NotFound" in exc.response.get("Error", {}).get("Code", ""):
                 return []

@@ -1,4 +1,4 @@
-"""Carry out one planner Decision against a Cloud (DESIGN §5: the planner decides, a cloud only does).
+"""Carry out one planner Decision against a Cloud (the planner decides, a cloud only does).
 
 Walk `try_in_order` front to back: the option already running "launches" for free; a spot launch
 that meets no capacity (`CapacityError`) teaches us the zone is full and moves on; `IDLE` releases

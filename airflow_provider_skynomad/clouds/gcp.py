@@ -116,8 +116,16 @@ class GcpCloud(Cloud):
         token = f"probe-{uuid.uuid4().hex[:10]}"
         granted = 0
         for i in range(count):
-            request = LaunchRequest("gcp", region, zone, instance_type, 1, True, f"{token}-{i}",
-                                    tags={**(tags or {}), "skynomad-purpose": "probe"})
+            request = LaunchRequest(
+                "gcp",
+                region,
+                zone,
+                instance_type,
+                1,
+                True,
+                f"{token}-{i}",
+                tags={**(tags or {}), "skynomad-purpose": "probe"},
+            )
             try:
                 handle = self.launch(request)
             except CapacityError:

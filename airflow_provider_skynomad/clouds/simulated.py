@@ -1,4 +1,4 @@
-"""SimulatedCloud: a trace replayed on an accelerated clock, the embedded default cloud (DESIGN §5).
+"""SimulatedCloud: a trace replayed on an accelerated clock, the embedded default cloud.
 
 Everything runs with no cloud account, yet the operator and trigger exercise the real code
 paths: a spot launch is refused when the trace has no capacity, a running spot group is
@@ -32,11 +32,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..market.egress import EgressModel
 from .base import CapacityError, Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult
 from .simulated_clock import SimClock, open_shared_clock, read_shared_settings
 from .simulated_groups import CLIENT_TOKEN_TAG, GroupTracker, handle_of, new_record, same_request
 from .simulated_launcher import spawn_group
-from ..market.egress import EgressModel
 from .simulated_market import TraceMarket
 from .simulated_store import StateStore
 
@@ -54,7 +54,7 @@ class TraceEndedError(RuntimeError):
 class SimulatedCloud(Cloud):
     """Replay `trace_path` on a clock running `speed` simulated seconds per wall second.
 
-    :param trace_path: a trace in the market-observation format (DESIGN §3).
+    :param trace_path: a trace in the market-observation format (docs/market.md).
     :param state_dir: shared state; every process opening it sees the same clock and groups.
     :param speed: simulated seconds per wall second (3600: one simulated hour per second).
     :param trace_start: the trace instant at the clock's epoch (hour 0): a timestamp, or hours
@@ -100,7 +100,7 @@ class SimulatedCloud(Cloud):
     @classmethod
     def attach(
         cls, state_dir: str | Path, egress_usd_per_gb: Callable[[str, str], float] | None = None
-    ) -> "SimulatedCloud":
+    ) -> SimulatedCloud:
         """Open an existing state directory with the settings it was created with."""
         settings = read_shared_settings(Path(state_dir).expanduser())
         return cls(state_dir=state_dir, egress_usd_per_gb=egress_usd_per_gb, **{k: settings[k] for k in _SETTINGS})

@@ -132,9 +132,7 @@ class GroupTracker:
             end(record, status, min(max(exit_hours, record["launched_at_hours"]), now_hours), reason)
             record["exit_code"], record["killed"] = code, True
 
-    def capacity_loss_hours(
-        self, zone: str, instance_type: str, count: int, launched_at_hours: float
-    ) -> float | None:
+    def capacity_loss_hours(self, zone: str, instance_type: str, count: int, launched_at_hours: float) -> float | None:
         """When the trace takes a spot gang's capacity away after its launch (None: never, in this trace)."""
         j = self.market.index(zone, instance_type)
         grid_hours = self.market.first_shortfall_hours(j, count, self.grid_hours(launched_at_hours))

@@ -22,6 +22,7 @@ Why a supervisor rather than launching the command directly:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -103,10 +104,8 @@ def signal_group(pgid: int, group_dir: Path, signum: int) -> None:
     """Send `signum` to every process of the group, if it still has any (never to a reused id)."""
     if not group_alive(group_dir):
         return
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signum)
-    except ProcessLookupError:
-        pass
 
 
 def read_exit(group_dir: Path) -> dict | None:

@@ -30,7 +30,7 @@ class TraceMarket:
     cumulative_on_demand_usd: np.ndarray
 
     @classmethod
-    def load(cls, trace_path: str | Path) -> "TraceMarket":
+    def load(cls, trace_path: str | Path) -> TraceMarket:
         """Read (and cache per file version) a trace; every process replays the same one."""
         path = Path(trace_path).resolve()
         stat = os.stat(path)

@@ -1,4 +1,4 @@
-"""Lifetime forecasts: how much longer will a spot group in each market last (DESIGN §2)?
+"""Lifetime forecasts: how much longer will a spot group in each market last (docs/planner.md)?
 
 Every forecaster has the same two methods — `fit(usable, seen, step_hours, spot_prices=None,
 start_time=None)` and `expected_remaining_hours(ages_hours)` — so the planner can take any of them

@@ -43,7 +43,7 @@ class LifetimeForecaster(Protocol):
 
     cap_hours: float
 
-    def fit(self, usable, seen, step_hours, spot_prices=None, start_time=None) -> "LifetimeForecaster":
+    def fit(self, usable, seen, step_hours, spot_prices=None, start_time=None) -> LifetimeForecaster:
         """Learn from a (ticks × markets) history that ends at the current tick."""
         ...
 
@@ -114,9 +114,7 @@ class AgeTable:
         if ages.ndim == 0:
             ages = np.full(self.n_markets, float(ages))
         elif ages.shape != (self.n_markets,):
-            raise ValueError(
-                f"ages_hours must have one age per market ({self.n_markets}), got shape {ages.shape}"
-            )
+            raise ValueError(f"ages_hours must have one age per market ({self.n_markets}), got shape {ages.shape}")
         if not (ages >= 0).all():  # also catches NaN
             raise ValueError(f"ages_hours must be non-negative hours, got {ages}")
         ages = np.minimum(ages, self.ages_hours[-1])
@@ -143,7 +141,7 @@ class ConstantForecaster:
         self.cap_hours = cap_hours
         self.prior_mean_hours = prior_mean_hours
 
-    def fit(self, usable, seen, step_hours, spot_prices=None, start_time=None) -> "ConstantForecaster":
+    def fit(self, usable, seen, step_hours, spot_prices=None, start_time=None) -> ConstantForecaster:
         check_params(self.cap_hours, prior_mean_hours=self.prior_mean_hours)
         usable, seen, step_hours, _, _ = validate_fit_inputs(usable, seen, step_hours, spot_prices, start_time)
         samples = in_progress_samples(usable, seen, step_hours, self.cap_hours)

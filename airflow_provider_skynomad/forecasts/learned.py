@@ -139,7 +139,7 @@ class LearnedForecaster:
         self.n_threads = n_threads
         self.features = features
 
-    def fit(self, usable, seen, step_hours, spot_prices=None, start_time=None) -> "LearnedForecaster":
+    def fit(self, usable, seen, step_hours, spot_prices=None, start_time=None) -> LearnedForecaster:
         """Train on every run cell of the history with a known capped remaining life."""
         check_params(
             self.cap_hours,

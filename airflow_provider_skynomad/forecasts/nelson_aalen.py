@@ -111,7 +111,7 @@ class NelsonAalenForecaster:
         if not (isinstance(self.max_volatility_ratio, (int, float)) and self.max_volatility_ratio >= 1):
             raise ValueError(f"max_volatility_ratio must be ≥ 1 (1 disables it), got {self.max_volatility_ratio!r}")
 
-    def fit(self, usable, seen, step_hours, spot_prices=None, start_time=None) -> "NelsonAalenForecaster":
+    def fit(self, usable, seen, step_hours, spot_prices=None, start_time=None) -> NelsonAalenForecaster:
         """Estimate hazards from the runs in the history; prices and start time are not used."""
         self._check_params()
         usable, seen, step, _, _ = validate_fit_inputs(usable, seen, step_hours, spot_prices, start_time)

@@ -4,7 +4,7 @@ A *run* is a maximal stretch of ticks in one market that were seen and usable. I
 preemption only when we saw the market unusable on the very next tick; if the next tick was not
 seen (we stopped watching, e.g. migrated away) or the history ends, the run is *censored*: we only
 know it lasted at least that long. Mixing those up would make markets we left on purpose look
-volatile, which is exactly the bias DESIGN §2 warns about.
+volatile, which is exactly the bias a lifetime forecast must avoid.
 
 Durations count usable ticks: a group that launched at tick s and was usable through tick e−1 had
 `(e − s) · step_hours` of run, and a group `i` ticks old has survived `i` ticks. Runs whose first tick

@@ -22,9 +22,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
@@ -103,13 +101,13 @@ class SkyNomadConfig:
         return asdict(self)
 
     @classmethod
-    def default(cls) -> "SkyNomadConfig":
+    def default(cls) -> SkyNomadConfig:
         from ..market.table import default_market_url
 
         return cls(market_url=default_market_url())
 
     @classmethod
-    def from_connection(cls, conn: Any) -> "SkyNomadConfig":
+    def from_connection(cls, conn: Any) -> SkyNomadConfig:
         """Read a `skynomad` Connection (standard fields + extra), see the module docstring."""
         from ..market.table import default_market_url
 

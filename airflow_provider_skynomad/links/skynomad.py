@@ -31,7 +31,10 @@ def link_data(handle: dict | None, region: str | None) -> dict | None:
     if not handle or not handle.get("instance_ids"):
         return None
     return {
-        "cloud": handle["cloud"], "region": region, "zone": handle["zone"], "instance_id": handle["instance_ids"][0]
+        "cloud": handle["cloud"],
+        "region": region,
+        "zone": handle["zone"],
+        "instance_id": handle["instance_ids"][0],
     }
 
 

@@ -1,6 +1,6 @@
 """`skynomad market import|export`: move observations between trace files and the market table.
 
-A trace is a dump of the table (DESIGN §3), so export(import(file)) must give the file's rows
+A trace is a dump of the table (docs/market.md), so export(import(file)) must give the file's rows
 back exactly. Import validates the whole file before writing anything, in one transaction,
 so a malformed trace leaves the table as it was. Exit codes: 0 ok, 1 database or "nothing to
 export" trouble, 2 bad input (argparse's own convention). Messages show URLs without passwords.
@@ -26,7 +26,7 @@ def add_market_commands(subparsers) -> argparse.ArgumentParser:
     """Register `market import` and `market export` on an argparse subparsers object."""
     market = subparsers.add_parser(
         "market",
-        help="import/export the market table (observations in the DESIGN §3 trace format)",
+        help="import/export the market table (observations in the market-observation trace format)",
         description="Move market observations between trace files and the market table.",
     )
     commands = market.add_subparsers(dest="market_command", metavar="{import,export}", required=True)
@@ -94,8 +94,7 @@ def run_export(args: argparse.Namespace) -> int:
         table.close()
     if frame.empty:
         return _fail(
-            f"skynomad market export: no rows in {table.display_url} match the filters; "
-            f"{args.output} was not written",
+            f"skynomad market export: no rows in {table.display_url} match the filters; {args.output} was not written",
             EXIT_FAILED,
         )
     _write_atomically(frame, args.output)
@@ -124,7 +123,9 @@ def _timestamp(text: str) -> pd.Timestamp:
     try:
         stamp = pd.Timestamp(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"cannot parse time {text!r}; use ISO 8601 such as 2025-10-04T00:00:00Z")
+        raise argparse.ArgumentTypeError(
+            f"cannot parse time {text!r}; use ISO 8601 such as 2025-10-04T00:00:00Z"
+        ) from None
     if pd.isna(stamp):
         raise argparse.ArgumentTypeError(f"cannot parse time {text!r}; use ISO 8601 such as 2025-10-04T00:00:00Z")
     return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")

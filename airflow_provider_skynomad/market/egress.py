@@ -1,6 +1,6 @@
 """What moving a checkpoint between two markets costs, in USD per GB.
 
-Rules (DESIGN §3), cheapest first:
+Rules (docs/market.md), cheapest first:
 - same zone: free;
 - same region, another zone: $0.01/GB (both AWS and GCP inter-zone rates);
 - AWS across regions: the published pair price from the bundled `aws_egress_pricing.csv`

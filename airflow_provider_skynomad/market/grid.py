@@ -1,7 +1,7 @@
 """Observations resampled onto the decision grid that every driver and the optimum share.
 
 Tick k covers [start + k·step, start + (k+1)·step); its value is the last observation at or
-before the tick's start ("between two rows the last one holds", DESIGN §3). Keeping the
+before the tick's start ("between two rows the last one holds", docs/market.md). Keeping the
 grid dense (ticks × markets numpy arrays) is what makes the optimum and the simulator fast.
 """
 
@@ -55,7 +55,7 @@ class MarketGrid:
     def time_at(self, tick: float) -> pd.Timestamp:
         return self.start + pd.Timedelta(hours=tick * self.step_hours)
 
-    def window(self, first_tick: int, ticks: int) -> "MarketGrid":
+    def window(self, first_tick: int, ticks: int) -> MarketGrid:
         """The sub-grid [first_tick, first_tick + ticks), clipped to the trace."""
         stop = min(first_tick + ticks, self.ticks)
         return MarketGrid(

@@ -1,4 +1,4 @@
-"""The market-observation format (DESIGN §3): one row per (time, zone, instance type).
+"""The market-observation format (docs/market.md): one row per (time, zone, instance type).
 
 The same columns are the trace file format and the market table's rows, so a trace is
 a dump of the table. Everything here validates at the boundary and names file, line and
@@ -71,8 +71,7 @@ def select_zones(frame: pd.DataFrame, zones: list[str] | None, source: str = "tr
     unknown = [z for z in zones if z not in known]
     if unknown:
         raise TraceError(
-            f"{source}: zone filter names {unknown} which the trace does not have; "
-            f"known zones: {sorted(known)}"
+            f"{source}: zone filter names {unknown} which the trace does not have; known zones: {sorted(known)}"
         )
     return frame[frame["zone"].isin(zones)].reset_index(drop=True)
 

@@ -1,4 +1,4 @@
-"""The market table: DESIGN §3 observations kept in their own database, never Airflow's.
+"""The market table: Market observations kept in their own database, never Airflow's.
 
 Why a table and not files: parallel probe tasks append while operators read, and a trace
 is just a dump of it. SQLite (one file, WAL + busy timeout so parallel writers queue instead
@@ -15,7 +15,7 @@ import random
 import sqlite3
 import time
 import zlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
@@ -73,15 +73,15 @@ class UtcDateTime(TypeDecorator):
             return None
         if value.tzinfo is None:
             raise ValueError(f"market timestamps must be timezone-aware, got naive {value!r}")
-        value = value.astimezone(timezone.utc)
+        value = value.astimezone(UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
         if value is None:
             return None
         if value.tzinfo is None:
-            return value.replace(tzinfo=timezone.utc)
-        return value.astimezone(timezone.utc)
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
 
 
 metadata = MetaData()
@@ -176,7 +176,7 @@ class MarketTable:
     def __repr__(self) -> str:
         return f"MarketTable({self.display_url!r})"
 
-    def __enter__(self) -> "MarketTable":
+    def __enter__(self) -> MarketTable:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -281,7 +281,7 @@ class MarketTable:
         until: datetime | str | pd.Timestamp | None = None,
         instance_types: list[str] | None = None,
     ) -> pd.DataFrame:
-        """Rows in the DESIGN §3 format, sorted by (observed_at, zone), validated.
+        """Rows in the market-observation format, sorted by (observed_at, zone), validated.
 
         Filters combine: `since` is inclusive, `until` exclusive (so consecutive ranges never
         repeat a row); naive times are UTC. No matching rows → an empty, correctly typed frame.
@@ -334,7 +334,7 @@ def _records(rows: pd.DataFrame) -> list[dict]:
     """Plain Python values for the DB driver (numpy scalars and pandas Timestamps confuse some)."""
     columns = {c: rows[c].tolist() for c in COLUMNS}
     columns["observed_at"] = [t.to_pydatetime() for t in rows["observed_at"]]
-    return [dict(zip(COLUMNS, values)) for values in zip(*(columns[c] for c in COLUMNS))]
+    return [dict(zip(COLUMNS, values, strict=True)) for values in zip(*(columns[c] for c in COLUMNS), strict=True)]
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from ..clouds.base import Cloud
 from ..clouds.driver import cloud_now
@@ -19,7 +19,7 @@ def resolve_deadline_hours(deadline, dag, context, config: SkyNomadConfig, cloud
     few seconds of ``dag.test()`` start-up would eat hours of an accelerated deadline. Absolute
     datetimes are read on the cloud's clock (the simulated cloud's replayed trace time).
     """
-    now_wall = datetime.now(timezone.utc)
+    now_wall = datetime.now(UTC)
     anchor, interval, absolute = None, None, None
     if deadline is None:
         anchor, interval, absolute = deadline_from_alert(dag, context)
@@ -66,9 +66,9 @@ def deadline_from_alert(dag, context) -> tuple[datetime | None, timedelta | None
         elif name == "DagRunLogicalDateDeadline":
             dag_run = context.get("dag_run")
             anchor = getattr(dag_run, "logical_date", None) or getattr(dag_run, "run_after", None)
-            candidate = (anchor or datetime.now(timezone.utc), interval, None)
+            candidate = (anchor or datetime.now(UTC), interval, None)
         elif name == "DagRunQueuedAtDeadline":
-            candidate = (_run_start(context) or datetime.now(timezone.utc), interval, None)
+            candidate = (_run_start(context) or datetime.now(UTC), interval, None)
         else:
             continue
         best = candidate if best is None else min(best, candidate, key=_deadline_wall)

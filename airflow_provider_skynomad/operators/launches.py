@@ -130,7 +130,10 @@ def recover_pending(
         moved_from = markets[checkpoint_market].zone
         cloud.copy_checkpoint(moved_from, request.zone, float(record.job["checkpoint_gb"]), tags=request.tags)
     result = DriveResult(
-        handle, option, launched=True, terminated=current if current and current != handle else None,
+        handle,
+        option,
+        launched=True,
+        terminated=current if current and current != handle else None,
         moved_from_zone=moved_from,
     )
     apply_result(record, view, result, elapsed, observe)
@@ -175,8 +178,13 @@ def apply_result(record: JobRecord, view: MarketView, result: DriveResult, elaps
         record.group = result.handle.to_dict()
         record.open_segment(
             Segment(
-                market=market.key, zone=market.zone, region=market.region, mode=option.mode.value,
-                start_hours=elapsed, usd_per_hour=float(price) * job.instances, launch_delay_hours=delay,
+                market=market.key,
+                zone=market.zone,
+                region=market.region,
+                mode=option.mode.value,
+                start_hours=elapsed,
+                usd_per_hour=float(price) * job.instances,
+                launch_delay_hours=delay,
                 instance_ids=list(result.handle.instance_ids),
             )
         )

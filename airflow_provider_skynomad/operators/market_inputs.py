@@ -84,8 +84,10 @@ def market_rows(
             "skynomad_probe DAG; nothing was launched"
         )
     allowed = sorted(set(frame["zone"]))
-    return allowed, (sorted(set(frame["instance_type"])) if types or accelerator else None), frame.reset_index(
-        drop=True
+    return (
+        allowed,
+        (sorted(set(frame["instance_type"])) if types or accelerator else None),
+        frame.reset_index(drop=True),
     )
 
 
@@ -112,14 +114,16 @@ def job_view(
     table = MarketTable(config.market_url)
     try:
         frame = read_market_frame(
-            table, record.zones, record.instance_types, cloud_now(cloud) + pd.Timedelta(seconds=1), lookback_hours,
+            table,
+            record.zones,
+            record.instance_types,
+            cloud_now(cloud) + pd.Timedelta(seconds=1),
+            lookback_hours,
         )
     finally:
         table.close()
     if frame.empty:
-        raise RuntimeError(
-            f"the market table at {config.display_market_url} has no rows for the job's zones any more"
-        )
+        raise RuntimeError(f"the market table at {config.display_market_url} has no rows for the job's zones any more")
     return market_view(frame, step_hours, int(record.job["instances"]))
 
 

@@ -4,7 +4,7 @@ The ``skynomad_probe`` DAG maps one of these per cloud/region, so a region whose
 fails its own task while every other region's rows still land. Inside one task each zone is
 probed on its own as well: rows of the zones that answered are written first, then the task
 fails naming the zones that did not. Rows are stamped with the cloud's clock (the simulated
-cloud's replayed time), in the DESIGN §3 format.
+cloud's replayed time), in the market-observation format.
 """
 
 from __future__ import annotations
@@ -114,7 +114,11 @@ class SkyNomadProbeOperator(BaseOperator):
         for row in rows:
             self.log.info(
                 "probe %s %s: %d/%d available, spot $%.4f/h, on-demand $%.4f/h",
-                row["zone"], row["instance_type"], row["available"], row["requested"], row["spot_price"],
+                row["zone"],
+                row["instance_type"],
+                row["available"],
+                row["requested"],
+                row["spot_price"],
                 row["on_demand_price"],
             )
         self.log.info("wrote %d new observation(s) to %s", written, config.display_market_url)

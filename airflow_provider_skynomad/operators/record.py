@@ -73,7 +73,7 @@ class JobRecord:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "JobRecord":
+    def from_dict(cls, data: dict) -> JobRecord:
         if data.get("version") != RECORD_VERSION:
             raise ValueError(
                 f"task state holds a SkyNomad job record of version {data.get('version')!r}; this provider "
@@ -104,7 +104,7 @@ class StateStore:
         self._memory: dict[str, Any] = {}
 
     @classmethod
-    def of(cls, context) -> "StateStore":
+    def of(cls, context) -> StateStore:
         try:
             accessor = context["task_state_store"]
         except (KeyError, TypeError):

@@ -1,6 +1,6 @@
 """SkyNomadOperator: run a checkpointing gang job on spot instances across zones before a deadline.
 
-Worker side of the split (DESIGN §6): this operator validates, launches, migrates and
+Worker side of the split: this operator validates, launches, migrates and
 terminates; `SkyNomadTrigger` only watches. Each visit to a worker is short:
 
 1. ``execute`` validates everything (deadline, feasibility, zones, market table freshness, the
@@ -16,6 +16,7 @@ a second one. Events carry the deferral number they answer; a repeated event is 
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,7 +39,11 @@ from .record import JOB_TAG, JobRecord, StateStore, job_id_for
 from .summary import format_timeline, job_bill, summarize
 
 __all__ = [
-    "SkyNomadInputError", "SkyNomadOperator", "default_steps", "default_workload", "on_deadline_missed",
+    "SkyNomadInputError",
+    "SkyNomadOperator",
+    "default_steps",
+    "default_workload",
+    "on_deadline_missed",
     "resolve_deadline_hours",
 ]
 
@@ -144,7 +149,9 @@ class SkyNomadOperator(BaseOperator):
             record, view = self._start(context, config, cloud, store)
         else:
             self.log.info(
-                "Reconnecting to SkyNomad job %s (try %s): %s", record.job_id, context["ti"].try_number,
+                "Reconnecting to SkyNomad job %s (try %s): %s",
+                record.job_id,
+                context["ti"].try_number,
                 _where(record),
             )
             if record.finished:
@@ -167,7 +174,8 @@ class SkyNomadOperator(BaseOperator):
         if not event or event.get("seq") != record.seq:
             self.log.info(
                 "Ignoring a repeated trigger event (answers deferral %s, now at %s)",
-                (event or {}).get("seq"), record.seq,
+                (event or {}).get("seq"),
+                record.seq,
             )
             if record.finished:
                 return record.summary
@@ -215,10 +223,8 @@ class SkyNomadOperator(BaseOperator):
                 self.log.info("on_kill: terminating group %s", data.get("instance_ids"))
                 cloud.terminate(GroupHandle.from_dict(data))
         if record.pending:
-            try:
+            with contextlib.suppress(CapacityError):
                 cloud.terminate(cloud.launch(LaunchRequest.from_dict(record.pending)))
-            except CapacityError:
-                pass
 
     # == start ==================================================================================
 
@@ -237,9 +243,15 @@ class SkyNomadOperator(BaseOperator):
         """Validate everything, then write the record, decide and launch."""
         job, deadline_hours = self._job_spec(context, config, cloud)
         zones, instance_types, frame = market_rows(
-            config, cloud, zones=self.zones, regions=self.regions, clouds=self.clouds,
-            instance_types=self.instance_types, accelerator=self.accelerator,
-            lookback_hours=self.market_lookback_hours, max_market_age=self.max_market_age,
+            config,
+            cloud,
+            zones=self.zones,
+            regions=self.regions,
+            clouds=self.clouds,
+            instance_types=self.instance_types,
+            accelerator=self.accelerator,
+            lookback_hours=self.market_lookback_hours,
+            max_market_age=self.max_market_age,
         )
         view = market_view(frame, self._step_hours, job.instances)
         from ..planner.registry import get_policy
@@ -264,7 +276,11 @@ class SkyNomadOperator(BaseOperator):
         )
         decision = policy.decide(job, JobState(), view, 0.0)
         record.note(
-            0.0, "start", work_h=job.work_hours, deadline_h=round(deadline_hours, 3), zones=len(zones),
+            0.0,
+            "start",
+            work_h=job.work_hours,
+            deadline_h=round(deadline_hours, 3),
+            zones=len(zones),
             policy=self.policy,
         )
         record.note(0.0, "decide", want=_first(decision), reason=decision.reason)
@@ -319,8 +335,16 @@ class SkyNomadOperator(BaseOperator):
 
     def _carry_out(self, record, cloud, view, decision, elapsed, store, context) -> None:
         carry_out(
-            record, cloud, view, decision, elapsed, store, command=self.command, env=self.env,
-            tags=self._tags(record, context), observe=self._observe_zone,
+            record,
+            cloud,
+            view,
+            decision,
+            elapsed,
+            store,
+            command=self.command,
+            env=self.env,
+            tags=self._tags(record, context),
+            observe=self._observe_zone,
         )
 
     def _release(self, record: JobRecord, cloud: Cloud, store: StateStore, elapsed: float, end: str) -> None:
@@ -408,8 +432,14 @@ class SkyNomadOperator(BaseOperator):
 
     def _observe_zone(self, record: JobRecord, view: MarketView, zone: str, available: int) -> None:
         record_observation(
-            record, view, zone, available, cloud=self._cloud, skynomad_conn_id=self.skynomad_conn_id,
-            accelerator=self.accelerator, log=self.log,
+            record,
+            view,
+            zone,
+            available,
+            cloud=self._cloud,
+            skynomad_conn_id=self.skynomad_conn_id,
+            accelerator=self.accelerator,
+            log=self.log,
         )
 
 

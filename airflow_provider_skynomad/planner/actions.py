@@ -30,7 +30,7 @@ class Option:
         return {"market": self.market, "mode": self.mode.value}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Option":
+    def from_dict(cls, data: dict) -> Option:
         return cls(market=data["market"], mode=Mode(data["mode"]))
 
 
@@ -68,7 +68,7 @@ class Decision:
         }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Decision":
+    def from_dict(cls, data: dict) -> Decision:
         return cls(
             try_in_order=tuple(Option.from_dict(o) if o else None for o in data["try_in_order"]),
             probes=tuple(data.get("probes", ())),

@@ -118,16 +118,21 @@ class JobState:
     def age_hours(self) -> float:
         return self.elapsed_hours - self.running_since_hours if self.running else 0.0
 
-    def advance(self, **changes) -> "JobState":
+    def advance(self, **changes) -> JobState:
         return replace(self, **changes)
 
-    def launched(self, option: Option, at_hours: float, warmup_hours: float) -> "JobState":
+    def launched(self, option: Option, at_hours: float, warmup_hours: float) -> JobState:
         """A new group runs `option`: an existing checkpoint moves with it (its egress is paid at launch)."""
         checkpoint = option.market if self.checkpoint_market is not None else None
-        return replace(self, running=option, running_since_hours=at_hours, warmup_left_hours=warmup_hours,
-                       checkpoint_market=checkpoint)
+        return replace(
+            self,
+            running=option,
+            running_since_hours=at_hours,
+            warmup_left_hours=warmup_hours,
+            checkpoint_market=checkpoint,
+        )
 
-    def progressed(self, progress_hours: float, **changes) -> "JobState":
+    def progressed(self, progress_hours: float, **changes) -> JobState:
         """Progress is now `progress_hours`; the first progress writes the first checkpoint where the group runs."""
         checkpoint = self.checkpoint_market
         if checkpoint is None and progress_hours > 0 and self.running is not None:
@@ -140,7 +145,7 @@ class JobState:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict) -> "JobState":
+    def from_dict(cls, data: dict) -> JobState:
         data = dict(data)
         data["running"] = Option.from_dict(data["running"]) if data.get("running") else None
         return cls(**data)

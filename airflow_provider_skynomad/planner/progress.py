@@ -12,7 +12,7 @@ MAX_VALUE_MULTIPLE = 10.0  # V is capped at this many times C_od: past it every 
 def value_of_progress(
     job: JobSpec, state: JobState, cheapest_on_demand_usd_per_hour: float, step_hours: float
 ) -> float:
-    """V(t, p) = C_od · t/(T − t) · (P − p)/p, in USD per hour of progress (DESIGN §2).
+    """V(t, p) = C_od · t/(T − t) · (P − p)/p, in USD per hour of progress (docs/planner.md).
 
     On schedule (p/P = t/T) V equals C_od; behind it exceeds C_od so on-demand becomes worth
     its price; ahead it drops below C_od and the planner gets picky. One decision step δ is

@@ -75,7 +75,7 @@ def rescue_lead_hours(job: JobSpec, view: MarketView) -> float:
 
 
 def cheapest_on_demand(job: JobSpec, state: JobState, view: MarketView) -> Option:
-    """The safety-net target: minimise od_price·(P − p + d) + S·egress(checkpoint → z) (DESIGN §2)."""
+    """The safety-net target: minimise od_price·(P − p + d) + S·egress(checkpoint → z) (docs/planner.md)."""
     remaining = job.work_hours - state.progress_hours
     if state.running is not None and state.running.mode is Mode.ON_DEMAND:
         return state.running  # already on the net: moving would only add a cold start

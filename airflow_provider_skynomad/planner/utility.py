@@ -1,4 +1,4 @@
-"""Utility of running an option for the next while: U = V·η − price − S·egress/L̄ (DESIGN §2).
+"""Utility of running an option for the next while: U = V·η − price − S·egress/L̄ (docs/planner.md).
 
 V is what an hour of progress is worth now, η the share of the expected stay that is
 useful (the rest is cold start), and egress is amortised over that stay. Idle is worth 0.

@@ -45,7 +45,7 @@ class ClairvoyantForecaster:
         self.cap_hours = cap_hours
         self._remaining = remaining_run_hours(usable, step_hours)
 
-    def fit(self, usable, seen, step_hours, spot_prices=None, start_time=None) -> "ClairvoyantForecaster":
+    def fit(self, usable, seen, step_hours, spot_prices=None, start_time=None) -> ClairvoyantForecaster:
         if np.shape(usable)[1] != self._remaining.shape[1] or step_hours != self.step_hours:
             raise ValueError("the history is not from the trace this clairvoyant forecaster was built on")
         self.tick_ = np.shape(usable)[0] - 1

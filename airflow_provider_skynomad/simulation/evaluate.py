@@ -1,4 +1,4 @@
-"""`skynomad evaluate`: every policy on every window of a trace, through the same simulator (DESIGN §4)."""
+"""`skynomad evaluate`: every policy on every window of a trace, through the same simulator (docs/evaluate.md)."""
 
 from __future__ import annotations
 
@@ -75,8 +75,15 @@ class Evaluation:
     def _simulator(self, name: str, **params) -> Callable[[int], dict]:
         def run(start: int) -> dict:
             policy = get_policy(name, **params)
-            result = simulate(policy, self.job, self.grid, start, self.egress_usd_per_gb,
-                              observe_all=self.observe_all, table_probe_hours=self.table_probe_hours)
+            result = simulate(
+                policy,
+                self.job,
+                self.grid,
+                start,
+                self.egress_usd_per_gb,
+                observe_all=self.observe_all,
+                table_probe_hours=self.table_probe_hours,
+            )
             return result.to_dict(self.timeline)
 
         return run
@@ -123,6 +130,6 @@ def summarise(windows: list[dict]) -> dict:
         for n in zones:
             summary.pop(n)
     if OPTIMAL in summary and summary[OPTIMAL]["mean_cost_usd"] > 0:
-        for name, row in summary.items():
+        for row in summary.values():
             row["ratio_to_optimal"] = round(row["mean_cost_usd"] / summary[OPTIMAL]["mean_cost_usd"], 4)
     return summary

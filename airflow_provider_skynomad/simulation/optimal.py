@@ -127,8 +127,8 @@ def optimal_cost(
                     total = cost[:, :, first:] + price[:, :, 0] * (need_s / 3600.0)
                     best = min(best, float(np.where(ok, total, inf).min()))
             if first > 0:
-                new_run[:, :, after[j], d:first + d] = np.minimum(
-                    new_run[:, :, after[j], d:first + d],
+                new_run[:, :, after[j], d : first + d] = np.minimum(
+                    new_run[:, :, after[j], d : first + d],
                     cost[:, :, :first] + price[:, :, 0] * (step_s / 3600.0),
                 )
         run = new_run

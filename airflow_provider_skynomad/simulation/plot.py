@@ -24,8 +24,15 @@ def plot_costs(report: dict, path: str | Path) -> None:
         costs = [w["results"][name]["cost_usd"] for w in windows]
         ax.bar(x + (j - (len(names) - 1) / 2) * width, costs, width, label=name)
     if "optimal" in windows[0]["results"]:
-        ax.scatter(x, [w["results"]["optimal"]["cost_usd"] for w in windows], marker="_", s=600, c="k",
-                   zorder=3, label="optimal")
+        ax.scatter(
+            x,
+            [w["results"]["optimal"]["cost_usd"] for w in windows],
+            marker="_",
+            s=600,
+            c="k",
+            zorder=3,
+            label="optimal",
+        )
     ax.set_xticks(x, [w["start"][:16].replace("T", "\n") for w in windows], fontsize=7)
     ax.set_ylabel("cost (USD)")
     ax.set_title(f"Cost per window — {report['trace']['path']}", fontsize=9)

@@ -1,4 +1,4 @@
-"""What one run of one policy on one window cost, in the DESIGN §4 JSON shape."""
+"""What one run of one policy on one window cost, in the JSON shape of docs/evaluate.md."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one simulation loop every policy runs through (DESIGN §5).
+"""The one simulation loop every policy runs through.
 
 Time moves in decision steps on the market grid. At each step: a running spot group whose
 market lost capacity is preempted; the policy decides from what it may know (MarketView
@@ -95,9 +95,7 @@ def simulate(
         raise ValueError(f"table_probe_hours must be a number > 0, got {table_probe_hours}")
     ticks = window_ticks(job, grid.step_hours)
     if start_tick < 0 or start_tick + ticks > grid.ticks:
-        raise ValueError(
-            f"window of {ticks} steps from tick {start_tick} does not fit the trace's {grid.ticks} steps"
-        )
+        raise ValueError(f"window of {ticks} steps from tick {start_tick} does not fit the trace's {grid.ticks} steps")
     dt = grid.step_hours
     n = job.instances
     usable = grid.usable(n)

@@ -170,7 +170,11 @@ class SkyNomadTrigger(BaseTrigger):
                     return
                 self.log.debug(
                     "skynomad t=%.2fh p=%.2f/%.2fh staying on %s (%s)",
-                    elapsed, progress, job.work_hours, state.running, decision.reason,
+                    elapsed,
+                    progress,
+                    job.work_hours,
+                    state.running,
+                    decision.reason,
                 )
         finally:
             await asyncio.to_thread(table.close)
@@ -280,7 +284,7 @@ def refresh_frame(
         new = table.read(zones=zones, since=newest, until=until, instance_types=instance_types)
         frame = pd.concat([frame, new], ignore_index=True) if not new.empty else frame
         frame = frame.drop_duplicates(KEY, keep="first")
-        # Trim old history, but keep each market's latest row: last observation holds (DESIGN §3).
+        # Trim old history, but keep each market's latest row: last observation holds (docs/market.md).
         latest = frame.groupby(["zone", "instance_type"])["observed_at"].transform("max")
         frame = frame[(frame["observed_at"] >= since) | (frame["observed_at"] == latest)]
         return frame.sort_values(["observed_at", "zone", "instance_type"]).reset_index(drop=True)

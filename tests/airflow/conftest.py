@@ -1,7 +1,7 @@
 """Airflow test environment: one throwaway AIRFLOW_HOME per session, migrated once.
 
 Airflow reads its configuration when first imported, so the environment is set here, at
-import time of this conftest (pytest loads it before any test module of this folder). 
+import time of this conftest (pytest loads it before any test module of this folder).
 The DAGs folder holds copies of the example DAGs and of tests/airflow/dags (``dag.test()`` only
 runs DAGs it finds in a bundle). Each test gets its own SKYNOMAD_HOME (market table, simulated cloud state).
 """

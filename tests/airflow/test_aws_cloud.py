@@ -15,8 +15,12 @@ REGION, ZONE = "us-east-1", "us-east-1a"
 
 @pytest.fixture
 def aws(monkeypatch):
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": REGION, "AWS_SECURITY_TOKEN": "testing"}.items():
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_SECURITY_TOKEN": "testing",
+    }.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", "aws://")
     with moto.mock_aws():
@@ -25,8 +29,17 @@ def aws(monkeypatch):
 
 
 def request(token="sn-1", spot=True, count=2, zone=ZONE):
-    return LaunchRequest("aws", REGION, zone, "g4dn.xlarge", count, spot, token,
-                         command=("python", "-m", "train"), tags={"skynomad-job": "sn"})
+    return LaunchRequest(
+        "aws",
+        REGION,
+        zone,
+        "g4dn.xlarge",
+        count,
+        spot,
+        token,
+        command=("python", "-m", "train"),
+        tags={"skynomad-job": "sn"},
+    )
 
 
 def test_launch_is_tagged_and_idempotent_on_the_client_token(aws):

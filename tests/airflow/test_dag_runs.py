@@ -31,8 +31,10 @@ def simulated(airflow_db, skynomad_home, gcp_frame, monkeypatch):
     monkeypatch.setenv(
         "AIRFLOW_CONN_SKYNOMAD_DEFAULT",
         json.dumps(
-            {"conn_type": "skynomad",
-             "extra": {"cloud": "simulated", "speed": SPEED, "cloud_options": {"trace_start": TRACE_START_HOURS}}}
+            {
+                "conn_type": "skynomad",
+                "extra": {"cloud": "simulated", "speed": SPEED, "cloud_options": {"trace_start": TRACE_START_HOURS}},
+            }
         ),
     )
     start = gcp_frame["observed_at"].min() + pd.Timedelta(hours=TRACE_START_HOURS)
@@ -77,12 +79,15 @@ def test_probe_then_fine_tune_with_preemption_and_migration(simulated, tmp_path)
     bill = cloud.bill(tags={"skynomad-job": summary["job_id"]})
     assert summary["cost_basis"] == "cloud_bill"
     assert summary["cost_usd"] == {
-        "spot": round(bill["spot_usd"], 2), "on_demand": round(bill["on_demand_usd"], 2),
-        "egress": round(bill["egress_usd"], 2), "probe": round(bill["probe_usd"], 2),
+        "spot": round(bill["spot_usd"], 2),
+        "on_demand": round(bill["on_demand_usd"], 2),
+        "egress": round(bill["egress_usd"], 2),
+        "probe": round(bill["probe_usd"], 2),
         "total": round(bill["total_usd"], 2),
     }
     assert (summary["spot_hours"], summary["on_demand_hours"]) == (
-        round(bill["spot_hours"], 3), round(bill["on_demand_hours"], 3),
+        round(bill["spot_hours"], 3),
+        round(bill["on_demand_hours"], 3),
     )
     assert len(bill["egress"]) == summary["migrations"]  # every move's checkpoint copy, billed to the job
     assert cloud.bill()["probes"] >= bill["probes"] + 13  # the probe DAG's probes are not the job's

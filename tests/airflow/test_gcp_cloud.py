@@ -77,8 +77,17 @@ def gcp():
 
 
 def request(token="sn-ABC_1", spot=True, count=2, zone="us-central1-a"):
-    return LaunchRequest("gcp", "us-central1", zone, "a3-highgpu-1g", count, spot, token,
-                         command=("python", "-m", "train"), tags={"skynomad-job": "SN-1"})
+    return LaunchRequest(
+        "gcp",
+        "us-central1",
+        zone,
+        "a3-highgpu-1g",
+        count,
+        spot,
+        token,
+        command=("python", "-m", "train"),
+        tags={"skynomad-job": "SN-1"},
+    )
 
 
 def test_launch_names_labels_spot_and_idempotency(gcp):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pandas as pd
@@ -13,8 +13,8 @@ from airflow.sdk.exceptions import TaskDeferred
 
 from airflow_provider_skynomad.clouds.base import GroupStatus
 from airflow_provider_skynomad.market.table import MarketTable
-from airflow_provider_skynomad.operators.record import RECORD_KEY
 from airflow_provider_skynomad.operators.deadline import resolve_deadline_hours
+from airflow_provider_skynomad.operators.record import RECORD_KEY
 from airflow_provider_skynomad.operators.skynomad import SkyNomadInputError, SkyNomadOperator, on_deadline_missed
 from airflow_provider_skynomad.triggers.skynomad import SkyNomadTrigger
 
@@ -50,7 +50,7 @@ class FakeTI:
 
 
 def context_for(store, try_number=1, started=None):
-    started = started or datetime.now(timezone.utc)
+    started = started or datetime.now(UTC)
     run = SimpleNamespace(start_date=started, run_after=started, logical_date=started)
     return {"ti": FakeTI(try_number), "dag_run": run, "task_state_store": store}
 
@@ -142,8 +142,15 @@ def test_crash_in_the_middle_of_a_launch_is_finished_with_the_same_client_token(
 
 
 def _event(kind, seq, elapsed, progress, decision=None):
-    return {"kind": kind, "seq": seq, "elapsed_hours": elapsed, "progress_hours": progress,
-            "status": None, "decision": decision, "reason": ""}
+    return {
+        "kind": kind,
+        "seq": seq,
+        "elapsed_hours": elapsed,
+        "progress_hours": progress,
+        "status": None,
+        "decision": decision,
+        "reason": "",
+    }
 
 
 def test_repeated_event_is_ignored(cloud):
@@ -251,8 +258,18 @@ def test_finished_event_returns_a_small_summary(cloud, caplog):
 
 def test_summary_cost_is_the_clouds_own_bill_for_the_job(cloud, monkeypatch):
     asked = []
-    bill = {"spot_usd": 7.004, "on_demand_usd": 1.5, "egress_usd": 0.5, "probe_usd": 0.25, "total_usd": 9.254,
-            "spot_hours": 5.25, "on_demand_hours": 1.0, "probes": 3, "groups": [], "egress": []}
+    bill = {
+        "spot_usd": 7.004,
+        "on_demand_usd": 1.5,
+        "egress_usd": 0.5,
+        "probe_usd": 0.25,
+        "total_usd": 9.254,
+        "spot_hours": 5.25,
+        "on_demand_hours": 1.0,
+        "probes": 3,
+        "groups": [],
+        "egress": [],
+    }
 
     def billed(tags=None):
         asked.append(tags)
@@ -302,7 +319,7 @@ def _refused(op, cloud, store, match):
 
 
 def test_deadline_in_the_past(cloud):
-    past = datetime(2020, 1, 1, tzinfo=timezone.utc)
+    past = datetime(2020, 1, 1, tzinfo=UTC)
     _refused(make_op(deadline=past), cloud, FakeStore(), "already past")
 
 
@@ -354,12 +371,17 @@ def _config():
 
 def test_deadline_from_the_dags_deadline_alert(cloud):
     with DAG(
-        "alerted", schedule=None, start_date=datetime(2025, 1, 1),
-        deadline=DeadlineAlert(reference=DeadlineReference.DAGRUN_QUEUED_AT, interval=timedelta(hours=9),
-                               callback=AsyncCallback(on_deadline_missed)),
+        "alerted",
+        schedule=None,
+        start_date=datetime(2025, 1, 1),
+        deadline=DeadlineAlert(
+            reference=DeadlineReference.DAGRUN_QUEUED_AT,
+            interval=timedelta(hours=9),
+            callback=AsyncCallback(on_deadline_missed),
+        ),
     ) as dag:
         op = SkyNomadOperator(task_id="job", work_hours=6.0)
-    started = datetime.now(timezone.utc) - timedelta(minutes=30)
+    started = datetime.now(UTC) - timedelta(minutes=30)
     hours = resolve_deadline_hours(None, dag, context_for(FakeStore(), started=started), _config(), cloud)
     assert hours == pytest.approx(8.5, abs=0.01)
     defer(op, context_for(FakeStore()))

@@ -71,15 +71,21 @@ class Services:
         self.env, self.logs, self.procs = env, logs, {}
 
     def airflow(self, *args, timeout=300) -> subprocess.CompletedProcess:
-        result = subprocess.run([sys.executable, "-m", "airflow", *args], env=self.env, capture_output=True,
-                                text=True, timeout=timeout)
+        result = subprocess.run(
+            [sys.executable, "-m", "airflow", *args], env=self.env, capture_output=True, text=True, timeout=timeout
+        )
         assert result.returncode == 0, f"airflow {' '.join(args)}:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
         return result
 
     def start(self, name: str, *args) -> None:
-        log = open(self.logs / f"{name}.log", "w")
-        self.procs[name] = subprocess.Popen([sys.executable, "-m", "airflow", *args], env=self.env, stdout=log,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+        log = open(self.logs / f"{name}.log", "w")  # noqa: SIM115 - held open for the process lifetime
+        self.procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "airflow", *args],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def stop(self) -> None:
         for proc in self.procs.values():
@@ -114,8 +120,13 @@ def _wait_for_run(admin, name, dag_id, services, timeout, watch_task=None) -> tu
     stop = time.monotonic() + timeout
     while time.monotonic() < stop:
         if watch_task:
-            seen |= {r[0] for r in _query(admin, name, "SELECT state FROM task_instance WHERE dag_id=%s AND "
-                                          "task_id=%s", (dag_id, watch_task)) if r[0]}
+            seen |= {
+                r[0]
+                for r in _query(
+                    admin, name, "SELECT state FROM task_instance WHERE dag_id=%s AND task_id=%s", (dag_id, watch_task)
+                )
+                if r[0]
+            }
         rows = _query(admin, name, "SELECT state FROM dag_run WHERE dag_id=%s", (dag_id,))
         if rows and rows[0][0] in ("success", "failed"):
             return rows[0][0], seen
@@ -150,8 +161,10 @@ def test_fine_tune_through_scheduler_and_triggerer(metadata_db, tmp_path, gcp_fr
         "SKYNOMAD_HOME": str(skynomad_home),
         "SKYNOMAD_PROBE_INTERVAL_MINUTES": "1440",
         "AIRFLOW_CONN_SKYNOMAD_DEFAULT": json.dumps(
-            {"conn_type": "skynomad",
-             "extra": {"cloud": "simulated", "speed": SPEED, "cloud_options": {"trace_start": TRACE_START_HOURS}}}
+            {
+                "conn_type": "skynomad",
+                "extra": {"cloud": "simulated", "speed": SPEED, "cloud_options": {"trace_start": TRACE_START_HOURS}},
+            }
         ),
     }
     services = Services(env, tmp_path)
@@ -183,8 +196,11 @@ def test_fine_tune_through_scheduler_and_triggerer(metadata_db, tmp_path, gcp_fr
         services.airflow("dags", "trigger", "skynomad_fine_tune", "--conf", json.dumps({"work_hours": 1.0}))
         state, seen = _wait_for_run(admin, name, "skynomad_fine_tune", services, 300, watch_task="fine_tune")
         assert state == "success", services.tail()
-        (value,) = _query(admin, name, "SELECT value FROM xcom WHERE dag_id='skynomad_fine_tune' AND "
-                          "task_id='fine_tune' AND key='return_value'")[0]
+        (value,) = _query(
+            admin,
+            name,
+            "SELECT value FROM xcom WHERE dag_id='skynomad_fine_tune' AND task_id='fine_tune' AND key='return_value'",
+        )[0]
         summary = value if isinstance(value, dict) else json.loads(value)
         task_logs = "".join(
             p.read_text() for p in (home / "logs").rglob("*.log") if "dag_id=skynomad_fine_tune" in str(p)

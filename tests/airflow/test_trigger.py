@@ -34,11 +34,27 @@ def _launch(cloud: FakeCloud, zone=ZONE, spot=True, token="tok-1") -> GroupHandl
     return cloud.launch(LaunchRequest("gcp", zone.rsplit("-", 1)[0], zone, "a3-highgpu-1g", 1, spot, token))
 
 
-def _trigger(handle: GroupHandle | None, *, work=6.0, deadline=10.0, elapsed=0.0, progress=0.0, policy="skynomad",
-             running_since=0.0, mode=Mode.SPOT, seq=3, params=None) -> SkyNomadTrigger:
+def _trigger(
+    handle: GroupHandle | None,
+    *,
+    work=6.0,
+    deadline=10.0,
+    elapsed=0.0,
+    progress=0.0,
+    policy="skynomad",
+    running_since=0.0,
+    mode=Mode.SPOT,
+    seq=3,
+    params=None,
+) -> SkyNomadTrigger:
     running = Option(handle.zone, mode) if handle else None
-    state = JobState(elapsed_hours=elapsed, progress_hours=progress, running=running,
-                     running_since_hours=running_since, checkpoint_market=handle.zone if handle else None)
+    state = JobState(
+        elapsed_hours=elapsed,
+        progress_hours=progress,
+        running=running,
+        running_since_hours=running_since,
+        checkpoint_market=handle.zone if handle else None,
+    )
     return SkyNomadTrigger(
         job=JobSpec(work_hours=work, deadline_hours=deadline).to_dict(),
         job_start_hours=0.0,

@@ -69,7 +69,7 @@ def test_samples_drop_cells_censored_before_the_cap():
     # step 1 h, cap 2 h. Run A (ticks 0-2) preempted at 3; run B (ticks 4-8) censored at the end.
     usable, seen = history("UUUDUUUUU")
     samples = in_progress_samples(usable, seen, 1.0, cap_hours=2.0)
-    got = dict(zip(samples.tick.tolist(), samples.remaining_hours.tolist()))
+    got = dict(zip(samples.tick.tolist(), samples.remaining_hours.tolist(), strict=True))
     # A: remaining 3, 2, 1 ticks -> capped 2, 2, 1 h. B: at ticks 4..7 the group is seen running
     # through t+1, so it had ≥ 2 h left -> 2 h; at tick 8 only 1 h is proven: unknown, dropped.
     assert got == {0: 2.0, 1: 2.0, 2: 1.0, 4: 2.0, 5: 2.0, 6: 2.0, 7: 2.0}

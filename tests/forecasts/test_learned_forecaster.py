@@ -38,7 +38,7 @@ def held_out_error(forecaster, usable, seen, prices, first):
     later = truth.tick >= first
     ages = run_age_ticks(usable, seen) * STEP
     errors = []
-    for t, m, y in zip(truth.tick[later], truth.market[later], truth.remaining_hours[later]):
+    for t, m, y in zip(truth.tick[later], truth.market[later], truth.remaining_hours[later], strict=True):
         errors.append(forecaster.expected_remaining_hours(np.maximum(ages[t], 0))[m] - y)
     return np.abs(errors).mean()
 

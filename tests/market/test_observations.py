@@ -1,4 +1,4 @@
-"""The market-observation format (DESIGN §3): reading, validation errors naming file, line and column."""
+"""The market-observation format (docs/market.md): reading, validation errors naming file, line and column."""
 
 from __future__ import annotations
 
@@ -213,8 +213,16 @@ def test_line_numbers_count_blank_lines_as_an_editor_does(tmp_path):
     path = tmp_path / "trace.csv"
     # line 1 header, 2 row, 3 blank, 4 row, 5 bad row
     path.write_text(
-        "\n".join([HEADER, row("2025-10-04T00:00:00Z"), "", row("2025-10-04T00:10:00Z"),
-                   row("2025-10-04T00:20:00Z", spot="-1")]) + "\n"
+        "\n".join(
+            [
+                HEADER,
+                row("2025-10-04T00:00:00Z"),
+                "",
+                row("2025-10-04T00:10:00Z"),
+                row("2025-10-04T00:20:00Z", spot="-1"),
+            ]
+        )
+        + "\n"
     )
     with pytest.raises(TraceError) as exc:
         read_observations(path)

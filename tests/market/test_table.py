@@ -66,9 +66,11 @@ def test_newer_schema_version_is_refused_clearly(market_url):
         t.create()
         with t.engine.begin() as conn:
             conn.execute(update(schema_version).values(version=SCHEMA_VERSION + 1))
-    with MarketTable(market_url) as t:
-        with pytest.raises(MarketSchemaError, match=r"schema version 2.*only knows version 1"):
-            t.read()
+    with (
+        MarketTable(market_url) as t,
+        pytest.raises(MarketSchemaError, match=r"schema version 2.*only knows version 1"),
+    ):
+        t.read()
 
 
 def test_concurrent_create_from_threads(market_url):
@@ -170,8 +172,13 @@ def test_non_utc_offsets_are_stored_as_utc(table, trace):
 
 # -- concurrency -----------------------------------------------------------------------------
 
-CONCURRENT_ZONES = [["us-central1-a", "us-west1-a"], ["europe-west1-c", "europe-west3-c"], ["asia-south2-b"],
-                    ["asia-southeast1-b", "asia-southeast1-c"], ["us-east4-b"]]
+CONCURRENT_ZONES = [
+    ["us-central1-a", "us-west1-a"],
+    ["europe-west1-c", "europe-west3-c"],
+    ["asia-south2-b"],
+    ["asia-southeast1-b", "asia-southeast1-c"],
+    ["us-east4-b"],
+]
 
 
 def _append_in_batches(url: str, zones: list[str], barrier, batch: int = 25) -> int:
@@ -259,4 +266,3 @@ def test_latest_and_zones(table, trace):
     assert table.zones() == ["europe-west1-c", "us-west1-a"]
     assert table.latest_observed_at() == rows["observed_at"].max()
     assert table.latest_observed_at(zones=["nowhere"]) is None
-

@@ -215,8 +215,11 @@ def test_views_from_traces_differing_only_after_k_are_identical(seed, k, gang):
     for r in rows:
         r = dict(r)
         if r["minute"] > 10 * k:
-            r.update(available=int(rng.integers(0, 17)), spot=round(float(rng.uniform(1, 4)), 4),
-                     od=round(float(rng.uniform(8, 12)), 4))
+            r.update(
+                available=int(rng.integers(0, 17)),
+                spot=round(float(rng.uniform(1, 4)), 4),
+                od=round(float(rng.uniform(8, 12)), 4),
+            )
         rows_b.append(r)
     grid_a = build_grid(frame_of(_dedupe(rows)), 10 / 60)
     grid_b = build_grid(frame_of(_dedupe(rows_b)), 10 / 60)
@@ -265,8 +268,9 @@ def test_last_seen_reports_age_and_outcome_of_the_latest_observation():
 def test_view_outside_the_grid_is_refused():
     from airflow_provider_skynomad.market.grid import Market
 
-    grid = MarketGrid(T0, 1 / 6, (Market("z", "gcp", "r", "z", "t"),), np.ones((3, 1), int), np.ones((3, 1)),
-                      np.ones((3, 1)))
+    grid = MarketGrid(
+        T0, 1 / 6, (Market("z", "gcp", "r", "z", "t"),), np.ones((3, 1), int), np.ones((3, 1)), np.ones((3, 1))
+    )
     for tick in (-1, 3):
         with pytest.raises(IndexError):
             MarketView(grid, tick, 1)

@@ -74,8 +74,9 @@ def jobs(draw, feasible: bool = True, instances: int = 1, whole_steps: bool = Fa
     if whole_steps:
         deadline = math.ceil(deadline / STEP_HOURS - 1e-9) * STEP_HOURS
     gb = draw(st.sampled_from([0.0, 10.0, 50.0]))
-    return JobSpec(work_hours=work, deadline_hours=deadline, cold_start_hours=cold, checkpoint_gb=gb,
-                   instances=instances)
+    return JobSpec(
+        work_hours=work, deadline_hours=deadline, cold_start_hours=cold, checkpoint_gb=gb, instances=instances
+    )
 
 
 @st.composite

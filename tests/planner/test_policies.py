@@ -55,9 +55,9 @@ def situations(draw):
 def _rescuable(job: JobSpec, state: JobState, view: MarketView) -> bool:
     """On-demand can still finish from here (by launching, or by staying on a running on-demand group)."""
     remaining = job.work_hours - state.progress_hours
-    if state.running is not None and state.running.mode is Mode.ON_DEMAND:
-        if state.elapsed_hours + state.warmup_left_hours + remaining <= job.deadline_hours + 1e-9:
-            return True
+    on_demand = state.running is not None and state.running.mode is Mode.ON_DEMAND
+    if on_demand and state.elapsed_hours + state.warmup_left_hours + remaining <= job.deadline_hours + 1e-9:
+        return True
     return state.elapsed_hours + job.cold_start_hours + remaining <= job.deadline_hours + 1e-9
 
 
@@ -69,8 +69,9 @@ def test_every_decision_is_well_formed_and_safe(situation):
     assert isinstance(decision, Decision)
     assert decision.try_in_order, "a decision must say what to run"
     for option in decision.try_in_order:
-        assert option is None or (isinstance(option, Option) and option.market in view.keys
-                                  and isinstance(option.mode, Mode))
+        assert option is None or (
+            isinstance(option, Option) and option.market in view.keys and isinstance(option.mode, Mode)
+        )
     for market in decision.probes:
         assert market in view.keys
     # The list ends with something that cannot fail to "launch": idle, on-demand, or the running group.
@@ -140,8 +141,9 @@ def test_eager_failover_only_moves_when_preempted():
     assert result.migrations == 0
     # Preempt a at 1.5 h: it moves to b (cheapest available) and stays there.
     available[9:, 0] = False
-    result = simulate(get_policy("eager-failover"), job, make_grid(available, [3.0, 1.0], [10.0, 10.0]), 0,
-                      flat_egress(2))
+    result = simulate(
+        get_policy("eager-failover"), job, make_grid(available, [3.0, 1.0], [10.0, 10.0]), 0, flat_egress(2)
+    )
     assert [(s.option, s.ended_by) for s in result.segments] == [
         ("spot(us-central1-a)", "preempted"),
         ("spot(us-central1-b)", "finished"),
@@ -239,7 +241,7 @@ def test_skynomad_waits_out_an_outage_of_the_cheapest_market_when_it_alone_can_s
     ticks, start = 288 + 200, 288
     available = np.ones((ticks, 2), bool)
     available[np.arange(ticks) % 48 < 2, 0] = False
-    available[start + 30:start + 48, 0] = False
+    available[start + 30 : start + 48, 0] = False
     grid = make_grid(available, [2.0, 2.4], [10.0, 10.0])
     job = JobSpec(work_hours=10.0, deadline_hours=30.0, cold_start_hours=0.2, checkpoint_gb=50)
     supply = simulate(get_policy("skynomad"), job, grid, start, flat_egress(2))

@@ -1,4 +1,4 @@
-"""Value of progress V(t, p) (DESIGN §2) and the uniform line."""
+"""Value of progress V(t, p) (docs/planner.md) and the uniform line."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def test_supply_price_ignores_markets_dearer_than_the_ceiling_and_order_of_input
     st.floats(0.0, 20.0),
 )
 def test_supply_price_rises_with_work_and_falls_with_time(markets, work, left, more):
-    prices, shares = (np.array(column) for column in zip(*markets))
+    prices, shares = (np.array(column) for column in zip(*markets, strict=True))
     price = supply_price(prices, shares, work, left, 8.0)
     assert price == 8.0 or (price in prices and price < 8.0)  # a spot price below on-demand, or on-demand
     assert supply_price(prices, shares, work + more, left, 8.0) >= price

@@ -47,7 +47,7 @@ def test_idle_is_safe_exactly_while_one_more_step_still_leaves_an_on_demand_resc
     view = view_of()
     job = JobSpec(work_hours=4.0, deadline_hours=6.0, cold_start_hours=0.2)
     # remaining 4 - p, rescue = that + d, after one idle step
-    for p, t in [(0.0, 1.0), (1.0, 2.0), (2.5, 3.5)]:
+    for p, _t in [(0.0, 1.0), (1.0, 2.0), (2.5, 3.5)]:
         limit = job.deadline_hours - STEP - (job.work_hours - p) - job.cold_start_hours
         assert is_safe(job, JobState(elapsed_hours=limit - 1e-6, progress_hours=p), view, IDLE)
         assert not is_safe(job, JobState(elapsed_hours=limit + 1e-6, progress_hours=p), view, IDLE)
@@ -63,8 +63,12 @@ def test_the_drivers_reaction_lag_moves_the_last_safe_idle_step_earlier_by_two_l
     assert is_safe(job, JobState(elapsed_hours=limit - 1e-6), view, IDLE)
     assert not is_safe(job, JobState(elapsed_hours=limit + 1e-6), view, IDLE)
     # Without the lag the same moment is still safe: the margin is the lags, nothing else.
-    assert is_safe(JobSpec(work_hours=4.0, deadline_hours=6.0, cold_start_hours=0.2),
-                   JobState(elapsed_hours=limit + 1e-6), view, IDLE)
+    assert is_safe(
+        JobSpec(work_hours=4.0, deadline_hours=6.0, cold_start_hours=0.2),
+        JobState(elapsed_hours=limit + 1e-6),
+        view,
+        IDLE,
+    )
     with pytest.raises(JobSpecError, match="reaction_hours"):
         JobSpec(work_hours=1.0, deadline_hours=2.0, reaction_hours=-0.1)
 
@@ -79,7 +83,7 @@ def test_policies_that_wait_for_spot_turn_to_on_demand_earlier_by_the_reaction_l
         job = JobSpec(work_hours=2.0, deadline_hours=4.0, cold_start_hours=0.2, reaction_hours=reaction)
         policy = get_policy(name)
 
-        def on_demand_at(t):
+        def on_demand_at(t, policy=policy, job=job):
             first_choice = (policy.decide(job, JobState(elapsed_hours=t), view, t).try_in_order or [IDLE])[0]
             return first_choice is not IDLE and first_choice.mode is Mode.ON_DEMAND
 
@@ -101,7 +105,7 @@ def test_a_change_is_carried_out_a_reaction_lag_late_and_so_is_its_rescue():
     assert not is_safe(job, JobState(elapsed_hours=limit + 1e-6), view, od(k))
     # A spot launch: starts a lag late, makes one step of progress after its warm-up, is lost, and the
     # rescue starts one step and another lag after that.
-    progress = STEP - job.cold_start_hours if STEP > job.cold_start_hours else 0.0
+    progress = STEP - job.cold_start_hours if job.cold_start_hours < STEP else 0.0
     limit = job.deadline_hours - 2 * lag - STEP - (job.work_hours - progress) - job.cold_start_hours
     assert is_safe(job, JobState(elapsed_hours=limit - 1e-6), view, spot(k))
     assert not is_safe(job, JobState(elapsed_hours=limit + 1e-6), view, spot(k))
@@ -117,8 +121,7 @@ def test_on_demand_only_has_to_finish_itself():
     assert is_safe(job, JobState(elapsed_hours=0.8, progress_hours=0.0), view, od(k))
     assert not is_safe(job, JobState(elapsed_hours=0.81, progress_hours=0.0), view, od(k))
     # Already running on-demand there: only its remaining warm-up counts.
-    running = JobState(elapsed_hours=0.9, progress_hours=0.0, running=od(k), warmup_left_hours=0.1,
-                       checkpoint_market=k)
+    running = JobState(elapsed_hours=0.9, progress_hours=0.0, running=od(k), warmup_left_hours=0.1, checkpoint_market=k)
     assert is_safe(job, running, view, od(k))
     assert not is_safe(job, running, view, od(view.keys[1]))  # a new group pays the full cold start
 
@@ -135,14 +138,14 @@ def test_spot_counts_the_progress_of_this_step_only_after_its_warm_up():
     warm = JobState(elapsed_hours=t_limit + 0.05, progress_hours=0.0, running=spot(k), checkpoint_market=k)
     assert is_safe(job, warm, view, spot(k))
     # finishing within this step is always safe
-    assert is_safe(job, JobState(elapsed_hours=4.9, progress_hours=3.95, running=spot(k), checkpoint_market=k),
-                   view, spot(k))
+    assert is_safe(
+        job, JobState(elapsed_hours=4.9, progress_hours=3.95, running=spot(k), checkpoint_market=k), view, spot(k)
+    )
 
 
 def test_with_a_bandwidth_a_move_also_costs_transfer_time():
     view = view_of()
-    job = JobSpec(work_hours=4.0, deadline_hours=5.0, cold_start_hours=0.2, checkpoint_gb=50,
-                  bandwidth_gb_per_hour=100)
+    job = JobSpec(work_hours=4.0, deadline_hours=5.0, cold_start_hours=0.2, checkpoint_gb=50, bandwidth_gb_per_hour=100)
     a, b = view.keys[:2]
     state = JobState(elapsed_hours=0.5, checkpoint_market=a)
     assert launch_delay_hours(job, state, view, view.index(a)) == pytest.approx(0.2)
@@ -242,8 +245,9 @@ def test_cheapest_on_demand_stays_on_a_running_on_demand_group():
 def test_cheapest_on_demand_skips_zones_whose_transfer_would_miss_the_deadline():
     view = view_of(on_demand=(10.0, 1.0, 9.0))
     a, b, _ = view.keys
-    job = JobSpec(work_hours=10.0, deadline_hours=11.0, cold_start_hours=0.2, checkpoint_gb=100,
-                  bandwidth_gb_per_hour=100)  # a move adds 1 h
+    job = JobSpec(
+        work_hours=10.0, deadline_hours=11.0, cold_start_hours=0.2, checkpoint_gb=100, bandwidth_gb_per_hour=100
+    )  # a move adds 1 h
     state = JobState(elapsed_hours=0.5, progress_hours=0.0, checkpoint_market=a)
     assert cheapest_on_demand(job, state, view) == od(a)
     assert cheapest_on_demand(job, state.advance(elapsed_hours=0.0, progress_hours=0.1), view) == od(a)
@@ -263,8 +267,9 @@ def test_cheapest_on_demand_skips_zones_whose_transfer_would_miss_the_deadline()
 def test_on_demand_utility_spreads_its_cold_start_over_the_rest_of_the_job():
     view = view_of(on_demand=(8.0, 6.0, 9.0))
     job = JobSpec(work_hours=10.0, deadline_hours=20.0, cold_start_hours=0.2, checkpoint_gb=0)
-    s = score(job, JobState(progress_hours=2.0), view, od(view.keys[1]), value_usd_per_hour=7.0,
-              spot_lifetime_hours=1.0)
+    s = score(
+        job, JobState(progress_hours=2.0), view, od(view.keys[1]), value_usd_per_hour=7.0, spot_lifetime_hours=1.0
+    )
     eta = 8.0 / 8.2
     assert s.stay_hours == pytest.approx(8.2)
     assert s.useful_share == pytest.approx(eta)
@@ -290,8 +295,7 @@ def test_staying_pays_neither_cold_start_nor_egress():
     view = view_of(spot=(1.0, 2.0, 3.0), egress=flat_egress(3, 0.05))
     b = view.keys[1]
     job = JobSpec(work_hours=10.0, deadline_hours=20.0, cold_start_hours=0.2, checkpoint_gb=40)
-    state = JobState(elapsed_hours=2, progress_hours=1.5, running=spot(b), running_since_hours=1,
-                     checkpoint_market=b)
+    state = JobState(elapsed_hours=2, progress_hours=1.5, running=spot(b), running_since_hours=1, checkpoint_market=b)
     s = score(job, state, view, spot(b), 6.0, 2.0)
     assert s.useful_share == 1.0
     assert s.utility_usd_per_hour == pytest.approx(6.0 - 2.0)
@@ -301,10 +305,17 @@ def test_scoring_every_option_at_once_prices_each_cell_by_where_the_checkpoint_a
     view = view_of(spot=(1.0, 2.0, math.inf), on_demand=(8.0, 6.0, 9.0), egress=flat_egress(3, 0.05))
     a, b, c = view.keys
     # 40 GB at 100 GB/h: a launch away from the checkpoint (in a) also waits 0.4 h for the copy.
-    job = JobSpec(work_hours=10.0, deadline_hours=20.0, cold_start_hours=0.2, checkpoint_gb=40,
-                  bandwidth_gb_per_hour=100.0)
-    state = JobState(elapsed_hours=2, progress_hours=2.0, running=od(b), running_since_hours=1,
-                     warmup_left_hours=0.1, checkpoint_market=a)
+    job = JobSpec(
+        work_hours=10.0, deadline_hours=20.0, cold_start_hours=0.2, checkpoint_gb=40, bandwidth_gb_per_hour=100.0
+    )
+    state = JobState(
+        elapsed_hours=2,
+        progress_hours=2.0,
+        running=od(b),
+        running_since_hours=1,
+        warmup_left_hours=0.1,
+        checkpoint_market=a,
+    )
     scores = score_all(job, state, view, np.array([2.0, 3.0, 3.0]), on_demand_stay_hours=5.0)
     spot_a, spot_b, od_b = scores.scored(spot(a), 6.0), scores.scored(spot(b), 6.0), scores.scored(od(b), 6.0)
     assert spot_a.useful_share == pytest.approx(1.8 / 2.0)  # relaunch next to the checkpoint: cold start only
@@ -341,10 +352,13 @@ def test_job_spec_checks_and_feasibility():
     assert not JobSpec(2.0, 2.1, 0.2).feasible
     with pytest.raises(JobSpecError, match="extend the deadline"):
         JobSpec(2.0, 2.1, 0.2).require_feasible()
-    for bad in [dict(work_hours=0, deadline_hours=1), dict(work_hours=1, deadline_hours=-1),
-                dict(work_hours=1, deadline_hours=2, cold_start_hours=-0.1),
-                dict(work_hours=1, deadline_hours=2, instances=0),
-                dict(work_hours=1, deadline_hours=2, bandwidth_gb_per_hour=0)]:
+    for bad in [
+        dict(work_hours=0, deadline_hours=1),
+        dict(work_hours=1, deadline_hours=-1),
+        dict(work_hours=1, deadline_hours=2, cold_start_hours=-0.1),
+        dict(work_hours=1, deadline_hours=2, instances=0),
+        dict(work_hours=1, deadline_hours=2, bandwidth_gb_per_hour=0),
+    ]:
         with pytest.raises(JobSpecError):
             JobSpec(**bad)
     # Infinite values pass a "> 0" test and only fail deep inside a run (an infinite lag, checkpoint or deadline).

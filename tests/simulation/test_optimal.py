@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -41,7 +41,7 @@ def brute_force(job: JobSpec, grid, start: int, egress: np.ndarray) -> float:
     n = len(grid.markets)
     price = {SPOT: grid.spot_usd_per_hour * job.instances, OD: grid.on_demand_usd_per_hour * job.instances}
 
-    @lru_cache(maxsize=None)
+    @cache
     def best(k: int, running, warm: int, progress: int, checkpoint) -> float:
         if k == ticks:
             return math.inf
@@ -90,8 +90,14 @@ def tiny(draw):
     deadline = max(work + slack + cold, 0.1)
     deadline = min(deadline, 80 / 60)
     bandwidth = draw(st.sampled_from([None, 500.0, 1000.0]))  # 50 GB → 6 or 3 minutes of transfer
-    job = JobSpec(work, deadline, cold, checkpoint_gb=draw(st.sampled_from([0.0, 50.0])),
-                  instances=draw(st.integers(1, 2)), bandwidth_gb_per_hour=bandwidth)
+    job = JobSpec(
+        work,
+        deadline,
+        cold,
+        checkpoint_gb=draw(st.sampled_from([0.0, 50.0])),
+        instances=draw(st.integers(1, 2)),
+        bandwidth_gb_per_hour=bandwidth,
+    )
     ticks = window_ticks(job, 1 / 6) + 2
     grid = draw(grids(ticks=ticks, n_markets=2, max_gang=job.instances))
     egress = np.array([[0.0, draw(st.sampled_from([0.01, 0.05]))], [draw(st.sampled_from([0.01, 0.08])), 0.0]])
@@ -177,8 +183,13 @@ def test_optimum_is_a_lower_bound_on_every_policy_in_every_window(job, data):
         results = window["results"]
         optimum = results["optimal"]
         assert optimum["met_deadline"] and optimum["exact"]
-        assert set(results) == {"optimal", "skynomad", "on-demand", "eager-failover",
-                                *(f"uniform-progress[{k}]" for k in grid.keys)}
+        assert set(results) == {
+            "optimal",
+            "skynomad",
+            "on-demand",
+            "eager-failover",
+            *(f"uniform-progress[{k}]" for k in grid.keys),
+        }
         for name, result in results.items():
             if name == "optimal" or not result["met_deadline"]:
                 continue  # (feasible-deadline misses are test_simulator's business)

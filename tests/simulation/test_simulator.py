@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import numpy as np
@@ -36,8 +37,11 @@ class Scripted:
 
 def policies_for(grid):
     """Every simulated policy, uniform progress once per zone."""
-    out = [("skynomad", get_policy("skynomad")), ("eager-failover", get_policy("eager-failover")),
-           ("on-demand", get_policy("on-demand"))]
+    out = [
+        ("skynomad", get_policy("skynomad")),
+        ("eager-failover", get_policy("eager-failover")),
+        ("on-demand", get_policy("on-demand")),
+    ]
     out += [(f"uniform-progress[{k}]", get_policy("uniform-progress", zone=k)) for k in grid.keys]
     return out
 
@@ -48,8 +52,14 @@ def cases(draw, gang=(1, 1), whole_steps=False, reaction=False):
     job = draw(jobs(feasible=True, instances=instances, whole_steps=whole_steps))
     bandwidth = draw(st.sampled_from([None, None, 200.0, 1000.0]))  # GB/h: a move also costs S/bandwidth hours
     if bandwidth is not None:
-        job = JobSpec(job.work_hours, job.deadline_hours, job.cold_start_hours, max(job.checkpoint_gb, 10.0),
-                      job.instances, bandwidth_gb_per_hour=bandwidth)
+        job = JobSpec(
+            job.work_hours,
+            job.deadline_hours,
+            job.cold_start_hours,
+            max(job.checkpoint_gb, 10.0),
+            job.instances,
+            bandwidth_gb_per_hour=bandwidth,
+        )
     if reaction:  # Airflow's event → worker lag, 1 minute to 3 steps
         job = replace(job, reaction_hours=draw(st.integers(1, 30)) / 60.0)
     ticks = window_ticks(job, 1 / 6) + EXTRA_TICKS
@@ -81,7 +91,7 @@ def check_books(result, job, egress, grid) -> None:
         lo, hi = prices[:, j].min() * job.instances * hours, prices[:, j].max() * job.instances * hours
         assert lo - 1e-9 <= s.usd <= hi + 1e-9
     # Segments are in time order, never overlap, and stay within the window's steps.
-    for a, b in zip(segments, segments[1:]):
+    for a, b in itertools.pairwise(segments):
         assert a.end_hours <= b.start_hours + 1e-9
     # One segment per launch; once a checkpoint exists (the first group that got past its cold start
     # wrote it), every launch moves it and pays S·egress(where it was → new market).
@@ -228,7 +238,9 @@ def test_preemption_checkpoint_and_cold_starts_are_accounted():
     result = simulate(Scripted(choose), job, grid, 0, egress)
     # spot a: 1 h billed, 0.8 h progress; on-demand b: 0.2 h cold start + 1.2 h work.
     assert [(s.option, s.ended_by) for s in result.segments] == [
-        ("spot(us-central1-a)", "preempted"), ("on-demand(us-central1-b)", "finished")]
+        ("spot(us-central1-a)", "preempted"),
+        ("on-demand(us-central1-b)", "finished"),
+    ]
     assert result.spot_usd == pytest.approx(1.0)
     assert result.on_demand_usd == pytest.approx(5.0 * 1.4)
     assert result.egress_usd == pytest.approx(10 * 0.05)
@@ -346,7 +358,9 @@ def test_the_ledger_refuses_a_change_of_option_that_was_not_closed_with_its_caus
     ledger.close("finished")
     assert ledger.result.spot_usd == pytest.approx(3.0)  # the refused bill was not counted
     assert [(s.option, s.start_hours, s.end_hours, s.ended_by) for s in ledger.result.segments] == [
-        (str(a), 0.0, 1.0, "moved"), (str(b), 1.0, 1.5, "finished")]
+        (str(a), 0.0, 1.0, "moved"),
+        (str(b), 1.0, 1.5, "finished"),
+    ]
 
 
 def test_the_market_table_shows_the_probe_dags_latest_round_and_the_jobs_own_observations_exactly():

@@ -23,7 +23,6 @@ from ..safety import cheapest_on_demand, is_safe
 from ..utility import MODES, Scored, Scores, migration_pays, score_all
 from .lifetimes import LifetimeCache
 
-
 VALUES = ("supply", "slack", "barrier")
 
 
@@ -85,9 +84,7 @@ class SkyNomadPolicy:
         probes = tuple(m for m in self._probes(job, state, view) if m not in tried)
         return Decision(tuple(tries), probes=probes, reason=reason)
 
-    def _score(
-        self, job: JobSpec, state: JobState, view: MarketView, home: Option | None
-    ) -> tuple[Scores, np.ndarray]:
+    def _score(self, job: JobSpec, state: JobState, view: MarketView, home: Option | None) -> tuple[Scores, np.ndarray]:
         """Every option's U terms (planner.utility) from this step's lifetime forecasts, and each cell's residency.
 
         The home market keeps the checkpoint for the rest of the job: its egress is paid once.
@@ -155,7 +152,7 @@ class SkyNomadPolicy:
 
         better: list[Scored] = []
         # Market by market, spot before on-demand: ties keep that order after the sort below.
-        for i, j in zip(*np.nonzero(utilities > bar)):
+        for i, j in zip(*np.nonzero(utilities > bar), strict=True):
             option = Option(view.keys[i], MODES[j])
             candidate = scores.scored(option, value, (i, j))
             if not self._move_pays(job, view, current, candidate, residency[i, j]):
@@ -197,9 +194,7 @@ class SkyNomadPolicy:
         after = state.advance(elapsed_hours=state.elapsed_hours + view.step_hours)
         return (1.0 - slack_urgency(job, after)) * back.utility_usd_per_hour * cycle
 
-    def _supply(
-        self, job: JobSpec, state: JobState, view: MarketView, scores: Scores, cheapest_od: float
-    ) -> float:
+    def _supply(self, job: JobSpec, state: JobState, view: MarketView, scores: Scores, cheapest_od: float) -> float:
         """The dearest cost per progress hour the job must accept to finish in time on spot (progress.supply_price).
 
         Up shares are the markets' long-run ones (forecasts.renewal): a market down right now

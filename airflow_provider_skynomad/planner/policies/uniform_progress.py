@@ -1,6 +1,6 @@
 """Uniform progress (Can't Be Late, single zone) and its multi-zone SkyPilot-style failover variant.
 
-Both follow the same rules (DESIGN §2): spot whenever it launches, kept until preempted;
+Both follow the same rules (docs/planner.md): spot whenever it launches, kept until preempted;
 on-demand when idle and behind the uniform line p < P·t/T, kept until p ≥ P·(t + 2d)/T;
 on-demand to the end once T − t < P − p + 2d. They differ only in where spot is tried.
 """
