@@ -1,13 +1,19 @@
-"""The cloud interface every backend implements (DESIGN §5).
+"""The cloud interface every backend implements.
 
 Small on purpose: the planner decides, a cloud only does. Handles are plain data so they
 can live in the task state store and in trigger kwargs, and a retried task can reconnect
 to the group it launched instead of launching a second one.
+
+Checkpoints belong to a *job* (``job_id``), never to a zone alone: two runs of one DAG in one
+zone must not resume each other's work. Capabilities that not every cloud has (a bill, a place
+where the final output can be read, a console page, the workload's last error lines) are
+declared here with a "not available" default, so callers never probe with ``getattr``.
 """
 
 from __future__ import annotations
 
 import abc
+import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
@@ -39,6 +45,7 @@ class LaunchRequest:
     command: tuple[str, ...] = ()  # the workload; run on every member once the cold start is over
     env: dict[str, str] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
+    job_id: str = ""  # whose checkpoints the group restores from and writes to
 
     def to_dict(self) -> dict:
         """Plain JSON data (a launch in flight is kept in task state so a retry can re-send it)."""
@@ -47,7 +54,7 @@ class LaunchRequest:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict) -> "LaunchRequest":
+    def from_dict(cls, data: dict) -> LaunchRequest:
         return cls(**{**data, "command": tuple(data.get("command", ()))})
 
 
@@ -60,6 +67,8 @@ class GroupHandle:
     instance_ids: tuple[str, ...]
     spot: bool
     client_token: str
+    job_id: str = ""
+    region: str = ""
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -67,7 +76,7 @@ class GroupHandle:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict) -> "GroupHandle":
+    def from_dict(cls, data: dict) -> GroupHandle:
         return cls(**{**data, "instance_ids": tuple(data["instance_ids"])})
 
 
@@ -82,9 +91,45 @@ class ProbeResult:
 
 
 class Cloud(abc.ABC):
-    """Launch, watch and stop gangs; probe capacity; move checkpoints between zones."""
+    """Launch, watch and stop gangs; probe capacity; move a job's checkpoints between zones."""
 
     name: str
+
+    # -- clock: real clouds run on the wall clock; the simulated cloud replays a trace faster ----
+
+    def now_hours(self) -> float:
+        """The cloud's clock in hours (any fixed origin: callers only take differences)."""
+        return time.time() / 3600.0
+
+    def now_timestamp(self):
+        """The cloud's clock as a UTC pandas Timestamp (market rows are stamped and cut with it)."""
+        import pandas as pd
+
+        return pd.Timestamp.now(tz="UTC")
+
+    # -- optional capabilities: the defaults say "this cloud cannot" --------------------------
+
+    def bill(self, tags: dict[str, str] | None = None) -> dict | None:
+        """The cloud's own bill for what carries `tags`, or None when the cloud cannot bill here."""
+        return None
+
+    def output_location(self, job_id: str, zone: str) -> str | None:
+        """Where a finished job's final files can be read (a path or URL), None when unknown."""
+        return None
+
+    def console_url(self, handle: GroupHandle) -> str | None:
+        """A page in the cloud's console for the group, None when the cloud has none."""
+        return None
+
+    def failure_detail(self, handle: GroupHandle) -> str | None:
+        """The workload's last error lines when its group failed, None when unavailable."""
+        return None
+
+    # -- the interface ---------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def find(self, client_token: str) -> GroupHandle | None:
+        """The group a launch with `client_token` started, without launching anything (None: none)."""
 
     @abc.abstractmethod
     def launch(self, request: LaunchRequest) -> GroupHandle:
@@ -100,7 +145,8 @@ class Cloud(abc.ABC):
 
     @abc.abstractmethod
     def progress(self, handle: GroupHandle) -> float | None:
-        """Fraction of the workload done (0..1) per its latest checkpoint, None if unknown."""
+        """Fraction of the job done (0..1) per the latest checkpoint its workload *completed* where
+        the group runs; None when there is none. Never an estimate from run time."""
 
     @abc.abstractmethod
     def probe(
@@ -113,6 +159,16 @@ class Cloud(abc.ABC):
 
     @abc.abstractmethod
     def copy_checkpoint(
-        self, source_zone: str, target_zone: str, size_gb: float, *, tags: dict[str, str] | None = None
-    ) -> None:
-        """Make the latest checkpoint available in `target_zone`; `tags` attribute the transfer where the cloud can."""
+        self,
+        source_zone: str,
+        target_zone: str,
+        size_gb: float,
+        *,
+        job_id: str,
+        tags: dict[str, str] | None = None,
+    ) -> bool:
+        """Make the job's latest checkpoint available in `target_zone`.
+
+        Returns whether a checkpoint existed and was copied (only then is egress paid and a
+        migration counted). `tags` attribute the transfer where the cloud can.
+        """

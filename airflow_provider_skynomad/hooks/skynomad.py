@@ -22,16 +22,11 @@ import os
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from airflow.sdk import BaseHook
 
 from ..clouds.base import Cloud
-
-if TYPE_CHECKING:  # heavy imports stay out of the triggerer's event loop (see market_view)
-    import pandas as pd
-
-    from ..market.view import MarketView
 
 CLOUD_KINDS = ("simulated", "aws", "gcp")
 DEFAULT_CONN_ID = "skynomad_default"
@@ -269,28 +264,3 @@ class SkyNomadHook(BaseHook):
         except Exception as exc:  # noqa: BLE001 - reported to the UI, not raised
             return False, f"market table at {self.get_config().display_market_url}: {exc}"
         return True, f"market table reachable; newest observation: {latest}"
-
-
-def read_market_frame(
-    table,
-    zones: list[str] | None,
-    instance_types: list[str] | None,
-    until: pd.Timestamp | None,
-    lookback_hours: float | None,
-) -> pd.DataFrame:
-    """Market rows the planner may see at `until` (exclusive): the table's history, nothing later."""
-    import pandas as pd
-
-    since = None
-    if until is not None and lookback_hours:
-        since = until - pd.Timedelta(hours=lookback_hours)
-    return table.read(zones=zones, since=since, until=until, instance_types=instance_types)
-
-
-def market_view(frame: pd.DataFrame, step_hours: float, gang_size: int) -> MarketView:
-    """A planner view over table rows: every row is something someone saw, tick = the last one."""
-    from ..market.grid import build_grid
-    from ..market.view import MarketView
-
-    grid = build_grid(frame, step_hours=step_hours)
-    return MarketView(grid, tick=grid.ticks - 1, gang_size=gang_size)

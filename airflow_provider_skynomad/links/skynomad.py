@@ -1,47 +1,48 @@
-"""A button on the task instance that opens the job's current group in its cloud console.
+"""A button on the task instance that opens the job's group in its cloud console.
 
-Airflow 3 resolves operator links on the worker when a task attempt ends and stores the URL
-in XCom for the UI. The operator keeps ``{cloud, region, zone, instance_id}`` of its current
-group on itself (ids and places only, never credentials), so the link needs no extra XCom:
-AWS and GCP get their console URL, the simulated cloud none.
+As the amazon provider's links do (`BaseAwsLink.persist`), the worker stores what the link points
+at in XCom — the console page of every group the job used, newest last, as the cloud names it
+(`Cloud.console_url`) — and the link reads it back for the UI. Clouds without a console (the
+simulated cloud) store nothing, so no link is shown for a group that has no page.
 """
 
 from __future__ import annotations
 
 from airflow.sdk import BaseOperatorLink
 
-ATTRIBUTE = "_skynomad_group_link"
-
-CONSOLE = {
-    "aws": "https://console.aws.amazon.com/ec2/home?region={region}#InstanceDetails:instanceId={instance_id}",
-    "gcp": "https://console.cloud.google.com/compute/instancesDetail/zones/{zone}/instances/{instance_id}",
-}
+XCOM_KEY = "skynomad_group_links"
 
 
-def console_url(data: dict | None) -> str:
-    if not data or data.get("cloud") not in CONSOLE or not data.get("instance_id"):
-        return ""
-    try:
-        return CONSOLE[data["cloud"]].format(**data)
-    except KeyError:
-        return ""
+def group_links(runner) -> list[dict]:
+    """``[{zone, instance_id, url}]`` for every group the job used that has a console page."""
+    record = runner.record
+    if record is None:
+        return []
+    links = []
+    for handle in record.groups_used:
+        url = runner.cloud.console_url(handle)
+        if url:
+            links.append({"zone": handle.zone, "instance_id": handle.instance_ids[0], "url": url})
+    return links
 
 
-def link_data(handle: dict | None, region: str | None) -> dict | None:
-    if not handle or not handle.get("instance_ids"):
-        return None
-    return {
-        "cloud": handle["cloud"],
-        "region": region,
-        "zone": handle["zone"],
-        "instance_id": handle["instance_ids"][0],
-    }
+def persist_group_links(context, runner) -> None:
+    """Store the job's console links in XCom (ids and places only, never credentials)."""
+    links = group_links(runner)
+    if links:
+        context["ti"].xcom_push(key=XCOM_KEY, value=links)
 
 
 class SkyNomadGroupLink(BaseOperatorLink):
-    """Cloud console page of the first instance of the job's current group."""
+    """Cloud console page of the newest group the job ran on."""
 
     name = "SkyNomad instance"
 
     def get_link(self, operator, *, ti_key) -> str:
-        return console_url(getattr(operator, ATTRIBUTE, None))
+        from airflow.sdk.execution_time.xcom import XCom
+
+        try:
+            links = XCom.get_value(key=XCOM_KEY, ti_key=ti_key)
+        except Exception:  # noqa: BLE001 - a link that cannot be read is no link
+            return ""
+        return links[-1]["url"] if links else ""

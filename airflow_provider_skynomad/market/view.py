@@ -29,10 +29,14 @@ class MarketView:
         seen: np.ndarray | None = None,
         egress_usd_per_gb: np.ndarray | None = None,
         table: np.ndarray | None = None,
+        source_key: tuple | None = None,
     ):
         """:param seen: cells someone observed (default: all); unseen cells mean nothing.
         :param table: availability the shared market table shows where `seen` is False (the probe
             DAG's rows, the last one holding until the next); with it every cell counts as seen.
+        :param source_key: what the history is, by content (e.g. the market table window's origin,
+            markets and step), for a history rebuilt from the same rows again and again; caches
+            then survive the rebuilds. Default: the grid object's identity.
         """
         if not 0 <= tick < grid.ticks:
             raise IndexError(f"tick {tick} outside the grid's {grid.ticks} ticks")
@@ -46,15 +50,16 @@ class MarketView:
         # Only rows up to `tick` are ever sliced out of the grid: the view cannot see the future.
         self._seen = seen if seen is not None else np.ones(grid.available.shape, dtype=bool)
         self._table = table
+        self.source_key = source_key
 
     @property
     def markets(self) -> tuple[Market, ...]:
         return self._grid.markets
 
     @property
-    def source_id(self) -> int:
+    def source_id(self) -> tuple | int:
         """Identity of the underlying history (caches key on it together with the tick)."""
-        return id(self._grid)
+        return self.source_key if self.source_key is not None else id(self._grid)
 
     @property
     def start(self) -> pd.Timestamp:

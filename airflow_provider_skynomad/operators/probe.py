@@ -14,7 +14,6 @@ from typing import Any
 import pandas as pd
 from airflow.sdk import BaseOperator
 
-from ..clouds.driver import cloud_now
 from ..hooks.skynomad import DEFAULT_CONN_ID, SkyNomadConfig, SkyNomadHook, make_cloud
 
 
@@ -91,7 +90,7 @@ class SkyNomadProbeOperator(BaseOperator):
                 continue
             rows.append(
                 {
-                    "observed_at": cloud_now(cloud),
+                    "observed_at": cloud.now_timestamp().floor("us"),
                     "cloud": target["cloud"],
                     "region": target["region"],
                     "zone": result.zone,

@@ -1,51 +1,31 @@
 """SkyNomadOperator: run a checkpointing gang job on spot instances across zones before a deadline.
 
-Worker side of the split: this operator validates, launches, migrates and
-terminates; `SkyNomadTrigger` only watches. Each visit to a worker is short:
-
-1. ``execute`` validates everything (deadline, feasibility, zones, market table freshness, the
-   cloud itself) before anything is written or launched, asks the planner for the first decision,
-   carries it out and defers.
-2. The trigger wakes the task with one event (finished / preempted / replan / deadline pressure /
-   failed); ``execute_complete`` carries out what the event asks and defers again, or finishes.
-
-All job memory lives in ``context["task_state_store"]`` (a `JobRecord`), written before each
-launch, so a retry after a worker crash reconnects to the group it launched instead of launching
-a second one. Events carry the deferral number they answer; a repeated event is ignored.
+Thin Airflow glue over `jobs.JobRunner`: ``execute`` validates the arguments and starts the job
+(or reconnects to it on a retry) and defers; the trigger wakes the task with one event and
+``execute_complete`` hands it to the runner, which answers "defer again" or "finished".
 """
 
 from __future__ import annotations
 
-import contextlib
+import math
+import shutil
 from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from ..clouds.base import CapacityError, Cloud, GroupHandle, LaunchRequest
-from ..hooks.skynomad import DEFAULT_CONN_ID, SkyNomadConfig, SkyNomadHook, make_cloud, market_view
-from ..links.skynomad import ATTRIBUTE as LINK_ATTRIBUTE
-from ..links.skynomad import SkyNomadGroupLink, link_data
-from ..market.view import MarketView
-from ..planner.actions import Decision
-from ..planner.job import JobSpec, JobSpecError, JobState
+from ..hooks.skynomad import DEFAULT_CONN_ID, SkyNomadHook, make_cloud
+from ..jobs.deadline import reserve_hours, resolve_deadline_hours
+from ..jobs.errors import SkyNomadInputError
+from ..jobs.events import JobEvent
+from ..jobs.record import StateStore
+from ..jobs.runner import Defer, JobParams, JobRunner, TaskIdentity
+from ..links.skynomad import SkyNomadGroupLink, persist_group_links
 from ..triggers.skynomad import SkyNomadTrigger
-from ..workload import default_steps, default_workload  # re-exported: they used to live here
-from .deadline import resolve_deadline_hours
-from .errors import SkyNomadInputError
-from .launches import carry_out, option_of, recover_pending
-from .market_inputs import job_view, market_rows, record_observation
-from .record import JOB_TAG, JobRecord, StateStore, job_id_for
-from .summary import format_timeline, job_bill, summarize
 
-__all__ = [
-    "SkyNomadInputError",
-    "SkyNomadOperator",
-    "default_steps",
-    "default_workload",
-    "on_deadline_missed",
-    "resolve_deadline_hours",
-]
+__all__ = ["SkyNomadInputError", "SkyNomadOperator", "on_deadline_missed", "resolve_deadline_hours"]
+
+MAX_ENV_BYTES = 16 * 1024  # the env is kept in task state and trigger kwargs: small, and never a secret store
 
 
 class SkyNomadOperator(BaseOperator):
@@ -53,33 +33,37 @@ class SkyNomadOperator(BaseOperator):
 
     :param work_hours: P, hours of work on the gang (cold starts excluded), in cloud hours.
     :param deadline: when the work must be done: an aware ``datetime`` (absolute; on the simulated
-        cloud, on its simulated clock), a ``timedelta`` (relative to the DAG run's start; on the
-        simulated cloud the wall time since then is scaled by its speed), an ISO string, or None to
-        derive it from the DAG's ``DeadlineAlert`` (reference + interval).
-    :param command: the workload, run on every member after the cold start; default: the bundled
-        deterministic training loop paced to ``work_hours``.
+        cloud, on its simulated clock), a ``timedelta`` (relative to the DAG run's start), an ISO
+        string, or None to derive it from the DAG's ``DeadlineAlert`` (reference + interval).
+    :param downstream_reserve: time kept for the tasks after this one when the deadline is the DAG's:
+        a ``timedelta``, ``"auto"`` (the median duration of the longest downstream path over recent
+        successful runs) or None.
+    :param on_deadline_miss: ``"fail"`` (default: the task fails with the summary in its log) or ``"warn"``.
+    :param command: the workload's argv (a list; a string is refused: use ``["bash", "-c", "..."]``),
+        run on every member after the cold start; default: the bundled training loop paced to ``work_hours``.
     :param env: extra environment for the workload (no secrets: it is stored in task state).
     :param instances: N, gang size; a zone is usable when a probe got ≥ N instances.
-    :param instance_types: instance types the job may use, as a list or ``{cloud: [types]}``;
-        default: every type in the market table (optionally narrowed by ``accelerator``).
+    :param instance_types: instance types the job may use, as a list or ``{cloud: [types]}``.
     :param accelerator: keep only market rows with this accelerator (e.g. ``"H100"``).
-    :param zones: zones the job may use; default: every zone in the market table after the
-        ``regions`` / ``clouds`` filters. Unknown zones are an error.
+    :param zones: zones the job may use (default: every zone in the market table after the filters).
     :param regions: keep only these regions.
     :param clouds: keep only these clouds (``aws``, ``gcp``).
     :param cold_start_hours: d, provision + restore time paid on every launch.
     :param checkpoint_gb: S, checkpoint size moved on a migration.
-    :param policy: planner policy name (``skynomad``, ``on-demand``, ``uniform-progress``,
-        ``eager-failover``).
+    :param policy: planner policy name (``skynomad``, ``on-demand``, ``uniform-progress``, ``eager-failover``).
     :param policy_params: keyword arguments for the policy.
     :param decision_step_minutes: how often the trigger asks the planner, in cloud minutes.
-    :param max_market_age: refuse to start when the newest market observation is older than this
-        (cloud time): run the ``skynomad_probe`` DAG first.
+    :param max_market_age: refuse to start when the newest market observation is older than this.
     :param market_lookback_hours: how much market history the planner sees.
-    :param skynomad_conn_id: the `skynomad` connection (market table + cloud).
-    :param market_conn_id: alias of ``skynomad_conn_id`` (the market table lives behind it).
-    :param tags: extra tags/labels put on every instance (job, DAG, run and task are always added).
+    :param skynomad_conn_id: the `skynomad` connection (market table + cloud); ``market_conn_id`` is an alias.
+    :param tags: extra tags/labels on every instance (job, DAG, run, task and try are always added).
     :param max_wall_seconds_per_step: cap on the trigger's sleep per step (tests, benchmarks).
+    :param status_every_steps: wake the worker this often just to refresh the live status and measure
+        Airflow's resume lag.
+
+    Resumes need a worker slot: the operator defaults to ``priority_weight=100`` with
+    ``weight_rule="absolute"`` so a waiting resume goes before ordinary queued tasks; give it a
+    dedicated pool so a pipeline full of other tasks cannot hold every slot.
     """
 
     template_fields = ("command", "env", "zones", "regions", "deadline", "work_hours")
@@ -91,6 +75,8 @@ class SkyNomadOperator(BaseOperator):
         *,
         work_hours: float,
         deadline: datetime | timedelta | str | None = None,
+        downstream_reserve: timedelta | str | None = None,
+        on_deadline_miss: str = "fail",
         command: list[str] | None = None,
         env: dict[str, str] | None = None,
         instances: int = 1,
@@ -110,11 +96,16 @@ class SkyNomadOperator(BaseOperator):
         market_conn_id: str | None = None,
         tags: dict[str, str] | None = None,
         max_wall_seconds_per_step: float | None = None,
+        status_every_steps: int = 6,
         **kwargs: Any,
     ) -> None:
+        kwargs.setdefault("priority_weight", 100)
+        kwargs.setdefault("weight_rule", "absolute")
         super().__init__(**kwargs)
         self.work_hours = work_hours
         self.deadline = deadline
+        self.downstream_reserve = downstream_reserve
+        self.on_deadline_miss = on_deadline_miss
         self.command = command
         self.env = env or {}
         self.instances = instances
@@ -133,335 +124,166 @@ class SkyNomadOperator(BaseOperator):
         self.skynomad_conn_id = skynomad_conn_id or market_conn_id or DEFAULT_CONN_ID
         self.tags = tags or {}
         self.max_wall_seconds_per_step = max_wall_seconds_per_step
-        # Set while a worker holds the job, for on_kill.
-        self._cloud: Cloud | None = None
-        self._record: JobRecord | None = None
+        self.status_every_steps = status_every_steps
+        self._runner: JobRunner | None = None  # set while a worker holds the job, for on_kill
 
     # == entry points ===========================================================================
 
     def execute(self, context):
+        runner = self._runner_for(context)
+        try:
+            record = runner.store.load()
+            if record is not None:
+                return self._answer(context, runner.resume(record), runner)
+            deadline_hours, dag_deadline_hours = self._deadline_hours(context, runner)
+            return self._answer(context, runner.start(deadline_hours, dag_deadline_hours), runner)
+        finally:
+            runner.close()
+
+    def execute_complete(self, context, event: dict | None = None):
+        runner = self._runner_for(context)
+        try:
+            record = runner.store.load()
+            if record is None:
+                raise RuntimeError(
+                    "SkyNomad resumed from a trigger event but the task state holds no job record: it was cleared "
+                    "while the job ran. Check the cloud for instances tagged skynomad-job and clear the task."
+                )
+            job_event = JobEvent.from_dict(event or {"kind": "status", "seq": None})
+            return self._answer(context, runner.handle(record, job_event), runner)
+        finally:
+            runner.close()
+
+    def on_kill(self) -> None:
+        """Terminate what this job launched; a launch in flight is looked up, never re-sent."""
+        runner = self._runner
+        if runner is not None and runner.record is not None:
+            runner.on_kill(runner.record)
+
+    # == glue ===================================================================================
+
+    def _runner_for(self, context) -> JobRunner:
         store = StateStore.of(context)
         if not store.durable:
             self.log.warning("task_state_store unavailable: a retry after a crash cannot reconnect to its group")
-        config, cloud = self._connect()
-        record = store.load()
-        if record is None:
-            record, view = self._start(context, config, cloud, store)
-        else:
-            self.log.info(
-                "Reconnecting to SkyNomad job %s (try %s): %s",
-                record.job_id,
-                context["ti"].try_number,
-                _where(record),
-            )
-            if record.finished:
-                self.log.info("The job had already finished before this try; returning its summary.")
-                return record.summary
-            view = self._view(record, config, cloud)
-            recover_pending(record, cloud, view, store, observe=self._observe_zone, log=self.log)
-        return self._defer(record, store)
-
-    def execute_complete(self, context, event: dict | None = None):
-        store = StateStore.of(context)
-        record = store.load()
-        if record is None:
-            raise RuntimeError(
-                "SkyNomad resumed from a trigger event but the task state holds no job record; the task state "
-                "was cleared while the job ran. Check the cloud for instances tagged skynomad-job and clear the task."
-            )
-        config, cloud = self._connect()
-        self._remember(record)
-        if not event or event.get("seq") != record.seq:
-            self.log.info(
-                "Ignoring a repeated trigger event (answers deferral %s, now at %s)",
-                (event or {}).get("seq"),
-                record.seq,
-            )
-            if record.finished:
-                return record.summary
-            return self._defer(record, store, bump=False)  # keep waiting on the current deferral
-        if record.pending:
-            view = self._view(record, config, cloud)
-            recover_pending(record, cloud, view, store, observe=self._observe_zone, log=self.log)
-        kind = event["kind"]
-        # `at`: when the trigger saw it; `now`: when this worker acts on it (Airflow's resume lag later).
-        now = self._elapsed(record, cloud)
-        at = float(event["elapsed_hours"]) if event.get("elapsed_hours") is not None else now
-        self._learn_reaction(record, at, now)
-        progress = event.get("progress_hours")
-        if progress is not None:
-            record.state = JobState.from_dict(record.state).progressed(float(progress)).to_dict()
-        if kind == "finished":
-            return self._finish(context, record, cloud, store, at)
-        if kind == "failed":
-            self._release(record, cloud, store, at, "failed")
-            raise RuntimeError(f"SkyNomad job {record.job_id} failed: {event.get('reason') or event.get('status')}")
-        view = self._view(record, config, cloud)
-        if kind == "preempted":
-            option = option_of(record.state.get("running"))
-            record.preemptions += 1
-            record.note(at, "preempted", zone=option.market if option else None, progress=_pct(record, progress))
-            zone = next((m.zone for m in view.markets if m.key == option.market), None) if option else None
-            if zone:
-                self._observe_zone(record, view, zone, 0)
-            self._release(record, cloud, store, at, "preempted")
-            record.state = {**record.state, "last_preempted_market": option.market if option else None}
-            decision = self._decide(record, view, now)
-        else:
-            decision = Decision.from_dict(event["decision"])
-            record.note(at, kind.replace("_", " "), want=_first(decision), reason=decision.reason)
-        self._carry_out(record, cloud, view, decision, now, store, context)
-        return self._defer(record, store)
-
-    def on_kill(self) -> None:
-        """Terminate what this job launched (the group and any launch in flight)."""
-        record, cloud = self._record, self._cloud
-        if record is None or cloud is None:
-            return
-        for data in (record.group,):
-            if data:
-                self.log.info("on_kill: terminating group %s", data.get("instance_ids"))
-                cloud.terminate(GroupHandle.from_dict(data))
-        if record.pending:
-            with contextlib.suppress(CapacityError):
-                cloud.terminate(cloud.launch(LaunchRequest.from_dict(record.pending)))
-
-    # == start ==================================================================================
-
-    def _connect(self) -> tuple[SkyNomadConfig, Cloud]:
+        params = validate_params(self)
         hook = SkyNomadHook(self.skynomad_conn_id)
         config = hook.get_config()
         try:
             cloud = make_cloud(config)
-        except (ValueError, OSError) as exc:
+        except (ValueError, OSError, ImportError) as exc:
             raise SkyNomadInputError(f"cannot set up the {config.cloud} cloud: {exc}") from exc
-        self._cloud = cloud
         self.log.info("SkyNomad: %s cloud, market table %s", config.cloud, config.display_market_url)
-        return config, cloud
-
-    def _start(self, context, config: SkyNomadConfig, cloud: Cloud, store: StateStore):
-        """Validate everything, then write the record, decide and launch."""
-        job, deadline_hours = self._job_spec(context, config, cloud)
-        zones, instance_types, frame = market_rows(
-            config,
-            cloud,
-            zones=self.zones,
-            regions=self.regions,
-            clouds=self.clouds,
-            instance_types=self.instance_types,
-            accelerator=self.accelerator,
-            lookback_hours=self.market_lookback_hours,
-            max_market_age=self.max_market_age,
-        )
-        view = market_view(frame, self._step_hours, job.instances)
-        from ..planner.registry import get_policy
-
-        try:
-            policy = get_policy(self.policy, **self.policy_params)
-        except (ValueError, TypeError) as exc:
-            raise SkyNomadInputError(str(exc)) from exc
-        cheapest = float(view.on_demand_usd_per_hour.min())
-        all_on_demand = cheapest * job.instances * (job.work_hours + job.cold_start_hours)
+        if config.cloud == "simulated" and params.command and not shutil.which(params.command[0]):
+            raise SkyNomadInputError(f"command {params.command[0]!r} is not on PATH; nothing was launched")
         ti = context["ti"]
-        record = JobRecord(
-            job_id=job_id_for(ti.dag_id, ti.run_id, ti.task_id, getattr(ti, "map_index", -1) or -1),
-            job=job.to_dict(),
-            job_start_hours=float(cloud.now_hours()),
-            deadline_hours=deadline_hours,
-            zones=zones,
-            instance_types=instance_types,
-            policy=self.policy,
-            state=JobState().to_dict(),
-            all_on_demand_usd=all_on_demand,
+        task = TaskIdentity(
+            str(ti.dag_id),
+            str(ti.run_id),
+            str(ti.task_id),
+            _map_index(ti),
+            int(getattr(ti, "try_number", 1) or 1),
         )
-        decision = policy.decide(job, JobState(), view, 0.0)
-        record.note(
-            0.0,
-            "start",
-            work_h=job.work_hours,
-            deadline_h=round(deadline_hours, 3),
-            zones=len(zones),
-            policy=self.policy,
+        self._runner = JobRunner(
+            params, config, cloud, store, task, self.skynomad_conn_id, self.log, hook.get_market_table
         )
-        record.note(0.0, "decide", want=_first(decision), reason=decision.reason)
-        # First write: only after every check above passed.
-        store.save(record)
-        self._record = record
-        self._carry_out(record, cloud, view, decision, 0.0, store, context)
-        return record, view
+        return self._runner
 
-    @property
-    def _step_hours(self) -> float:
-        return float(self.decision_step_minutes) / 60.0
+    def _answer(self, context, answer, runner: JobRunner):
+        persist_group_links(context, runner)
+        if isinstance(answer, Defer):
+            self.defer(trigger=SkyNomadTrigger(**answer.trigger_kwargs), method_name="execute_complete")
+        return answer.summary
 
-    def _job_spec(self, context, config: SkyNomadConfig, cloud: Cloud) -> tuple[JobSpec, float]:
-        if self.decision_step_minutes is None or float(self.decision_step_minutes) <= 0:
-            raise SkyNomadInputError(f"decision_step_minutes must be > 0, got {self.decision_step_minutes!r}")
-        if self.command is not None and not list(self.command):
+    def _deadline_hours(self, context, runner: JobRunner) -> tuple[float, float | None]:
+        dag = self.dag if self.has_dag() else None
+        hours = resolve_deadline_hours(self.deadline, dag, context, runner.config, runner.cloud)
+        if self.deadline is not None or self.downstream_reserve is None:
+            return hours, None
+        median = self._downstream_median_seconds(context) if self.downstream_reserve == "auto" else None
+        reserve = reserve_hours(self.downstream_reserve, runner.config, median)
+        self.log.info("keeping %.2f cloud h of the DAG's deadline for the tasks downstream", reserve)
+        return hours - reserve, hours
+
+    def _downstream_median_seconds(self, context) -> float:
+        """The longest downstream path's median duration over recent successful runs (Airflow's public API)."""
+        from ..jobs.downstream import downstream_median_seconds
+
+        return downstream_median_seconds(self, context, self.log)
+
+
+def validate_params(op: SkyNomadOperator) -> JobParams:
+    """The operator's arguments, checked after templating; a clear `SkyNomadInputError` otherwise."""
+    command = op.command
+    if isinstance(command, str):
+        raise SkyNomadInputError(
+            f"command must be a list of arguments, got the string {command!r}; to run it through a shell, "
+            f'pass ["bash", "-c", {command!r}]'
+        )
+    if command is not None:
+        command = tuple(str(part) for part in command)
+        if not command:
             raise SkyNomadInputError("command is empty; pass the workload's argv, or None for the bundled workload")
-        deadline_hours = resolve_deadline_hours(
-            self.deadline, self.dag if self.has_dag() else None, context, config, cloud
+    instances = op.instances
+    if isinstance(instances, bool) or not isinstance(instances, int) or instances < 1:
+        raise SkyNomadInputError(f"instances must be a whole number ≥ 1, got {instances!r}")
+    step = _number("decision_step_minutes", op.decision_step_minutes, low=0.1, high=24 * 60)
+    lookback = _number("market_lookback_hours", op.market_lookback_hours, low=1.0 / 60, high=24 * 90)
+    cap = op.max_wall_seconds_per_step
+    if cap is not None:
+        cap = _number("max_wall_seconds_per_step", cap, low=0.0, high=24 * 3600)
+    env = {str(k): str(v) for k, v in (op.env or {}).items()}
+    if sum(len(k) + len(v) for k, v in env.items()) > MAX_ENV_BYTES:
+        raise SkyNomadInputError(
+            f"env holds more than {MAX_ENV_BYTES // 1024} KiB; pass large inputs through files or the checkpoint"
         )
-        if deadline_hours <= 0:
-            raise SkyNomadInputError(
-                f"the deadline is already past ({-deadline_hours:.2f} cloud hours ago); nothing was launched"
-            )
-        try:
-            job = JobSpec(
-                work_hours=float(self.work_hours),
-                deadline_hours=deadline_hours,
-                cold_start_hours=float(self.cold_start_hours),
-                checkpoint_gb=float(self.checkpoint_gb),
-                instances=int(self.instances),
-            )
-            job.require_feasible()
-        except JobSpecError as exc:
-            raise SkyNomadInputError(f"{exc}; nothing was launched") from exc
-        return job, deadline_hours
-
-    # == carrying out decisions =================================================================
-
-    def _view(self, record: JobRecord, config: SkyNomadConfig, cloud: Cloud) -> MarketView:
-        return job_view(record, config, cloud, self._step_hours, self.market_lookback_hours)
-
-    def _decide(self, record: JobRecord, view: MarketView, elapsed: float) -> Decision:
-        from ..planner.registry import get_policy
-
-        policy = get_policy(record.policy, **self.policy_params)
-        state = JobState.from_dict({**record.state, "elapsed_hours": elapsed})
-        decision = policy.decide(JobSpec(**record.job), state, view, elapsed)
-        record.note(elapsed, "decide", want=_first(decision), reason=decision.reason)
-        return decision
-
-    def _carry_out(self, record, cloud, view, decision, elapsed, store, context) -> None:
-        carry_out(
-            record,
-            cloud,
-            view,
-            decision,
-            elapsed,
-            store,
-            command=self.command,
-            env=self.env,
-            tags=self._tags(record, context),
-            observe=self._observe_zone,
-        )
-
-    def _release(self, record: JobRecord, cloud: Cloud, store: StateStore, elapsed: float, end: str) -> None:
-        if record.group:
-            cloud.terminate(GroupHandle.from_dict(record.group))
-        record.close_segment(elapsed, end)
-        record.group = None
-        record.state = JobState.from_dict(record.state).advance(running=None, warmup_left_hours=0.0).to_dict()
-        store.save(record)
-
-    def _finish(self, context, record: JobRecord, cloud: Cloud, store: StateStore, elapsed: float) -> dict:
-        if record.group:
-            cloud.terminate(GroupHandle.from_dict(record.group))
-        record.close_segment(elapsed, "finished")
-        record.group = None
-        record.finished = True
-        record.state = {**record.state, "progress_hours": record.job["work_hours"], "running": None}
-        record.note(elapsed, "finished")
-        summary = summarize(record, elapsed, job_bill(cloud, record.job_id, self.log))
-        last = record.segments[-1]["zone"] if record.segments else None
-        checkpoint_dir = getattr(cloud, "checkpoint_dir", None)
-        if last and callable(checkpoint_dir):
-            summary["output_dir"] = str(checkpoint_dir(last))  # where the workload's final files are
-        record.summary = summary
-        store.save(record)
-        self.log.info("%s", format_timeline(record, summary))
-        return summary
-
-    def _defer(self, record: JobRecord, store: StateStore, bump: bool = True):
-        if bump:
-            record.seq += 1
-            store.save(record)
-        self._remember(record)
-        trigger = SkyNomadTrigger(
-            job=record.job,
-            job_start_hours=record.job_start_hours,
-            state=record.state,
-            group=record.group,
-            launch_delay_hours=record.launch_delay_hours,
-            zones=record.zones,
-            instance_types=record.instance_types,
-            policy=record.policy,
-            policy_params=self.policy_params,
-            decision_step_hours=self._step_hours,
-            seq=record.seq,
-            skynomad_conn_id=self.skynomad_conn_id,
-            market_lookback_hours=self.market_lookback_hours,
-            max_wall_seconds_per_step=self.max_wall_seconds_per_step,
-        )
-        self.defer(trigger=trigger, method_name="execute_complete")
-
-    # == helpers ================================================================================
-
-    def _remember(self, record: JobRecord) -> None:
-        """Keep the record for on_kill and the console link (resolved when this attempt ends)."""
-        self._record = record
-        region = record.segments[-1]["region"] if record.segments else None
-        setattr(self, LINK_ATTRIBUTE, link_data(record.group, region))
-
-    def _learn_reaction(self, record: JobRecord, at: float, now: float) -> None:
-        """Keep the slowest trigger-event → worker lag seen so far as the job's `reaction_hours`.
-
-        The safety net lets a change start that late and a rescue come two lags late, so a busy
-        scheduler (or, on the accelerated simulated cloud, seconds of Airflow latency worth simulated
-        hours) cannot make a rescue that was just in time at the trigger late by the time the worker
-        launches it.
-        """
-        lag_hours = now - at
-        if lag_hours > float(record.job.get("reaction_hours", 0.0)):
-            record.job = {**record.job, "reaction_hours": lag_hours}
-            record.note(now, "reaction lag", hours=round(lag_hours, 3))
-
-    def _elapsed(self, record: JobRecord, cloud: Cloud) -> float:
-        return float(cloud.now_hours()) - record.job_start_hours
-
-    def _tags(self, record: JobRecord, context) -> dict[str, str]:
-        ti = context["ti"]
-        return {
-            **{str(k): str(v) for k, v in self.tags.items()},
-            JOB_TAG: record.job_id,
-            "skynomad-dag": str(ti.dag_id),
-            "skynomad-task": str(ti.task_id),
-            "skynomad-run": str(ti.run_id),
-        }
-
-    def _observe_zone(self, record: JobRecord, view: MarketView, zone: str, available: int) -> None:
-        record_observation(
-            record,
-            view,
-            zone,
-            available,
-            cloud=self._cloud,
-            skynomad_conn_id=self.skynomad_conn_id,
-            accelerator=self.accelerator,
-            log=self.log,
-        )
+    if op.on_deadline_miss not in ("fail", "warn"):
+        raise SkyNomadInputError(f'on_deadline_miss must be "fail" or "warn", got {op.on_deadline_miss!r}')
+    if not isinstance(op.status_every_steps, int) or op.status_every_steps < 1:
+        raise SkyNomadInputError(f"status_every_steps must be a whole number ≥ 1, got {op.status_every_steps!r}")
+    try:
+        work_hours = float(op.work_hours)
+        cold_start_hours = float(op.cold_start_hours)
+        checkpoint_gb = float(op.checkpoint_gb)
+    except (TypeError, ValueError) as exc:
+        raise SkyNomadInputError(f"work_hours, cold_start_hours and checkpoint_gb must be numbers: {exc}") from None
+    return JobParams(
+        work_hours=work_hours,
+        command=command or (),
+        env=env,
+        instances=instances,
+        cold_start_hours=cold_start_hours,
+        checkpoint_gb=checkpoint_gb,
+        policy=op.policy,
+        policy_params=dict(op.policy_params),
+        decision_step_minutes=step,
+        market_lookback_hours=lookback,
+        max_market_age=op.max_market_age,
+        zones=op.zones,
+        regions=op.regions,
+        clouds=op.clouds,
+        instance_types=op.instance_types,
+        accelerator=op.accelerator,
+        tags=dict(op.tags),
+        max_wall_seconds_per_step=cap,
+        on_deadline_miss=op.on_deadline_miss,
+        status_every_steps=op.status_every_steps,
+    )
 
 
-# == small helpers ================================================================================
+def _number(name: str, value, *, low: float, high: float) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise SkyNomadInputError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(number) or not low <= number <= high:
+        raise SkyNomadInputError(f"{name} must be a finite number between {low:g} and {high:g}, got {value!r}")
+    return number
 
 
-def _first(decision: Decision) -> str:
-    return str(decision.first) if decision.first else "idle"
-
-
-def _pct(record: JobRecord, progress) -> str | None:
-    if progress is None:
-        return None
-    return f"{100.0 * float(progress) / float(record.job['work_hours']):.0f}%"
-
-
-def _where(record: JobRecord) -> str:
-    if record.group:
-        return f"group {record.group['instance_ids']} in {record.group['zone']}"
-    if record.pending:
-        return f"launch {record.pending['client_token']} in {record.pending['zone']} in flight"
-    return "idle"
+def _map_index(ti) -> int:
+    index = getattr(ti, "map_index", -1)
+    return -1 if index is None else int(index)
 
 
 async def on_deadline_missed(context=None, **kwargs) -> None:

@@ -83,9 +83,13 @@ class FakeCloud(Cloud):
         self.cost_tags.append(tags)
         return ProbeResult(zone, instance_type, count, 0 if zone in self.full else count, 2.0, 10.0)
 
-    def copy_checkpoint(self, source_zone: str, target_zone: str, size_gb: float, *, tags=None) -> None:
+    def copy_checkpoint(self, source_zone: str, target_zone: str, size_gb: float, *, job_id="", tags=None) -> bool:
         self.copies.append((source_zone, target_zone, size_gb))
         self.cost_tags.append(tags)
+        return bool(self.progress_fraction)  # a checkpoint exists once the workload reported progress
+
+    def find(self, client_token: str) -> GroupHandle | None:
+        return self.groups.get(client_token)
 
     # helpers for tests
     def running(self) -> list[GroupHandle]:

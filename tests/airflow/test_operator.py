@@ -12,9 +12,9 @@ from airflow.sdk import DAG, AsyncCallback, DeadlineAlert, DeadlineReference
 from airflow.sdk.exceptions import TaskDeferred
 
 from airflow_provider_skynomad.clouds.base import GroupStatus
+from airflow_provider_skynomad.jobs.deadline import resolve_deadline_hours
+from airflow_provider_skynomad.jobs.record import RECORD_KEY
 from airflow_provider_skynomad.market.table import MarketTable
-from airflow_provider_skynomad.operators.deadline import resolve_deadline_hours
-from airflow_provider_skynomad.operators.record import RECORD_KEY
 from airflow_provider_skynomad.operators.skynomad import SkyNomadInputError, SkyNomadOperator, on_deadline_missed
 from airflow_provider_skynomad.triggers.skynomad import SkyNomadTrigger
 

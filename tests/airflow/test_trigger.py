@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from airflow_provider_skynomad.clouds.base import GroupHandle, GroupStatus, LaunchRequest
+from airflow_provider_skynomad.jobs.watch import Watch
 from airflow_provider_skynomad.planner import registry
 from airflow_provider_skynomad.planner.actions import Decision, Mode, Option
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
@@ -175,8 +176,14 @@ def test_missing_connection_yields_failed_event(world):
 def test_the_first_progress_the_trigger_sees_places_the_checkpoint(world):
     handle = _launch(world)
     trigger = _trigger(handle)
+
+    def state_now(base, elapsed, progress):  # one decision step's state, as the trigger's watch computes it
+        _, kwargs = trigger.serialize()
+        watch = Watch.from_kwargs(kwargs["job"], 0.0, base.to_dict(), kwargs["group"], 0.2, kwargs["seq"])
+        return watch.state_now(elapsed, progress)
+
     base = JobState(running=Option(ZONE, Mode.SPOT))  # launched before any progress: no checkpoint yet
-    assert trigger._state_now(base, elapsed=0.1, progress=0.0).checkpoint_market is None
-    assert trigger._state_now(base, elapsed=0.5, progress=0.3).checkpoint_market == ZONE
+    assert state_now(base, elapsed=0.1, progress=0.0).checkpoint_market is None
+    assert state_now(base, elapsed=0.5, progress=0.3).checkpoint_market == ZONE
     moved = base.advance(checkpoint_market="us-east4-a", progress_hours=1.0)
-    assert trigger._state_now(moved, elapsed=0.5, progress=1.0).checkpoint_market == "us-east4-a"
+    assert state_now(moved, elapsed=0.5, progress=1.0).checkpoint_market == "us-east4-a"

@@ -1,16 +1,25 @@
 """Lifetime forecasts for the planner: which forecaster, and how often to refit it.
 
 Fitting on the whole availability history every step would dominate decision latency,
-so the fitted forecaster is reused until the history has grown by `refit_hours`.
+so the fitted forecaster is reused until the history has grown by `refit_hours`. A view whose
+history is named by content (`MarketView.source_key`, as the Airflow runtime's market source
+gives) shares its fit with every policy object in the process: the triggerer builds a new
+policy per deferral and a new view per poll, and must still fit once per refit interval.
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
 
 import numpy as np
 
 from ...forecasts import make_forecaster
 from ...forecasts.renewal import Spells, spell_means
 from ...market.view import MarketView
+
+_SHARED: OrderedDict = OrderedDict()  # (forecaster spec, cap, source key, gang, bucket) -> fitted
+_SHARED_SIZE = 256
+FITS = {"count": 0}  # forecaster fits in this process (tests and benchmarks read it)
 
 
 class LifetimeCache:
@@ -52,13 +61,24 @@ class LifetimeCache:
     def expected_remaining_hours(self, view: MarketView, ages_hours: np.ndarray) -> np.ndarray:
         key = self._bucket(view)
         if key != self._key:
-            usable, seen = view.usable_history()
-            self._fitted = self._new().fit(
-                usable,
-                seen,
-                view.step_hours,
-                spot_prices=view.price_history((view.tick + 1) * view.step_hours),
-                start_time=view.start,
-            )
-            self._key = key
+            shared = (repr(self.spec), self.cap_hours, *key) if view.source_key is not None else None
+            fitted = _SHARED.get(shared) if shared is not None else None
+            if fitted is None:
+                fitted = self._fit(view)
+                if shared is not None:
+                    _SHARED[shared] = fitted
+                    while len(_SHARED) > _SHARED_SIZE:
+                        _SHARED.popitem(last=False)
+            self._fitted, self._key = fitted, key
         return self._fitted.expected_remaining_hours(ages_hours)
+
+    def _fit(self, view: MarketView):
+        FITS["count"] += 1
+        usable, seen = view.usable_history()
+        return self._new().fit(
+            usable,
+            seen,
+            view.step_hours,
+            spot_prices=view.price_history((view.tick + 1) * view.step_hours),
+            start_time=view.start,
+        )

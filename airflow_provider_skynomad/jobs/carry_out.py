@@ -1,27 +1,34 @@
-"""Carry out one planner decision for a SkyNomad job and fold what happened into its `JobRecord`.
+"""Carry out one planner decision for a job and fold what happened into its `JobRecord`.
 
-`carry_out` builds the job's launch requests and lets `clouds.driver.drive` probe, launch, move
-the checkpoint and terminate; every request is written to the record (with its client token)
-*before* it is sent. `recover_pending` re-sends a request a crashed worker left in flight — the
-cloud answers the same token with the same group — and `apply_result` records segments, notes,
-estimated costs and the planner state either way. `observe(record, view, zone, available)` shares
-each launch outcome as a market observation.
+`carry_out` builds the job's launch requests and lets `drive` probe, launch, move the checkpoint
+and terminate; every request is written to the record (with its client token) *before* it is
+sent. `recover_pending` finishes a request a crashed worker left in flight: the cloud answers the
+same token with the same group. `apply_result` records segments, estimated costs and the planner
+state either way. Each launch outcome is reported through `observe(market_key, available)`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from ..clouds.base import CapacityError, Cloud, GroupHandle, LaunchRequest
-from ..clouds.driver import DriveResult, drive
+from ..clouds.base import CapacityError, Cloud, LaunchRequest
 from ..market.grid import Market
 from ..market.view import MarketView
 from ..planner.actions import Decision, Mode, Option
-from ..planner.job import JobSpec, JobState
-from ..workload import default_workload
-from .record import JobRecord, Segment, StateStore
+from .drive import DriveResult, drive, move_checkpoint
+from .record import JobRecord, PendingLaunch, Segment, StateStore
 
-Observe = Callable[[JobRecord, MarketView, str, int], None]
+Observe = Callable[[str, int], None]  # (market key, instances available) → shared with the market table
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What every group of the job runs, and how its instances are tagged."""
+
+    command: tuple[str, ...]
+    env: dict[str, str]
+    tags: dict[str, str]
 
 
 def carry_out(
@@ -31,25 +38,21 @@ def carry_out(
     decision: Decision,
     elapsed: float,
     store: StateStore,
-    *,
-    command: list[str] | None,
-    env: dict[str, str],
-    tags: dict[str, str],
+    workload: Workload,
     observe: Observe,
 ) -> None:
-    """Carry out `decision` at `elapsed` cloud hours; `command` None runs the bundled workload."""
-    job = JobSpec(**record.job)
+    """Carry out `decision` at `elapsed` cloud hours."""
+    job = record.job
     markets = {m.key: m for m in view.markets}
-    current = GroupHandle.from_dict(record.group) if record.group else None
-    current_option = option_of(record.state.get("running")) if current else None
-    checkpoint_market = record.state.get("checkpoint_market")
-    checkpoint_zone = markets[checkpoint_market].zone if checkpoint_market in markets else None
-    meta: dict = {}
+    current = record.group
+    current_option = record.state.running if current else None
+    checkpoint = record.state.checkpoint_market
+    checkpoint_zone = markets[checkpoint].zone if checkpoint in markets else None
+    options: dict[str, Option] = {}
 
     def make_request(option: Option, market: Market) -> LaunchRequest:
         token = f"{record.job_id}-{record.launches + 1}"
-        meta.clear()
-        meta.update(option=option.to_dict(), elapsed=elapsed)
+        options[token] = option
         return LaunchRequest(
             cloud=market.cloud,
             region=market.region,
@@ -58,28 +61,25 @@ def carry_out(
             count=job.instances,
             spot=option.mode is Mode.SPOT,
             client_token=token,
-            command=tuple(command or default_workload(job.work_hours)),
-            env={
-                **{str(k): str(v) for k, v in env.items()},
-                # The simulated cloud charges this cold start; real clouds simply pass it on.
-                "SKYNOMAD_COLD_START_HOURS": repr(job.cold_start_hours),
-            },
-            tags=dict(tags),
+            command=workload.command,
+            # The simulated cloud charges this cold start; real clouds simply pass it on.
+            env={**workload.env, "SKYNOMAD_COLD_START_HOURS": repr(job.cold_start_hours)},
+            tags=dict(workload.tags),
+            job_id=record.job_id,
         )
 
     def before_launch(request: LaunchRequest) -> None:
-        # Persist first: a crash after this line is repaired by re-sending the same request.
+        # Persist first: a crash after this line is repaired by finding the same token's group.
         record.launches += 1
-        record.pending = request.to_dict()
-        record.pending_meta = dict(meta)
+        record.pending = PendingLaunch(request, options[request.client_token], elapsed)
         store.save(record)
 
     def after_failure(request: LaunchRequest) -> None:
         record.failed_launches += 1
         record.pending = None
-        record.pending_meta = None
+        option = options[request.client_token]
         record.note(elapsed, "no capacity", zone=request.zone, mode="spot" if request.spot else "on-demand")
-        observe(record, view, request.zone, 0)
+        observe(option.market, 0)
         store.save(record)
 
     result = drive(
@@ -92,7 +92,8 @@ def carry_out(
         make_request=make_request,
         checkpoint_gb=job.checkpoint_gb,
         gang_size=job.instances,
-        tags=tags,
+        job_id=record.job_id,
+        tags=workload.tags,
         before_launch=before_launch,
         after_failure=after_failure,
     )
@@ -101,37 +102,32 @@ def carry_out(
 
 
 def recover_pending(
-    record: JobRecord, cloud: Cloud, view: MarketView, store: StateStore, *, observe: Observe, log
+    record: JobRecord, cloud: Cloud, view: MarketView, store: StateStore, observe: Observe, log
 ) -> None:
-    """A launch was sent (or about to be) when the last worker died: finish it, same client token."""
-    if not record.pending:
+    """A launch was sent (or about to be) when the last worker died: finish it with the same client token."""
+    pending = record.pending
+    if pending is None:
         return
-    request = LaunchRequest.from_dict(record.pending)
-    meta = record.pending_meta or {}
-    elapsed = float(meta.get("elapsed", float(cloud.now_hours()) - record.job_start_hours))
-    log.info("Recovering launch %s in %s after a crash (same client token)", request.client_token, request.zone)
+    request, elapsed = pending.request, pending.elapsed_hours
+    log.info("Finishing launch %s in %s that a crashed worker left in flight", request.client_token, request.zone)
     try:
-        handle = cloud.launch(request)
+        handle = cloud.find(request.client_token) or cloud.launch(request)
     except CapacityError:
         record.failed_launches += 1
         record.note(elapsed, "no capacity", zone=request.zone, mode="spot" if request.spot else "on-demand")
         record.pending = None
-        record.pending_meta = None
         store.save(record)
         return
-    option = Option.from_dict(meta["option"])
-    current = GroupHandle.from_dict(record.group) if record.group else None
+    current = record.group
     if current is not None and current.instance_ids != handle.instance_ids:
         cloud.terminate(current)
-    checkpoint_market = record.state.get("checkpoint_market")
     markets = {m.key: m for m in view.markets}
-    moved_from = None
-    if checkpoint_market in markets and markets[checkpoint_market].zone != request.zone:
-        moved_from = markets[checkpoint_market].zone
-        cloud.copy_checkpoint(moved_from, request.zone, float(record.job["checkpoint_gb"]), tags=request.tags)
+    checkpoint = record.state.checkpoint_market
+    source = markets[checkpoint].zone if checkpoint in markets else None
+    moved_from = move_checkpoint(cloud, source, request.zone, record.job.checkpoint_gb, record.job_id, request.tags)
     result = DriveResult(
         handle,
-        option,
+        pending.option,
         launched=True,
         terminated=current if current and current != handle else None,
         moved_from_zone=moved_from,
@@ -142,40 +138,37 @@ def recover_pending(
 
 def apply_result(record: JobRecord, view: MarketView, result: DriveResult, elapsed: float, observe: Observe) -> None:
     """Fold what the driver did into the record (segments, estimated costs, state)."""
-    job = JobSpec(**record.job)
+    job = record.job
     markets = {m.key: m for m in view.markets}
     for probe in result.probes:
         record.probe_usd += probe.spot_usd_per_hour * job.instances * job.probe_hours
         record.note(elapsed, "probe", zone=probe.zone, available=probe.available)
-    state = JobState.from_dict(record.state)
+    state = record.state
     if not result.launched and result.handle is not None:
         record.pending = None
-        record.pending_meta = None
         record.note(elapsed, "stay", zone=result.option.market if result.option else None)
         return
     if result.terminated is not None:
-        ended = "migrated" if result.launched else "released"
-        seg = record.close_segment(elapsed, ended)
+        seg = record.close_segment(elapsed, "migrated" if result.launched else "released")
         if seg is not None and not result.launched:
-            record.note(elapsed, "release", zone=seg["zone"])
+            record.note(elapsed, "release", zone=seg.zone)
     if result.launched:
         option = result.option
         market = markets[option.market]
         moved = result.moved_from_zone is not None
         if moved:
-            src = next((m for m in view.markets if m.zone == result.moved_from_zone), None)
-            if src is not None:
-                egress = view.egress_usd_per_gb[view.index(src.key), view.index(market.key)]
+            source = next((m for m in view.markets if m.zone == result.moved_from_zone), None)
+            if source is not None:
+                egress = view.egress_usd_per_gb[view.index(source.key), view.index(market.key)]
                 record.egress_usd += job.checkpoint_gb * float(egress)
             record.migrations += 1
-        price = (
-            view.spot_usd_per_hour[view.index(market.key)]
-            if option.mode is Mode.SPOT
-            else view.on_demand_usd_per_hour[view.index(market.key)]
-        )
+        j = view.index(market.key)
+        price = view.spot_usd_per_hour[j] if option.mode is Mode.SPOT else view.on_demand_usd_per_hour[j]
         delay = job.launch_hours(moved)
         record.launch_delay_hours = delay
-        record.group = result.handle.to_dict()
+        record.group = result.handle
+        if result.handle not in record.groups_used:
+            record.groups_used.append(result.handle)
         record.open_segment(
             Segment(
                 market=market.key,
@@ -196,8 +189,11 @@ def apply_result(record: JobRecord, view: MarketView, result: DriveResult, elaps
             usd_per_h=round(float(price) * job.instances, 3),
             **({"from": result.moved_from_zone} if moved else {}),
         )
-        observe(record, view, market.zone, job.instances)
+        observe(market.key, job.instances)
         state = state.launched(option, elapsed, delay)
+        if not moved and record.state.moves_checkpoint(option.market):
+            # Nothing was copied (there was no checkpoint to copy): the job starts afresh there.
+            state = state.advance(checkpoint_market=None, progress_hours=0.0)
     else:
         record.group = None
         record.launch_delay_hours = 0.0
@@ -205,9 +201,4 @@ def apply_result(record: JobRecord, view: MarketView, result: DriveResult, elaps
         if result.failed or result.terminated is None:
             record.note(elapsed, "idle", reason="nothing launched" if result.failed else "planner chose idle")
     record.pending = None
-    record.pending_meta = None
-    record.state = state.advance(elapsed_hours=elapsed).to_dict()
-
-
-def option_of(data: dict | None) -> Option | None:
-    return Option.from_dict(data) if data else None
+    record.state = state.advance(elapsed_hours=elapsed)

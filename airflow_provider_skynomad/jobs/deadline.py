@@ -5,12 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from ..clouds.base import Cloud
-from ..clouds.driver import cloud_now
-from ..hooks.skynomad import SkyNomadConfig
 from .errors import SkyNomadInputError
 
 
-def resolve_deadline_hours(deadline, dag, context, config: SkyNomadConfig, cloud: Cloud) -> float:
+def resolve_deadline_hours(deadline, dag, context, config, cloud: Cloud) -> float:
     """Cloud hours from now to the deadline (negative when it is past).
 
     Relative deadlines count from their anchor (the run's start, or a DeadlineAlert's reference)
@@ -43,10 +41,31 @@ def resolve_deadline_hours(deadline, dag, context, config: SkyNomadConfig, cloud
     if absolute is not None:
         if absolute.tzinfo is None:
             raise SkyNomadInputError(f"deadline {absolute!r} has no time zone; pass an aware datetime (UTC)")
-        reference = cloud_now(cloud).to_pydatetime() if config.cloud == "simulated" else now_wall
+        reference = cloud.now_timestamp().to_pydatetime() if config.cloud == "simulated" else now_wall
         return (absolute - reference).total_seconds() / 3600.0
     spent = max(0.0, (now_wall - anchor).total_seconds())
     return (interval.total_seconds() - spent) / 3600.0
+
+
+def reserve_hours(reserve, config, downstream_median_seconds=None) -> float:
+    """The downstream reserve in cloud hours: a timedelta, "auto" (the measured median), or None.
+
+    Downstream tasks run in Airflow's own time, so on the accelerated simulated cloud their wall
+    seconds are worth `speed` times as many cloud seconds (the job's deadline is in cloud hours).
+    """
+    if reserve is None:
+        return 0.0
+    if isinstance(reserve, str):
+        if reserve != "auto":
+            raise SkyNomadInputError(f'downstream_reserve must be a timedelta, "auto" or None, got {reserve!r}')
+        seconds = float(downstream_median_seconds or 0.0)
+    elif isinstance(reserve, timedelta):
+        seconds = reserve.total_seconds()
+    else:
+        raise SkyNomadInputError(f'downstream_reserve must be a timedelta, "auto" or None, got {reserve!r}')
+    if seconds < 0:
+        raise SkyNomadInputError(f"downstream_reserve must not be negative, got {reserve!r}")
+    return seconds / config.wall_seconds_per_cloud_hour
 
 
 def deadline_from_alert(dag, context) -> tuple[datetime | None, timedelta | None, datetime | None]:

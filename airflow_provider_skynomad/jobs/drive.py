@@ -3,11 +3,14 @@
 Walk `try_in_order` front to back: the option already running "launches" for free; a spot launch
 that meets no capacity (`CapacityError`) teaches us the zone is full and moves on; `IDLE` releases
 everything. A launch elsewhere is a move: the new group is launched first, the old one is
-terminated after it (so a failed move never leaves the job with nothing), then the latest
+terminated after it (so a failed move never leaves the job with nothing), then the job's latest
 checkpoint is copied to the new zone — during the new group's cold start, before its workload
-resumes. `before_launch` runs before every launch so the caller can persist the request (and its
-client token) first: a crash between persisting and launching is then repaired by relaunching the
-same request, which the cloud answers with the same group.
+resumes. A move is a migration only when a checkpoint existed and was copied: a job that has
+checkpointed nothing restarts anywhere for free.
+
+`before_launch` runs before every launch so the caller can persist the request (and its client
+token) first: a crash between persisting and launching is then repaired by finding that token's
+group, or by re-sending the same request, which the cloud answers with the same group.
 """
 
 from __future__ import annotations
@@ -15,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..clouds.base import CapacityError, Cloud, GroupHandle, LaunchRequest, ProbeResult
 from ..market.grid import Market
-from ..planner.actions import Decision, Mode, Option
-from .base import CapacityError, Cloud, GroupHandle, LaunchRequest, ProbeResult
+from ..planner.actions import Decision, Option
 
 
 @dataclass
@@ -29,7 +32,7 @@ class DriveResult:
     launched: bool = False
     failed: list[Option] = field(default_factory=list)
     terminated: GroupHandle | None = None
-    moved_from_zone: str | None = None
+    moved_from_zone: str | None = None  # set only when a checkpoint was copied from there
     probes: list[ProbeResult] = field(default_factory=list)
 
 
@@ -44,6 +47,7 @@ def drive(
     make_request: Callable[[Option, Market], LaunchRequest],
     checkpoint_gb: float,
     gang_size: int,
+    job_id: str,
     tags: dict[str, str] | None = None,
     before_launch: Callable[[LaunchRequest], None] = lambda request: None,
     after_failure: Callable[[LaunchRequest], None] = lambda request: None,
@@ -72,10 +76,7 @@ def drive(
             continue
         if current is not None:
             cloud.terminate(current)
-        moved_from = None
-        if checkpoint_zone is not None and checkpoint_zone != market.zone:
-            cloud.copy_checkpoint(checkpoint_zone, market.zone, checkpoint_gb, tags=tags)
-            moved_from = checkpoint_zone
+        moved_from = move_checkpoint(cloud, checkpoint_zone, market.zone, checkpoint_gb, job_id, tags)
         return DriveResult(
             handle, option, launched=True, failed=failed, terminated=current, moved_from_zone=moved_from, probes=probes
         )
@@ -83,6 +84,16 @@ def drive(
     if current is not None:
         cloud.terminate(current)
     return DriveResult(None, None, failed=failed, terminated=current, probes=probes)
+
+
+def move_checkpoint(
+    cloud: Cloud, source_zone: str | None, target_zone: str, size_gb: float, job_id: str, tags: dict | None
+) -> str | None:
+    """Copy the job's checkpoint to `target_zone`; the source zone when something was copied, else None."""
+    if source_zone is None or source_zone == target_zone:
+        return None
+    copied = cloud.copy_checkpoint(source_zone, target_zone, size_gb, job_id=job_id, tags=tags)
+    return source_zone if copied else None
 
 
 def _market(markets: dict[str, Market], option: Option) -> Market:
@@ -94,24 +105,3 @@ def _market(markets: dict[str, Market], option: Option) -> Market:
 
 def _probe(cloud: Cloud, market: Market, gang_size: int, tags: dict[str, str] | None) -> ProbeResult:
     return cloud.probe(market.region, market.zone, market.instance_type, gang_size, tags=tags)
-
-
-def is_spot(option: Option | None) -> bool:
-    return option is not None and option.mode is Mode.SPOT
-
-
-def cloud_now(cloud: Cloud):
-    """The cloud's clock as a UTC pandas Timestamp (the simulated cloud's is its replayed trace time).
-
-    Market rows are stamped with it and the planner's view is cut at it, so on an accelerated
-    simulated clock the job never sees an observation from its future.
-    """
-    import pandas as pd
-
-    for name in ("now_timestamp", "now_datetime", "now_time"):
-        method = getattr(cloud, name, None)
-        if callable(method):
-            stamp = pd.Timestamp(method())
-            stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
-            return stamp.floor("us")  # databases keep microseconds
-    return pd.Timestamp.now(tz="UTC").floor("us")

@@ -24,11 +24,8 @@ ESTIMATE = "estimate"
 
 def job_bill(cloud: Cloud, job_id: str, log) -> dict | None:
     """The cloud's own bill for this job (``bill(tags=...)``), or None when the cloud cannot bill."""
-    bill = getattr(cloud, "bill", None)
-    if not callable(bill):
-        return None
     try:
-        return bill(tags={JOB_TAG: job_id})
+        return cloud.bill(tags={JOB_TAG: job_id})
     except Exception as exc:  # noqa: BLE001 - a finished job must not fail on its report
         log.warning("could not read the cloud's bill for job %s (%s); reporting the estimate instead", job_id, exc)
         return None
@@ -41,14 +38,14 @@ def summarize(record: JobRecord, elapsed_hours: float, cloud_bill: dict | None =
     """
     zones = []
     for seg in record.segments:
-        end = seg["end_hours"] if seg["end_hours"] is not None else elapsed_hours
+        end = seg.end_hours if seg.end_hours is not None else elapsed_hours
         zones.append(
             {
-                "zone": seg["zone"],
-                "mode": seg["mode"],
-                "start_hours": round(seg["start_hours"], 3),
+                "zone": seg.zone,
+                "mode": seg.mode,
+                "start_hours": round(seg.start_hours, 3),
                 "end_hours": round(end, 3),
-                "end": seg["end"] or "running",
+                "end": seg.end or "running",
             }
         )
     if cloud_bill is None:
@@ -72,9 +69,11 @@ def summarize(record: JobRecord, elapsed_hours: float, cloud_bill: dict | None =
         "failed_launches": record.failed_launches,
         "elapsed_hours": round(elapsed_hours, 3),
         "deadline_hours": round(record.deadline_hours, 3),
-        "work_hours": record.job["work_hours"],
+        **({"dag_deadline_hours": round(record.dag_deadline_hours, 3)} if record.dag_deadline_hours else {}),
+        "work_hours": record.job.work_hours,
         "deadline_met": bool(record.finished and elapsed_hours <= record.deadline_hours + 1e-9),
-        "reaction_hours": round(float(record.job.get("reaction_hours", 0.0)), 4),  # slowest event → worker lag
+        "reaction_hours": round(record.job.reaction_hours, 4),  # the event → worker lag the job planned with
+        "lag_hours_max": round(max(record.lags_hours, default=0.0), 4),  # slowest event → worker lag measured
     }
 
 
@@ -84,11 +83,11 @@ def _estimate(record: JobRecord, elapsed_hours: float) -> tuple[dict, dict]:
     hours = {"spot": 0.0, "on_demand": 0.0}
     usd = {"spot": 0.0, "on_demand": 0.0, "egress": record.egress_usd, "probe": record.probe_usd}
     for seg in record.segments:
-        end = seg["end_hours"] if seg["end_hours"] is not None else elapsed_hours
-        stretch = max(0.0, end - seg["start_hours"])
-        mode = "spot" if seg["mode"] == "spot" else "on_demand"
+        end = seg.end_hours if seg.end_hours is not None else elapsed_hours
+        stretch = max(0.0, end - seg.start_hours)
+        mode = "spot" if seg.mode == "spot" else "on_demand"
         hours[mode] += stretch
-        usd[mode] += stretch * seg["usd_per_hour"]
+        usd[mode] += stretch * seg.usd_per_hour
     return hours, usd
 
 
@@ -120,8 +119,14 @@ def format_timeline(record: JobRecord, summary: dict) -> str:
         f"  {hours_line(summary)}, {summary['migrations']} migration(s), {summary['preemptions']} preemption(s)"
     )
     lines.append(f"  {cost_line(summary)}; all on-demand would be ${summary['all_on_demand_cost_usd']:.2f}")
-    verdict = "met" if summary["deadline_met"] else "MISSED"
-    lines.append(
-        f"  finished at {summary['elapsed_hours']:.2f} h of {summary['deadline_hours']:.2f} h: deadline {verdict}"
-    )
+    lines.append(f"  {deadline_line(summary)}")
     return "\n".join(lines)
+
+
+def deadline_line(summary: dict) -> str:
+    """``finished at E h of D h: deadline met`` (or MISSED), naming the DAG's deadline when a reserve was taken."""
+    verdict = "met" if summary["deadline_met"] else "MISSED"
+    line = f"finished at {summary['elapsed_hours']:.2f} h of {summary['deadline_hours']:.2f} h: deadline {verdict}"
+    if summary.get("dag_deadline_hours"):
+        line += f" (the DAG's deadline is {summary['dag_deadline_hours']:.2f} h; the rest is kept for downstream tasks)"
+    return line

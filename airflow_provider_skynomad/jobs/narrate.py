@@ -1,0 +1,114 @@
+"""What the job says to people: one plain-words line per thing that happened, and a compact live status.
+
+The planner's own numbers (V, U, η) are for the explain view and DEBUG logs; users read where the
+job runs, why it moved, how far it is, how much slack is left and what it has spent.
+"""
+
+from __future__ import annotations
+
+from ..market.view import MarketView
+from ..planner.actions import Decision, Mode
+from .record import JobRecord
+
+
+def say(item: dict) -> str:
+    """One timeline entry in plain words (the task log line written when it happens)."""
+    event, zone = item["event"], item.get("zone")
+    at = f"[t={item['at_hours']:.2f} h]"
+    if event == "start":
+        return (
+            f"{at} started: {item['work_h']:g} h of work, deadline in {item['deadline_h']:g} h, "
+            f"{item['zones']} zone(s) to choose from, policy {item['policy']}"
+        )
+    if event == "launch":
+        return f"{at} launched {item['mode']} in {zone} at ${item['usd_per_h']:.2f}/h"
+    if event == "migrate":
+        because = f": {item['why']}" if item.get("why") else ""
+        return (
+            f"{at} moved to {zone} ({item['mode']}, ${item['usd_per_h']:.2f}/h), checkpoint copied from "
+            f"{item['from']}{because}"
+        )
+    if event == "preempted":
+        return f"{at} preempted in {zone} at {item.get('progress') or '?'} done"
+    if event == "no capacity":
+        return f"{at} no {item['mode']} capacity in {zone}"
+    if event == "release":
+        return f"{at} released the group in {zone}"
+    if event == "idle":
+        return f"{at} waiting without instances ({item['reason']})"
+    if event == "probe":
+        return f"{at} probed {zone}: {item['available']} available"
+    if event == "deadline pressure":
+        return f"{at} deadline pressure: moving to on-demand now to stay on time ({item.get('why', '')})"
+    if event == "reaction lag":
+        return (
+            f"{at} Airflow resumed the job {item['hours']:.2f} cloud h after the trigger asked "
+            f"({item['wall_seconds']:.1f} s of wall time); planning with a {item['planned_hours']:.2f} h margin"
+        )
+    if event == "finished":
+        return f"{at} the workload finished"
+    if event == "failed":
+        return f"{at} the group failed: {item.get('reason', '')}"
+    details = " ".join(f"{k}={v}" for k, v in item.items() if k not in ("at_hours", "event"))
+    return f"{at} {event} {details}".rstrip()
+
+
+def why_move(record: JobRecord, view: MarketView, decision: Decision, at_hours: float) -> str:
+    """Why the job leaves where it runs, in facts a user can check: preemptions there, the price gap."""
+    reasons = []
+    running = record.state.running
+    if running is not None:
+        zone = view.markets[view.index(running.market)].zone if running.market in view.keys else running.market
+        recent = [
+            n
+            for n in record.timeline
+            if n["event"] == "preempted" and n.get("zone") == zone and at_hours - n["at_hours"] <= 1.0
+        ]
+        if len(recent) >= 2:
+            reasons.append(f"{zone} preempted {len(recent)} times in 1 h")
+    target = decision.first
+    if target is not None and running is not None and running.market in view.keys:
+
+        def price(option):
+            j = view.index(option.market)
+            table = view.spot_usd_per_hour if option.mode is Mode.SPOT else view.on_demand_usd_per_hour
+            return float(table[j]) * record.job.instances
+
+        gap = price(running) - price(target)
+        if gap > 0.005:
+            reasons.append(f"{gap:.2f} $/h cheaper")
+        elif target.mode is Mode.ON_DEMAND and running.mode is Mode.SPOT:
+            reasons.append("on-demand keeps the deadline safe")
+    return "; ".join(reasons)
+
+
+def live_status(record: JobRecord, elapsed_hours: float, spend_usd: float) -> dict:
+    """The compact status kept in the task state store (and logged) while the job runs."""
+    job, state = record.job, record.state
+    remaining = max(0.0, job.work_hours - state.progress_hours)
+    running = state.running
+    warmup = 0.0 if running is not None and running.mode is Mode.ON_DEMAND else job.cold_start_hours
+    slack = record.deadline_hours - elapsed_hours - remaining - warmup
+    return {
+        "job_id": record.job_id,
+        "state": "finished" if record.finished else ("running" if record.group else "idle"),
+        "zone": record.group.zone if record.group else None,
+        "mode": running.mode.value if running else None,
+        "progress_pct": round(100.0 * record.progress_fraction, 1),
+        "elapsed_hours": round(elapsed_hours, 3),
+        "deadline_hours": round(record.deadline_hours, 3),
+        "slack_hours": round(slack, 3),
+        "spend_usd": round(spend_usd, 2),
+        "all_on_demand_usd": round(record.all_on_demand_usd, 2),
+        "preemptions": record.preemptions,
+        "migrations": record.migrations,
+    }
+
+
+def status_line(status: dict) -> str:
+    where = f"{status['mode']} in {status['zone']}" if status["zone"] else "no instances"
+    return (
+        f"[t={status['elapsed_hours']:.2f} h] {where}, {status['progress_pct']:.0f}% done (checkpointed), "
+        f"slack {status['slack_hours']:.2f} h, spent ${status['spend_usd']:.2f} "
+        f"(all on-demand: ${status['all_on_demand_usd']:.2f})"
+    )

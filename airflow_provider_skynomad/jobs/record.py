@@ -1,0 +1,200 @@
+"""What one SkyNomad job remembers between worker visits: a typed record, plain JSON only in the store.
+
+The record is written *before* every effect that a retry must not repeat: a launch is recorded
+with its client token first, so a worker that dies mid-launch is followed by a retry that finds
+the same group by that token instead of starting a second one. Inside the runtime the record is
+typed (JobSpec, JobState, GroupHandle, LaunchRequest, Segment); `to_dict` / `from_dict` are used at
+the state-store boundary only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field, replace
+from datetime import timedelta
+from typing import Any
+
+from ..clouds.base import GroupHandle, LaunchRequest
+from ..planner.actions import Option
+from ..planner.job import JobSpec, JobState
+
+RECORD_KEY = "skynomad_job"
+STATUS_KEY = "skynomad_status"
+RECORD_VERSION = 2
+JOB_TAG = "skynomad-job"  # on every group, probe and checkpoint copy of the job: its value is the job id
+
+
+def job_id_for(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
+    """Stable, short, tag-safe id of one task instance's job (client-token prefix, checkpoint namespace)."""
+    digest = hashlib.sha256(f"{dag_id}\x00{run_id}\x00{task_id}\x00{map_index}".encode()).hexdigest()
+    return f"sn-{digest[:16]}"
+
+
+@dataclass
+class Segment:
+    """One stretch on one group: where, how, from when to when, and how it ended."""
+
+    market: str
+    zone: str
+    region: str
+    mode: str
+    start_hours: float
+    usd_per_hour: float  # whole gang, at launch
+    launch_delay_hours: float
+    instance_ids: list[str]
+    end_hours: float | None = None
+    end: str | None = None  # preempted | migrated | released | finished | failed
+
+    def close(self, at_hours: float, end: str) -> None:
+        self.end_hours = max(self.start_hours, float(at_hours))
+        self.end = end
+
+
+@dataclass(frozen=True)
+class PendingLaunch:
+    """A launch written down before it is sent: what, for which option, decided when."""
+
+    request: LaunchRequest
+    option: Option
+    elapsed_hours: float
+
+    def to_dict(self) -> dict:
+        return {"request": self.request.to_dict(), "option": self.option.to_dict(), "elapsed_hours": self.elapsed_hours}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> PendingLaunch:
+        return cls(LaunchRequest.from_dict(data["request"]), Option.from_dict(data["option"]), data["elapsed_hours"])
+
+
+@dataclass
+class JobRecord:
+    """The job's memory. Hours are cloud hours since the job started unless named otherwise."""
+
+    job_id: str
+    job: JobSpec
+    job_start_hours: float  # the cloud clock at the start
+    deadline_hours: float  # the task's deadline (the DAG's, minus the downstream reserve)
+    zones: list[str]
+    instance_types: list[str] | None
+    policy: str
+    state: JobState
+    all_on_demand_usd: float
+    dag_deadline_hours: float | None = None  # the DAG's deadline when a downstream reserve was taken off it
+    market_since: str = ""  # ISO start of the job's market-table window (fixed: the window grows, never slides)
+    version: int = RECORD_VERSION
+    group: GroupHandle | None = None
+    launch_delay_hours: float = 0.0
+    launches: int = 0
+    seq: int = 0
+    pending: PendingLaunch | None = None
+    segments: list[Segment] = field(default_factory=list)
+    timeline: list[dict] = field(default_factory=list)
+    lags_hours: list[float] = field(default_factory=list)  # measured trigger event → worker lags
+    groups_used: list[GroupHandle] = field(default_factory=list)
+    migrations: int = 0
+    preemptions: int = 0
+    failed_launches: int = 0
+    egress_usd: float = 0.0
+    probe_usd: float = 0.0
+    finished: bool = False
+    summary: dict | None = None
+
+    # -- small verbs ---------------------------------------------------------------------------
+
+    def note(self, at_hours: float, event: str, **details: Any) -> dict:
+        item = {"at_hours": round(float(at_hours), 4), "event": event, **details}
+        self.timeline.append(item)
+        return item
+
+    def open_segment(self, segment: Segment) -> None:
+        self.segments.append(segment)
+
+    def close_segment(self, at_hours: float, end: str) -> Segment | None:
+        if self.segments and self.segments[-1].end_hours is None:
+            self.segments[-1].close(at_hours, end)
+            return self.segments[-1]
+        return None
+
+    @property
+    def region(self) -> str | None:
+        return self.segments[-1].region if self.segments else None
+
+    @property
+    def progress_fraction(self) -> float:
+        return min(1.0, self.state.progress_hours / self.job.work_hours)
+
+    def with_reaction(self, hours: float) -> None:
+        self.job = replace(self.job, reaction_hours=float(hours))
+
+    # -- the state-store boundary ----------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["job"] = self.job.to_dict()
+        data["state"] = self.state.to_dict()
+        data["group"] = self.group.to_dict() if self.group else None
+        data["pending"] = self.pending.to_dict() if self.pending else None
+        data["groups_used"] = [g.to_dict() for g in self.groups_used]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> JobRecord:
+        if data.get("version") != RECORD_VERSION:
+            raise ValueError(
+                f"task state holds a SkyNomad job record of version {data.get('version')!r}; this provider "
+                f"reads version {RECORD_VERSION}. Clear the task state (or the task) to start over."
+            )
+        data = dict(data)
+        data["job"] = JobSpec(**data["job"])
+        data["state"] = JobState.from_dict(data["state"])
+        data["group"] = GroupHandle.from_dict(data["group"]) if data.get("group") else None
+        data["pending"] = PendingLaunch.from_dict(data["pending"]) if data.get("pending") else None
+        data["segments"] = [Segment(**s) for s in data.get("segments", [])]
+        data["groups_used"] = [GroupHandle.from_dict(g) for g in data.get("groups_used", [])]
+        return cls(**data)
+
+
+class StateStore:
+    """``context["task_state_store"]`` for the record and the live status, in memory when absent."""
+
+    def __init__(self, accessor: Any | None):
+        self._accessor = accessor
+        self._memory: dict[str, Any] = {}
+
+    @classmethod
+    def of(cls, context) -> StateStore:
+        try:
+            accessor = context["task_state_store"]
+        except (KeyError, TypeError):
+            accessor = None
+        return cls(accessor)
+
+    @property
+    def durable(self) -> bool:
+        return self._accessor is not None
+
+    def load(self) -> JobRecord | None:
+        data = self._get(RECORD_KEY)
+        return JobRecord.from_dict(data) if data else None
+
+    def save(self, record: JobRecord) -> None:
+        self._set(RECORD_KEY, record.to_dict())
+
+    def save_status(self, status: dict) -> None:
+        self._set(STATUS_KEY, status)
+
+    def _get(self, key: str):
+        return self._accessor.get(key) if self._accessor is not None else self._memory.get(key)
+
+    def _set(self, key: str, value) -> None:
+        if self._accessor is None:
+            self._memory[key] = value
+            return
+        try:
+            from airflow.sdk.execution_time.context import NEVER_EXPIRE
+        except ImportError:  # pragma: no cover - stores without retention support
+            NEVER_EXPIRE = timedelta.max
+        try:
+            self._accessor.set(key, value, retention=NEVER_EXPIRE)
+        except TypeError:  # test doubles and accessors without `retention`
+            self._accessor.set(key, value)

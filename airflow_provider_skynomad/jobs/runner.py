@@ -1,0 +1,465 @@
+"""The job runtime: start a job, reconnect to it after a crash, and handle each trigger event.
+
+`JobRunner` is everything the worker side does; `SkyNomadOperator` only hands it Airflow's
+context and turns its answer into a deferral or a return value:
+
+- `start()` validates everything (deadline, feasibility, zones, market freshness, the cloud)
+  before anything is written or launched, asks the planner, carries the decision out;
+- `resume()` is a retry after a worker crash: it finishes a launch left in flight (found by its
+  client token) and waits again on the group it already has;
+- `handle(event)` carries out what a trigger event asks (finished / preempted / failed / replan /
+  deadline pressure / status) and answers `Defer` or `Finish`.
+
+The time from a trigger event to this code acting on it (a worker slot, process start, a busy
+box; on the accelerated simulated cloud, simulated hours) is measured on every event and the
+slowest lag seen becomes the job's `reaction_hours`, which the planner's safety net plans with:
+a change may start that late, a rescue two lags late. Status events every few decision steps
+keep the measurement (and the live status) fresh long before a rescue is ever needed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import pandas as pd
+
+from ..clouds.base import Cloud
+from ..market.source import MarketInputError, MarketSource, observation_row, select_markets
+from ..market.view import MarketView
+from ..planner.actions import Decision, Mode
+from ..planner.job import JobSpec, JobSpecError, JobState
+from ..planner.registry import get_policy
+from .carry_out import Workload, carry_out, recover_pending
+from .errors import SkyNomadDeadlineMissed, SkyNomadInputError, SkyNomadJobFailed
+from .events import JobEvent
+from .narrate import live_status, say, status_line, why_move
+from .record import JOB_TAG, JobRecord, StateStore, job_id_for
+from .summary import deadline_line, format_timeline, job_bill, summarize
+
+MAX_LAGS_KEPT = 50
+
+
+@dataclass(frozen=True)
+class JobParams:
+    """What the operator was given, after templating (hours are cloud hours)."""
+
+    work_hours: float
+    command: tuple[str, ...]
+    env: dict[str, str]
+    instances: int
+    cold_start_hours: float
+    checkpoint_gb: float
+    policy: str
+    policy_params: dict
+    decision_step_minutes: float
+    market_lookback_hours: float
+    max_market_age: timedelta
+    zones: list[str] | None = None
+    regions: list[str] | None = None
+    clouds: list[str] | None = None
+    instance_types: object = None
+    accelerator: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    max_wall_seconds_per_step: float | None = None
+    on_deadline_miss: str = "fail"
+    status_every_steps: int = 6
+
+    @property
+    def step_hours(self) -> float:
+        return float(self.decision_step_minutes) / 60.0
+
+
+@dataclass(frozen=True)
+class TaskIdentity:
+    """Which task instance runs the job (ids for the job id, tags and client tokens)."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+    try_number: int
+
+    @property
+    def job_id(self) -> str:
+        return job_id_for(self.dag_id, self.run_id, self.task_id, self.map_index)
+
+
+@dataclass(frozen=True)
+class Defer:
+    """Wait for the next event: the trigger's keyword arguments (plain data)."""
+
+    trigger_kwargs: dict
+
+
+@dataclass(frozen=True)
+class Finish:
+    summary: dict
+
+
+class JobRunner:
+    """Runs one job for one task instance: see the module docstring.
+
+    :param deadline_hours: the task's deadline in cloud hours from now (the DAG's, minus any
+        downstream reserve), already resolved by the caller; None on resume and events.
+    """
+
+    def __init__(
+        self,
+        params: JobParams,
+        config,
+        cloud: Cloud,
+        store: StateStore,
+        task: TaskIdentity,
+        conn_id: str,
+        log,
+        table_factory,
+    ):
+        self.params = params
+        self.config = config
+        self.cloud = cloud
+        self.store = store
+        self.task = task
+        self.conn_id = conn_id
+        self.log = log
+        self._table_factory = table_factory
+        self._table = None
+        self._source: MarketSource | None = None
+        self.record: JobRecord | None = None
+
+    # == entry points =========================================================================
+
+    def start(self, deadline_hours: float, dag_deadline_hours: float | None = None) -> Defer | Finish:
+        job = self._job_spec(deadline_hours)
+        now = self.cloud.now_timestamp()
+        try:
+            selection, _ = select_markets(
+                self.table,
+                now,
+                zones=self.params.zones,
+                regions=self.params.regions,
+                clouds=self.params.clouds,
+                instance_types=self.params.instance_types,
+                accelerator=self.params.accelerator,
+                lookback_hours=self.params.market_lookback_hours,
+                max_market_age=self.params.max_market_age,
+                where=self.config.display_market_url,
+            )
+        except MarketInputError as exc:
+            raise SkyNomadInputError(str(exc)) from exc
+        try:
+            policy = get_policy(self.params.policy, **self.params.policy_params)
+        except (ValueError, TypeError) as exc:
+            raise SkyNomadInputError(str(exc)) from exc
+        since = now - pd.Timedelta(hours=self.params.market_lookback_hours)
+        record = JobRecord(
+            job_id=self.task.job_id,
+            job=job,
+            job_start_hours=float(self.cloud.now_hours()),
+            deadline_hours=deadline_hours,
+            dag_deadline_hours=dag_deadline_hours,
+            zones=selection.zones,
+            instance_types=selection.instance_types,
+            policy=self.params.policy,
+            state=JobState(),
+            all_on_demand_usd=0.0,
+            market_since=since.isoformat(),
+        )
+        self.record = record
+        view = self.view()
+        cheapest = float(view.on_demand_usd_per_hour.min())
+        record.all_on_demand_usd = cheapest * job.instances * (job.work_hours + job.cold_start_hours)
+        decision = policy.decide(job, JobState(), view, 0.0)
+        self._say(
+            record.note(
+                0.0,
+                "start",
+                work_h=job.work_hours,
+                deadline_h=round(deadline_hours, 3),
+                zones=len(selection.zones),
+                policy=self.params.policy,
+            )
+        )
+        self._decided(0.0, decision)
+        self.store.save(record)  # first write: only after every check above passed
+        self._carry_out(view, decision, 0.0)
+        return self._defer()
+
+    def resume(self, record: JobRecord) -> Defer | Finish:
+        """A retry of the task: reconnect to what the job already has."""
+        self.record = record
+        self.log.info(
+            "Reconnecting to SkyNomad job %s (try %s): %s", record.job_id, self.task.try_number, _where(record)
+        )
+        if record.finished:
+            self.log.info("The job had already finished before this try; returning its summary.")
+            return Finish(record.summary)
+        if record.pending is not None:
+            recover_pending(record, self.cloud, self.view(), self.store, self._observe, self.log)
+        return self._defer()
+
+    def handle(self, record: JobRecord, event: JobEvent) -> Defer | Finish:
+        self.record = record
+        if event.seq != record.seq:
+            self.log.info("Ignoring a repeated trigger event (answers deferral %s, now at %s)", event.seq, record.seq)
+            if record.finished:
+                return Finish(record.summary)
+            return self._defer(bump=False)  # keep waiting on the current deferral
+        if record.pending is not None:
+            recover_pending(record, self.cloud, self.view(), self.store, self._observe, self.log)
+        now = self.elapsed()
+        at = event.elapsed_hours if event.elapsed_hours is not None else now
+        self._learn_lag(at, now, event.sent_wall)
+        if event.progress_hours is not None:
+            record.state = record.state.progressed(event.progress_hours)
+        if event.kind == "finished":
+            return self._finish(at)
+        if event.kind == "failed":
+            self._release(at, "failed")
+            detail = f"\nlast lines of the workload's output:\n{event.detail}" if event.detail else ""
+            self._say(record.note(at, "failed", reason=event.reason or event.status))
+            raise SkyNomadJobFailed(f"SkyNomad job {record.job_id} failed: {event.reason or event.status}{detail}")
+        if event.kind == "status":
+            self._publish(now)
+            return self._defer()
+        view = self.view()
+        if event.kind == "preempted":
+            lost = record.state.running
+            record.preemptions += 1
+            zone = record.group.zone if record.group else None
+            self._say(record.note(at, "preempted", zone=zone, progress=_pct(record, event.progress_hours)))
+            if lost is not None:
+                self._observe(lost.market, 0)
+            self._release(at, "preempted")
+            record.state = record.state.advance(last_preempted_market=lost.market if lost else None)
+            decision = event.decision or self._decide(view, now)
+        else:
+            decision = event.decision
+            if event.kind == "deadline_pressure":
+                self._say(record.note(at, "deadline pressure", why=why_move(record, view, decision, at)))
+        self._decided(now, decision, view)
+        self._carry_out(view, decision, now)
+        return self._defer()
+
+    def on_kill(self, record: JobRecord) -> None:
+        """Terminate what the job has: its group, and a launch in flight *if it exists* (never launch one)."""
+        if record.group is not None:
+            self.log.info("on_kill: terminating group %s in %s", list(record.group.instance_ids), record.group.zone)
+            self.cloud.terminate(record.group)
+        if record.pending is not None:
+            handle = self.cloud.find(record.pending.request.client_token)
+            if handle is not None:
+                self.log.info("on_kill: terminating launch %s in flight", handle.client_token)
+                self.cloud.terminate(handle)
+
+    # == pieces ================================================================================
+
+    @property
+    def table(self):
+        if self._table is None:
+            self._table = self._table_factory()
+            self._table.create()
+        return self._table
+
+    def close(self) -> None:
+        if self._table is not None:
+            self._table.close()
+            self._table = None
+
+    def elapsed(self) -> float:
+        return float(self.cloud.now_hours()) - self.record.job_start_hours
+
+    def view(self) -> MarketView:
+        record = self.record
+        if self._source is None:
+            self._source = MarketSource(
+                self.table,
+                record.zones,
+                record.instance_types,
+                pd.Timestamp(record.market_since),
+                self.params.step_hours,
+                record.job.instances,
+            )
+        try:
+            return self._source.view(self.cloud.now_timestamp() + pd.Timedelta(seconds=1))
+        except MarketInputError as exc:
+            raise SkyNomadJobFailed(str(exc)) from exc
+
+    def _job_spec(self, deadline_hours: float) -> JobSpec:
+        if deadline_hours <= 0:
+            raise SkyNomadInputError(
+                f"the deadline is already past ({-deadline_hours:.2f} cloud hours ago); nothing was launched"
+            )
+        try:
+            job = JobSpec(
+                work_hours=float(self.params.work_hours),
+                deadline_hours=deadline_hours,
+                cold_start_hours=float(self.params.cold_start_hours),
+                checkpoint_gb=float(self.params.checkpoint_gb),
+                instances=int(self.params.instances),
+            )
+            job.require_feasible()
+        except JobSpecError as exc:
+            raise SkyNomadInputError(f"{exc}; nothing was launched") from exc
+        return job
+
+    def _decide(self, view: MarketView, elapsed: float) -> Decision:
+        policy = get_policy(self.record.policy, **self.params.policy_params)
+        state = self.record.state.advance(elapsed_hours=elapsed)
+        return policy.decide(self.record.job, state, view, elapsed)
+
+    def _decided(self, at: float, decision: Decision, view: MarketView | None = None) -> None:
+        first = str(decision.first) if decision.first else "idle"
+        self.record.note(at, "decide", want=first, reason=decision.reason)
+        self.log.debug("planner at %.2f h wants %s: %s", at, first, decision.reason)
+
+    def _carry_out(self, view: MarketView, decision: Decision, elapsed: float) -> None:
+        record = self.record
+        before = len(record.timeline)
+        carry_out(record, self.cloud, view, decision, elapsed, self.store, self._workload(), self._observe)
+        for item in record.timeline[before:]:
+            if item["event"] == "migrate":
+                item["why"] = why_move(record, view, decision, elapsed) or decision_words(decision)
+            if item["event"] not in ("decide", "stay"):
+                self._say(item)
+        self._publish(elapsed)
+
+    def _workload(self) -> Workload:
+        from ..workload import default_workload
+
+        command = self.params.command or tuple(default_workload(self.record.job.work_hours))
+        return Workload(tuple(command), dict(self.params.env), self._tags())
+
+    def _tags(self) -> dict[str, str]:
+        return {
+            **{str(k): str(v) for k, v in self.params.tags.items()},
+            JOB_TAG: self.record.job_id,
+            "skynomad-dag": self.task.dag_id,
+            "skynomad-task": self.task.task_id,
+            "skynomad-run": self.task.run_id,
+            "skynomad-try": str(self.task.try_number),
+        }
+
+    def _observe(self, market_key: str, available: int) -> None:
+        """Our own launch outcomes and preemptions are market observations: share them via the table."""
+        try:
+            view = self.view()
+            row = observation_row(
+                view,
+                market_key,
+                available,
+                self.record.job.instances,
+                self.cloud.now_timestamp().floor("us"),
+                self.params.accelerator,
+            )
+            self.table.append(pd.DataFrame([row]), source=f"SkyNomad job {self.record.job_id}")
+        except Exception as exc:  # noqa: BLE001 - sharing an observation must never fail the job
+            self.log.warning("could not record an observation of %s: %s", market_key, exc)
+
+    def _learn_lag(self, at: float, now: float, sent_wall: float | None) -> None:
+        """Keep every trigger-event → worker lag; plan with the slowest seen (see the module docstring)."""
+        record = self.record
+        lag = max(0.0, now - at)
+        record.lags_hours = [*record.lags_hours, round(lag, 5)][-MAX_LAGS_KEPT:]
+        if lag > record.job.reaction_hours:
+            record.with_reaction(lag)
+            wall = max(0.0, time.time() - sent_wall) if sent_wall else lag * self.config.wall_seconds_per_cloud_hour
+            self._say(record.note(now, "reaction lag", hours=round(lag, 3), wall_seconds=wall, planned_hours=lag))
+
+    def _release(self, at: float, end: str) -> None:
+        record = self.record
+        if record.group is not None:
+            self.cloud.terminate(record.group)
+        record.close_segment(at, end)
+        record.group = None
+        record.state = record.state.advance(running=None, warmup_left_hours=0.0)
+        self.store.save(record)
+
+    def _finish(self, at: float) -> Finish:
+        record = self.record
+        if record.group is not None:
+            self.cloud.terminate(record.group)
+        record.close_segment(at, "finished")
+        last_zone = record.group.zone if record.group else (record.segments[-1].zone if record.segments else None)
+        record.group = None
+        record.finished = True
+        record.state = record.state.progressed(record.job.work_hours).advance(running=None)
+        self._say(record.note(at, "finished"))
+        summary = summarize(record, at, job_bill(self.cloud, record.job_id, self.log))
+        output = self.cloud.output_location(record.job_id, last_zone) if last_zone else None
+        if output:
+            summary["output_dir"] = output  # where the workload's final files are
+        record.summary = summary
+        self.store.save(record)
+        self._publish(at, summary)
+        self.log.info("%s", format_timeline(record, summary))
+        if not summary["deadline_met"]:
+            message = f"SkyNomad job {record.job_id} {deadline_line(summary)}"
+            if self.params.on_deadline_miss == "fail":
+                raise SkyNomadDeadlineMissed(message)
+            self.log.warning("%s", message)
+        return Finish(summary)
+
+    def _publish(self, elapsed: float, summary: dict | None = None) -> None:
+        """The live status in the task state store, and one line of it in the log."""
+        record = self.record
+        spend = summary["cost_usd"]["total"] if summary else summarize(record, elapsed)["cost_usd"]["total"]
+        status = live_status(record, elapsed, spend)
+        if summary is not None:
+            status["deadline_met"] = summary["deadline_met"]
+        self.store.save_status(status)
+        self.log.info("%s", status_line(status))
+
+    def _defer(self, bump: bool = True) -> Defer:
+        record = self.record
+        if bump:
+            record.seq += 1
+            self.store.save(record)
+        return Defer(
+            {
+                "job": record.job.to_dict(),
+                "job_start_hours": record.job_start_hours,
+                "state": record.state.to_dict(),
+                "group": record.group.to_dict() if record.group else None,
+                "launch_delay_hours": record.launch_delay_hours,
+                "zones": record.zones,
+                "instance_types": record.instance_types,
+                "policy": record.policy,
+                "policy_params": self.params.policy_params,
+                "decision_step_hours": self.params.step_hours,
+                "seq": record.seq,
+                "skynomad_conn_id": self.conn_id,
+                "market_lookback_hours": self.params.market_lookback_hours,
+                "max_wall_seconds_per_step": self.params.max_wall_seconds_per_step,
+                "market_since": record.market_since,
+                "status_every_steps": self.params.status_every_steps,
+            }
+        )
+
+    def _say(self, item: dict) -> None:
+        self.log.info("%s", say(item))
+
+
+def decision_words(decision: Decision) -> str:
+    first = decision.first
+    if first is None:
+        return "the planner prefers to wait"
+    return "on-demand keeps the deadline safe" if first.mode is Mode.ON_DEMAND else "a better spot market"
+
+
+def _pct(record: JobRecord, progress) -> str | None:
+    if progress is None:
+        return None
+    return f"{100.0 * float(progress) / record.job.work_hours:.0f}%"
+
+
+def _where(record: JobRecord) -> str:
+    if record.group is not None:
+        return f"group {list(record.group.instance_ids)} in {record.group.zone}"
+    if record.pending is not None:
+        return f"launch {record.pending.request.client_token} in {record.pending.request.zone} in flight"
+    return "idle"
+
+
+__all__ = ["Defer", "Finish", "JobParams", "JobRunner", "TaskIdentity"]

@@ -1,0 +1,208 @@
+"""One market source for every Airflow-side reader: the worker, the trigger and the probe DAG.
+
+A job reads the market table many times (every decision step, on every worker visit), so reads
+are windowed and incremental: the first read takes the job's lookback window, later reads only
+rows at or after the newest one already held. The window is anchored at the job's start (it
+grows, it does not slide), so the decision grid keeps its origin across reads and the planner's
+forecasts are cached by *content* — the grid's origin, markets and step, and the refit bucket —
+not by the identity of a Python object that is rebuilt every poll. A view is rebuilt only when
+the table's watermark (newest row) or the window moved.
+
+`select_markets` is the start-of-job check (a fresh, non-empty table that holds the job's zones),
+and `observation_row` the one way a job writes what it saw back (its own launch outcomes and
+preemptions), always under the exact market (zone + instance type) it concerns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pandas as pd
+
+from .grid import Market, build_grid
+from .view import MarketView
+
+KEY = ["zone", "instance_type", "observed_at"]
+
+
+class MarketInputError(ValueError):
+    """The market table cannot serve the job as asked (empty, stale, unknown zones); nothing was launched."""
+
+
+@dataclass(frozen=True)
+class MarketSelection:
+    """The markets a job may use, as plain names (stored in the job record and trigger kwargs)."""
+
+    zones: list[str]
+    instance_types: list[str] | None
+
+
+class MarketSource:
+    """The job's window of the market table, read incrementally, and planner views over it.
+
+    :param table: a `MarketTable` (this source does not close it).
+    :param zones: zones the job may use.
+    :param instance_types: instance types it may use (None: any).
+    :param since: the window's fixed start (the job's start minus its lookback).
+    :param step_hours: the decision step.
+    :param gang_size: N; a market is usable when available ≥ N.
+    """
+
+    def __init__(
+        self,
+        table,
+        zones: list[str],
+        instance_types: list[str] | None,
+        since: pd.Timestamp,
+        step_hours: float,
+        gang_size: int,
+    ):
+        self.table = table
+        self.zones = list(zones)
+        self.instance_types = list(instance_types) if instance_types else None
+        self.since = pd.Timestamp(since)
+        self.step_hours = float(step_hours)
+        self.gang_size = int(gang_size)
+        self._frame: pd.DataFrame | None = None
+        self._view: MarketView | None = None
+        self._view_key: tuple | None = None
+        self.reads = 0
+        self.builds = 0
+
+    def frame(self, until: pd.Timestamp) -> pd.DataFrame:
+        """Rows in [since, until): the first call reads the window, later calls only what is new."""
+        self.reads += 1
+        if self._frame is None or self._frame.empty:
+            self._frame = self.table.read(
+                zones=self.zones, since=self.since, until=until, instance_types=self.instance_types
+            )
+            return self._frame
+        newest = self._frame["observed_at"].max()
+        new = self.table.read(zones=self.zones, since=newest, until=until, instance_types=self.instance_types)
+        if not new.empty:
+            frame = pd.concat([self._frame, new], ignore_index=True).drop_duplicates(KEY, keep="first")
+            self._frame = frame.sort_values(["observed_at", "zone", "instance_type"]).reset_index(drop=True)
+        return self._frame
+
+    def view(self, until: pd.Timestamp) -> MarketView:
+        """The planner's view of the job's markets as of `until` (exclusive); nothing later is read."""
+        frame = self.frame(until)
+        if frame.empty:
+            raise MarketInputError(
+                f"the market table at {getattr(self.table, 'display_url', 'the market database')} has no rows "
+                f"for the job's zones {self.zones} since {self.since.isoformat()}"
+            )
+        key = (frame["observed_at"].max(), len(frame))
+        if key != self._view_key:
+            grid = build_grid(frame, step_hours=self.step_hours)
+            content = (grid.start.isoformat(), grid.step_hours, tuple(grid.keys))
+            self._view = MarketView(grid, tick=grid.ticks - 1, gang_size=self.gang_size, source_key=content)
+            self._view_key = key
+            self.builds += 1
+        return self._view
+
+    def market(self, view: MarketView, key: str) -> Market:
+        return view.markets[view.index(key)]
+
+
+def observation_row(
+    view: MarketView, market_key: str, available: int, requested: int, at: pd.Timestamp, accelerator: str | None
+) -> dict:
+    """A market-table row for what the job itself saw in one exact market (zone + instance type)."""
+    j = view.index(market_key)
+    market = view.markets[j]
+    return {
+        "observed_at": at,
+        "cloud": market.cloud,
+        "region": market.region,
+        "zone": market.zone,
+        "instance_type": market.instance_type,
+        "accelerator": accelerator or "unknown",
+        "accelerator_count": 1,
+        "requested": int(requested),
+        "available": int(available),
+        "spot_price": float(view.spot_usd_per_hour[j]),
+        "on_demand_price": float(view.on_demand_usd_per_hour[j]),
+    }
+
+
+def select_markets(
+    table,
+    now: pd.Timestamp,
+    *,
+    zones: list[str] | None,
+    regions: list[str] | None,
+    clouds: list[str] | None,
+    instance_types,
+    accelerator: str | None,
+    lookback_hours: float,
+    max_market_age: timedelta,
+    where: str,
+) -> tuple[MarketSelection, pd.DataFrame]:
+    """The zones and instance types a job may use, checked against a fresh, non-empty table.
+
+    :param where: how to name the table in messages (never with a password).
+    :raises MarketInputError: empty or stale table, unknown zones, no matching rows.
+    """
+    latest = table.latest_observed_at()
+    if latest is None:
+        raise MarketInputError(
+            f"the market table at {where} is empty: run the skynomad_probe DAG "
+            "(or `skynomad market import --trace FILE`) first; nothing was launched"
+        )
+    types = instance_type_list(instance_types)
+    since = now - pd.Timedelta(hours=lookback_hours)
+    frame = table.read(since=since, until=now + pd.Timedelta(seconds=1))
+    known = sorted(set(frame["zone"]))
+    if clouds:
+        frame = frame[frame["cloud"].isin(clouds)]
+    if regions:
+        frame = frame[frame["region"].isin(regions)]
+    if accelerator:
+        frame = frame[frame["accelerator"].str.lower() == str(accelerator).lower()]
+    if types:
+        frame = frame[frame["instance_type"].isin(types)]
+    if zones:
+        unknown = [z for z in zones if z not in known]
+        if unknown:
+            raise MarketInputError(
+                f"unknown zone(s) {unknown}: the market table has no recent observation of them; known zones: "
+                f"{known}; nothing was launched"
+            )
+        frame = frame[frame["zone"].isin(zones)]
+    if frame.empty:
+        raise MarketInputError(
+            f"no market rows match the job (zones={zones}, regions={regions}, clouds={clouds}, "
+            f"instance_types={types}, accelerator={accelerator}) within the last "
+            f"{lookback_hours:g} h before {now.isoformat()}; newest row in the table: {latest}; "
+            "nothing was launched"
+        )
+    newest = frame["observed_at"].max()
+    age = now - newest
+    if age > pd.Timedelta(max_market_age):
+        raise MarketInputError(
+            f"the market table is stale: the newest matching observation ({newest.isoformat()}) is "
+            f"{age.total_seconds() / 3600:.2f} h older than the cloud's now ({now.isoformat()}), over the "
+            f"{pd.Timedelta(max_market_age).total_seconds() / 3600:g} h limit (max_market_age); run the "
+            "skynomad_probe DAG; nothing was launched"
+        )
+    selection = MarketSelection(
+        zones=sorted(set(frame["zone"])),
+        instance_types=sorted(set(frame["instance_type"])) if types or accelerator else None,
+    )
+    return selection, frame.reset_index(drop=True)
+
+
+def instance_type_list(value) -> list[str] | None:
+    """``instance_types`` as a flat list (a ``{cloud: [types]}`` mapping is merged), None for all."""
+    if not value:
+        return None
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        out: list[str] = []
+        for types in value.values():
+            out.extend([types] if isinstance(types, str) else list(types))
+        return out
+    return list(value)

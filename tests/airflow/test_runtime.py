@@ -1,0 +1,189 @@
+"""The job runtime's promises, each one a way it used to break: a missed deadline fails, progress is
+what a checkpoint proves, a kill never launches, bad arguments fail at once, and the live status
+and the forecasts hold up across worker visits."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pandas as pd
+import pytest
+from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
+
+from airflow_provider_skynomad.clouds.base import GroupStatus, LaunchRequest
+from airflow_provider_skynomad.jobs.errors import SkyNomadDeadlineMissed
+from airflow_provider_skynomad.jobs.record import RECORD_KEY, STATUS_KEY
+from airflow_provider_skynomad.jobs.watch import Watch
+from airflow_provider_skynomad.market.source import MarketSource
+from airflow_provider_skynomad.market.table import MarketTable
+from airflow_provider_skynomad.operators.skynomad import SkyNomadInputError
+from airflow_provider_skynomad.planner.actions import Mode, Option
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
+from airflow_provider_skynomad.planner.policies import lifetimes
+from airflow_provider_skynomad.planner.registry import get_policy
+
+from .test_operator import FakeStore, _event, cloud, context_for, defer, make_op, now  # noqa: F401
+
+
+def test_a_missed_deadline_fails_the_task_and_says_so(cloud, caplog):  # noqa: F811
+    store = FakeStore()
+    defer(make_op(), context_for(store))
+    cloud.hours = 10.5  # past the 10 h deadline
+    with pytest.raises(SkyNomadDeadlineMissed, match="deadline MISSED") as info:
+        make_op().execute_complete(context_for(store), _event("finished", 1, 10.5, 6.0))
+    assert isinstance(info.value, AirflowFailException)  # no retries: a retry cannot make it on time
+    record = store.get(RECORD_KEY)
+    assert record["finished"] and record["summary"]["deadline_met"] is False
+    assert store.get(STATUS_KEY)["deadline_met"] is False
+
+
+def test_a_missed_deadline_can_be_only_a_warning(cloud):  # noqa: F811
+    store = FakeStore()
+    defer(make_op(on_deadline_miss="warn"), context_for(store))
+    cloud.hours = 10.5
+    summary = make_op(on_deadline_miss="warn").execute_complete(context_for(store), _event("finished", 1, 10.5, 6.0))
+    assert summary["deadline_met"] is False
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"command": "python train.py"}, "list of arguments.*bash"),
+        ({"command": ["no-such-binary-for-skynomad"]}, "not on PATH"),
+        ({"instances": 2.5}, "whole number"),
+        ({"decision_step_minutes": float("nan")}, "decision_step_minutes"),
+        ({"decision_step_minutes": float("inf")}, "decision_step_minutes"),
+        ({"market_lookback_hours": float("inf")}, "market_lookback_hours"),
+        ({"max_wall_seconds_per_step": -1}, "max_wall_seconds_per_step"),
+        ({"env": {"BIG": "x" * 20000}}, "KiB"),
+        ({"on_deadline_miss": "ignore"}, "on_deadline_miss"),
+    ],
+)
+def test_bad_arguments_fail_at_once_before_anything_happens(cloud, kwargs, match):  # noqa: F811
+    store = FakeStore()
+    with pytest.raises(SkyNomadInputError, match=match) as info:
+        make_op(**kwargs).execute(context_for(store))
+    assert isinstance(info.value, AirflowFailException)  # input errors do not use the task's retries
+    assert cloud.launches == [] and store.writes == 0
+
+
+def test_on_kill_never_launches_a_pending_request(cloud, monkeypatch):  # noqa: F811
+    store = FakeStore()
+    real_launch = cloud.launch
+
+    def die_before_sending(request):
+        raise SystemExit("worker killed")  # the request was written down, never sent
+
+    monkeypatch.setattr(cloud, "launch", die_before_sending)
+    op = make_op()
+    with pytest.raises(SystemExit):
+        op.execute(context_for(store))
+    monkeypatch.setattr(cloud, "launch", real_launch)
+    op.on_kill()
+    assert cloud.launches == [] and cloud.groups == {}  # nothing was started by the kill
+
+
+def test_on_kill_terminates_a_pending_launch_that_exists(cloud, monkeypatch):  # noqa: F811
+    store = FakeStore()
+    real_launch = cloud.launch
+
+    def launch_then_die(request):
+        real_launch(request)
+        raise SystemExit("worker killed")
+
+    monkeypatch.setattr(cloud, "launch", launch_then_die)
+    op = make_op()
+    with pytest.raises(SystemExit):
+        op.execute(context_for(store))
+    op.on_kill()
+    token = cloud.launches[0].client_token
+    assert token in cloud.terminated and len(cloud.launches) == 1
+
+
+def test_a_status_event_records_where_the_job_stands(cloud):  # noqa: F811
+    store = FakeStore()
+    defer(make_op(), context_for(store))
+    cloud.hours = 2.0
+    with pytest.raises(TaskDeferred) as info:
+        make_op().execute_complete(context_for(store), _event("status", 1, 1.9, 1.2))
+    status = store.get(STATUS_KEY)
+    assert status["progress_pct"] == pytest.approx(20.0)
+    assert status["zone"] == cloud.launches[0].zone and status["state"] == "running"
+    assert status["slack_hours"] == pytest.approx(10.0 - 2.0 - 4.8 - 0.2, abs=0.01)
+    assert info.value.trigger.seq == 2 and len(cloud.launches) == 1  # nothing changed but the status
+
+
+def test_preemption_before_any_checkpoint_restarts_elsewhere_without_a_migration(cloud):  # noqa: F811
+    store = FakeStore()
+    defer(make_op(policy="eager-failover"), context_for(store))
+    first = cloud.launches[0]
+    cloud.status[first.client_token] = GroupStatus.PREEMPTED
+    cloud.full.add(first.zone)
+    cloud.progress_fraction = None  # the workload had written no checkpoint yet
+    cloud.hours = 0.5
+    with pytest.raises(TaskDeferred) as info:
+        make_op(policy="eager-failover").execute_complete(context_for(store), _event("preempted", 1, 0.5, 0.0))
+    record = store.get(RECORD_KEY)
+    assert info.value.trigger.group["zone"] != first.zone
+    assert record["migrations"] == 0 and record["egress_usd"] == 0.0 and cloud.copies == []
+    assert record["state"]["progress_hours"] == 0.0 and record["state"]["checkpoint_market"] is None
+
+
+def test_progress_is_what_a_checkpoint_proves_never_run_time(cloud):  # noqa: F811
+    handle = cloud.launch(LaunchRequest("gcp", "us-central1", "us-central1-a", "a3-highgpu-1g", 1, True, "t-1"))
+    cloud.progress_fraction = None  # three hours in, and no checkpoint written yet
+    state = JobState(elapsed_hours=0.0, running=Option("us-central1-a", Mode.SPOT))
+    watch = Watch(JobSpec(work_hours=3.0, deadline_hours=4.8), 0.0, state, handle, 0.2, seq=1)
+    assert watch.progress(cloud, elapsed=3.0) == 0.0
+    cloud.progress_fraction = 0.5
+    assert watch.progress(cloud, elapsed=3.0) == pytest.approx(1.5)
+
+
+def test_the_forecaster_fits_once_per_refit_interval_across_polls_and_deferrals(cloud, now):  # noqa: F811
+    """Every poll builds a new view, every deferral a new policy: the fit is shared by content."""
+    table = MarketTable()
+    table.create()
+    job = JobSpec(work_hours=6.0, deadline_hours=10.0)
+    since = now - pd.Timedelta(hours=48)
+    zones = ["us-central1-a", "us-east4-a", "europe-west1-c"]
+    lifetimes._SHARED.clear()  # earlier tests of this process fitted the same history
+    before = lifetimes.FITS["count"]
+    steps, step_hours = 0, 1 / 6
+    for deferral in range(4):  # four trigger runs, a fresh policy and market source each
+        policy = get_policy("skynomad")
+        source = MarketSource(table, zones, None, since, step_hours, 1)
+        for _ in range(3):
+            until = now + pd.Timedelta(hours=steps * step_hours) + pd.Timedelta(seconds=1)
+            view = source.view(until)
+            policy.decide(job, JobState(elapsed_hours=steps * step_hours), view, steps * step_hours)
+            steps += 1
+    table.close()
+    fits = lifetimes.FITS["count"] - before
+    # 12 decision steps of 10 minutes over one unchanged table: one refit interval (1 h), one fit.
+    assert fits == 1, fits
+
+
+def test_deadline_reserve_for_downstream_tasks_is_taken_off_the_dags_deadline(cloud):  # noqa: F811
+    from datetime import datetime
+
+    from airflow.sdk import DAG, AsyncCallback, DeadlineAlert, DeadlineReference
+
+    from airflow_provider_skynomad.operators.skynomad import SkyNomadOperator, on_deadline_missed
+
+    with DAG(
+        "reserved",
+        schedule=None,
+        start_date=datetime(2025, 1, 1),
+        deadline=DeadlineAlert(
+            reference=DeadlineReference.DAGRUN_QUEUED_AT,
+            interval=timedelta(hours=10),
+            callback=AsyncCallback(on_deadline_missed),
+        ),
+    ):
+        op = SkyNomadOperator(task_id="job", work_hours=6.0, downstream_reserve=timedelta(seconds=2))
+    store = FakeStore()
+    defer(op, context_for(store))
+    record = store.get(RECORD_KEY)
+    # the default connection's simulated clock runs 3600× : 2 wall seconds downstream are 2 cloud hours
+    assert record["dag_deadline_hours"] == pytest.approx(10.0, abs=0.05)
+    assert record["deadline_hours"] == pytest.approx(8.0, abs=0.05)
