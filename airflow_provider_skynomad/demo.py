@@ -223,7 +223,7 @@ def task_result(dag_id: str, run_id: str, task_id: str):
 
 
 def format_summary(summary: dict) -> str:
-    from .operators.summary import cost_line, hours_line
+    from .jobs.summary import cost_line, hours_line
 
     lines = ["", "Zones timeline (cloud hours since the job started):"]
     for seg in summary["zones_timeline"]:
