@@ -22,6 +22,8 @@ class JobEvent:
     :param decision: what the planner wants now (after a preemption: what to run instead).
     :param detail: the workload's last error lines, when its group failed.
     :param sent_wall: wall-clock seconds (epoch) when the trigger sent it: the resume lag starts here.
+    :param rescued: set when the trigger itself moved the job to on-demand under deadline pressure
+        (no worker needed): ``{"handle", "option", "moved_from", "terminated"}`` as plain data.
     """
 
     kind: str
@@ -34,6 +36,7 @@ class JobEvent:
     detail: str | None = None
     decide_seconds: float | None = None
     sent_wall: float | None = None
+    rescued: dict | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -51,6 +54,7 @@ class JobEvent:
             "detail": self.detail,
             "decide_seconds": self.decide_seconds,
             "sent_wall": self.sent_wall,
+            "rescued": self.rescued,
         }
 
     @classmethod
@@ -67,6 +71,7 @@ class JobEvent:
             detail=data.get("detail"),
             decide_seconds=_float(data.get("decide_seconds")),
             sent_wall=_float(data.get("sent_wall")),
+            rescued=data.get("rescued"),
         )
 
 

@@ -10,7 +10,7 @@ the state-store boundary only.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -122,9 +122,6 @@ class JobRecord:
     @property
     def progress_fraction(self) -> float:
         return min(1.0, self.state.progress_hours / self.job.work_hours)
-
-    def with_reaction(self, hours: float) -> None:
-        self.job = replace(self.job, reaction_hours=float(hours))
 
     # -- the state-store boundary ----------------------------------------------------------------
 

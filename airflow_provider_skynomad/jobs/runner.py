@@ -20,25 +20,39 @@ keep the measurement (and the live status) fresh long before a rescue is ever ne
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 import pandas as pd
 
-from ..clouds.base import Cloud
-from ..market.source import MarketInputError, MarketSource, observation_row, select_markets
+from ..clouds.base import Cloud, GroupHandle
+from ..market.source import MarketInputError, MarketSource, select_markets
 from ..market.view import MarketView
-from ..planner.actions import Decision, Mode
+from ..planner.actions import Decision, Mode, Option
 from ..planner.job import JobSpec, JobSpecError, JobState
 from ..planner.registry import get_policy
-from .carry_out import Workload, carry_out, recover_pending
+from .carry_out import Workload, apply_result, carry_out, recover_pending
+from .drive import DriveResult
 from .errors import SkyNomadDeadlineMissed, SkyNomadInputError, SkyNomadJobFailed
 from .events import JobEvent
 from .narrate import live_status, say, status_line, why_move
 from .record import JOB_TAG, JobRecord, StateStore, job_id_for
 from .summary import deadline_line, format_timeline, job_bill, summarize
+from .watch import Rescue, rescue_token
 
 MAX_LAGS_KEPT = 50
+GUARD_LAGS = 1.0  # the planner already lets a rescue come two lags late; one more lag of margin
+DETECTION_STEPS = 0.1  # a finished workload is seen within a tenth of a step (the trigger polls faster then)
+
+
+def guard_hours(step_hours: float, max_lag_hours: float) -> float:
+    """How much earlier than the task's deadline the planner aims: Airflow's own lag, a few times over.
+
+    The planner's safety net lets a change start one lag late and a rescue come two lags late;
+    lags grow when the box gets busier, so the job plans against a deadline one more lag earlier,
+    and against the delay in seeing the workload's end.
+    """
+    return GUARD_LAGS * max_lag_hours + DETECTION_STEPS * step_hours
 
 
 @dataclass(frozen=True)
@@ -197,6 +211,7 @@ class JobRunner:
             return Finish(record.summary)
         if record.pending is not None:
             recover_pending(record, self.cloud, self.view(), self.store, self._observe, self.log)
+        self._adopt_rescue(self.elapsed(), None, None)
         return self._defer()
 
     def handle(self, record: JobRecord, event: JobEvent) -> Defer | Finish:
@@ -211,6 +226,8 @@ class JobRunner:
         now = self.elapsed()
         at = event.elapsed_hours if event.elapsed_hours is not None else now
         self._learn_lag(at, now, event.sent_wall)
+        if self._adopt_rescue(at, event.rescued, event.progress_hours):
+            return self._defer()
         if event.progress_hours is not None:
             record.state = record.state.progressed(event.progress_hours)
         if event.kind == "finished":
@@ -241,6 +258,50 @@ class JobRunner:
         self._decided(now, decision, view)
         self._carry_out(view, decision, now)
         return self._defer()
+
+    def _adopt_rescue(self, at: float, rescued: dict | None, progress: float | None) -> bool:
+        """Record the on-demand rescue the trigger launched for this deferral, if it did (see `jobs.watch`).
+
+        The event says what the trigger did; when the event was lost (a crash, a retry) the rescue is
+        still found by its client token, so it is never left running untracked.
+        """
+        record = self.record
+        token = rescue_token(record.job_id, record.seq)
+        if rescued is None:
+            handle = self.cloud.find(token)
+            if handle is None or handle in record.groups_used:
+                return False
+            market = next((m for m in self.view().markets if m.zone == handle.zone), None)
+            if market is None:
+                return False
+            rescued = {"handle": handle.to_dict(), "option": Option(market.key, Mode.ON_DEMAND).to_dict()}
+            rescued["moved_from"] = None
+        handle = GroupHandle.from_dict(rescued["handle"])
+        if handle in record.groups_used:
+            return False
+        if progress is not None:
+            record.state = record.state.progressed(progress)
+        view = self.view()
+        old = record.group
+        if old is not None and old != handle:
+            self.cloud.terminate(old)  # the trigger did; again is harmless
+        result = DriveResult(
+            handle,
+            Option.from_dict(rescued["option"]),
+            launched=True,
+            terminated=old,
+            moved_from_zone=rescued.get("moved_from"),
+        )
+        self._say(
+            record.note(at, "deadline pressure", why="the triggerer launched the on-demand safety net without waiting")
+        )
+        before = len(record.timeline)
+        apply_result(record, view, result, at, self._observe)
+        for item in record.timeline[before:]:
+            self._say(item)
+        self.store.save(record)
+        self._publish(self.elapsed())
+        return True
 
     def on_kill(self, record: JobRecord) -> None:
         """Terminate what the job has: its group, and a launch in flight *if it exists* (never launch one)."""
@@ -302,7 +363,8 @@ class JobRunner:
             job.require_feasible()
         except JobSpecError as exc:
             raise SkyNomadInputError(f"{exc}; nothing was launched") from exc
-        return job
+        guarded = replace(job, deadline_hours=deadline_hours - guard_hours(self.params.step_hours, 0.0))
+        return guarded if guarded.feasible else job
 
     def _decide(self, view: MarketView, elapsed: float) -> Decision:
         policy = get_policy(self.record.policy, **self.params.policy_params)
@@ -326,10 +388,13 @@ class JobRunner:
         self._publish(elapsed)
 
     def _workload(self) -> Workload:
+        return Workload(*self._workload_parts())
+
+    def _workload_parts(self) -> tuple[tuple[str, ...], dict[str, str], dict[str, str]]:
         from ..workload import default_workload
 
         command = self.params.command or tuple(default_workload(self.record.job.work_hours))
-        return Workload(tuple(command), dict(self.params.env), self._tags())
+        return tuple(command), dict(self.params.env), self._tags()
 
     def _tags(self) -> dict[str, str]:
         return {
@@ -345,14 +410,7 @@ class JobRunner:
         """Our own launch outcomes and preemptions are market observations: share them via the table."""
         try:
             view = self.view()
-            row = observation_row(
-                view,
-                market_key,
-                available,
-                self.record.job.instances,
-                self.cloud.now_timestamp().floor("us"),
-                self.params.accelerator,
-            )
+            row = self._source.observation_row(view, market_key, available, self.cloud.now_timestamp().floor("us"))
             self.table.append(pd.DataFrame([row]), source=f"SkyNomad job {self.record.job_id}")
         except Exception as exc:  # noqa: BLE001 - sharing an observation must never fail the job
             self.log.warning("could not record an observation of %s: %s", market_key, exc)
@@ -363,9 +421,14 @@ class JobRunner:
         lag = max(0.0, now - at)
         record.lags_hours = [*record.lags_hours, round(lag, 5)][-MAX_LAGS_KEPT:]
         if lag > record.job.reaction_hours:
-            record.with_reaction(lag)
+            aim = record.deadline_hours - guard_hours(self.params.step_hours, lag)
+            deadline = aim if replace(record.job, deadline_hours=aim).feasible else record.job.deadline_hours
+            record.job = replace(record.job, reaction_hours=lag, deadline_hours=deadline)
             wall = max(0.0, time.time() - sent_wall) if sent_wall else lag * self.config.wall_seconds_per_cloud_hour
-            self._say(record.note(now, "reaction lag", hours=round(lag, 3), wall_seconds=wall, planned_hours=lag))
+            margin = 2 * lag + (record.deadline_hours - deadline)
+            self._say(
+                record.note(now, "reaction lag", hours=round(lag, 3), wall_seconds=round(wall, 2), planned_hours=margin)
+            )
 
     def _release(self, at: float, end: str) -> None:
         record = self.record
@@ -434,6 +497,7 @@ class JobRunner:
                 "max_wall_seconds_per_step": self.params.max_wall_seconds_per_step,
                 "market_since": record.market_since,
                 "status_every_steps": self.params.status_every_steps,
+                "rescue": Rescue(record.job_id, *self._workload_parts()).to_dict(),
             }
         )
 

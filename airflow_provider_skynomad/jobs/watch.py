@@ -1,25 +1,60 @@
 """One decision step of a deferred job, as the trigger runs it: look, plan, and say whether to wake the worker.
 
-The trigger only waits; this is what it does between two sleeps, in a worker thread (every
-call here blocks). It reads the group's status and the progress the job's last *completed*
+The trigger waits; this is what it does between two sleeps, in a worker thread (every call
+here blocks). It reads the group's status and the progress the job's last *completed*
 checkpoint proves (never run time: time since that checkpoint is work at risk, not work done),
 asks the planner what it would run now on the job's market source, and returns the event the
 worker must act on, or None to keep waiting.
+
+One action is the trigger's own: under deadline pressure, when the planner's answer is the
+on-demand safety net, the trigger launches it at once (client token ``<job>-rescue-<seq>``, so a
+re-run trigger or a later worker finds the same group), stops the old group and moves the
+checkpoint, then tells the worker what it did. A pipeline whose worker slots are all taken can
+delay the worker's bookkeeping, but not the rescue that keeps the deadline.
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from ..clouds.base import Cloud, GroupHandle, GroupStatus
+from ..clouds.base import Cloud, GroupHandle, GroupStatus, LaunchRequest
 from ..market.source import MarketSource
-from ..planner.actions import Decision
+from ..market.view import MarketView
+from ..planner.actions import Decision, Mode, Option
 from ..planner.job import JobSpec, JobState
 from ..planner.safety import is_safe
+from .drive import move_checkpoint
 from .events import JobEvent
+
+log = logging.getLogger(__name__)
+
+
+def rescue_token(job_id: str, seq: int) -> str:
+    """The client token of the on-demand rescue a trigger may launch while waiting on deferral `seq`."""
+    return f"{job_id}-rescue-{seq}"
+
+
+@dataclass(frozen=True)
+class Rescue:
+    """What the trigger needs to launch the safety net itself (plain data in its kwargs)."""
+
+    job_id: str
+    command: tuple[str, ...]
+    env: dict
+    tags: dict
+
+    def to_dict(self) -> dict:
+        return {"job_id": self.job_id, "command": list(self.command), "env": self.env, "tags": self.tags}
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> Rescue | None:
+        if not data:
+            return None
+        return cls(data["job_id"], tuple(data["command"]), dict(data["env"]), dict(data["tags"]))
 
 
 @dataclass
@@ -32,10 +67,19 @@ class Watch:
     group: GroupHandle | None
     launch_delay_hours: float
     seq: int
+    rescue: Rescue | None = None
+    expected_end_hours: float | None = None  # when the running workload should be done, per the last step
 
     @classmethod
     def from_kwargs(
-        cls, job: dict, job_start_hours: float, state: dict, group: dict | None, launch_delay_hours: float, seq: int
+        cls,
+        job: dict,
+        job_start_hours: float,
+        state: dict,
+        group: dict | None,
+        launch_delay_hours: float,
+        seq: int,
+        rescue: dict | None = None,
     ) -> Watch:
         """From the trigger's plain-data arguments."""
         return cls(
@@ -45,6 +89,7 @@ class Watch:
             GroupHandle.from_dict(group) if group else None,
             float(launch_delay_hours),
             int(seq),
+            Rescue.from_dict(rescue),
         )
 
     def status_event(self, cloud: Cloud) -> JobEvent:
@@ -75,15 +120,68 @@ class Watch:
         if self.group is not None and progress >= self.job.work_hours - 1e-9:
             return None, "all work checkpointed; the workload is writing its result"
         state = self.state_now(elapsed, progress)
+        if self.group is not None:
+            self.expected_end_hours = elapsed + state.warmup_left_hours + (self.job.work_hours - progress)
         view = self.view(cloud, source)
         decision = policy.decide(self.job, state, view, state.elapsed_hours)
         if not decision.wants_change(state.running):
             return None, ""
         kind = "replan" if is_safe(self.job, state, view, state.running) else "deadline_pressure"
+        first = decision.first
+        rescued, words = None, ""
+        safety_net = first is not None and first.mode is Mode.ON_DEMAND
+        if kind == "deadline_pressure" and self.rescue is not None and safety_net:
+            rescued = self._launch_rescue(cloud, view, state, first)
+            if rescued is not None:
+                words = f"deadline pressure: launched on-demand in {rescued['handle']['zone']} without waiting"
         event = self._event(
             kind, elapsed, progress, status, decision=decision, decide_seconds=time.monotonic() - started
         )
-        return event, ""
+        if rescued is not None:
+            event = replace(event, rescued=rescued)
+        return event, words
+
+    def _launch_rescue(self, cloud: Cloud, view: MarketView, state: JobState, option: Option) -> dict | None:
+        """Launch the safety net now (idempotent on its token); None when that failed (the worker will try)."""
+        rescue = self.rescue
+        market = view.markets[view.index(option.market)]
+        request = LaunchRequest(
+            cloud=market.cloud,
+            region=market.region,
+            zone=market.zone,
+            instance_type=market.instance_type,
+            count=self.job.instances,
+            spot=False,
+            client_token=rescue_token(rescue.job_id, self.seq),
+            command=rescue.command,
+            env={**rescue.env, "SKYNOMAD_COLD_START_HOURS": repr(self.job.cold_start_hours)},
+            tags=rescue.tags,
+            job_id=rescue.job_id,
+        )
+        try:
+            handle = cloud.find(request.client_token) or cloud.launch(request)
+            if self.group is not None and self.group != handle:
+                cloud.terminate(self.group)
+            checkpoint = state.checkpoint_market
+            source = view.markets[view.index(checkpoint)].zone if checkpoint in view.keys else None
+            moved = move_checkpoint(cloud, source, market.zone, self.job.checkpoint_gb, rescue.job_id, rescue.tags)
+        except Exception:  # noqa: BLE001 - the worker carries the decision out instead
+            log.exception("the trigger could not launch the on-demand rescue; the worker will")
+            return None
+        return {
+            "handle": handle.to_dict(),
+            "option": option.to_dict(),
+            "moved_from": moved,
+            "terminated": self.group.to_dict() if self.group else None,
+        }
+
+    def sleep_seconds(self, step_wall: float, wall_per_hour: float, now_hours: float) -> float:
+        """Until the next step; shorter when the workload should finish before then, so its end is seen
+        within a tenth of a step instead of up to a whole step late (that delay counts against the deadline)."""
+        if self.expected_end_hours is None:
+            return step_wall
+        until_end = (self.expected_end_hours - (now_hours - self.job_start_hours)) * wall_per_hour
+        return min(step_wall, max(step_wall / 10.0, until_end))
 
     def progress(self, cloud: Cloud, elapsed: float) -> float:
         """Work the job's last completed checkpoint proves, in hours (never less than at deferral)."""

@@ -24,6 +24,9 @@ from .grid import Market, build_grid
 from .view import MarketView
 
 KEY = ["zone", "instance_type", "observed_at"]
+# Later reads go back this far before the newest row held: a probe task that stamped its rows at
+# probe time but committed them after another region's rows are still read (duplicates dropped).
+OVERLAP = pd.Timedelta(hours=1)
 
 
 class MarketInputError(ValueError):
@@ -71,7 +74,7 @@ class MarketSource:
         self.builds = 0
 
     def frame(self, until: pd.Timestamp) -> pd.DataFrame:
-        """Rows in [since, until): the first call reads the window, later calls only what is new."""
+        """Rows in [since, until): the first call reads the window, later calls only the last hour again."""
         self.reads += 1
         if self._frame is None or self._frame.empty:
             self._frame = self.table.read(
@@ -79,7 +82,7 @@ class MarketSource:
             )
             return self._frame
         newest = self._frame["observed_at"].max()
-        new = self.table.read(zones=self.zones, since=newest, until=until, instance_types=self.instance_types)
+        new = self.table.read(zones=self.zones, since=newest - OVERLAP, until=until, instance_types=self.instance_types)
         if not new.empty:
             frame = pd.concat([self._frame, new], ignore_index=True).drop_duplicates(KEY, keep="first")
             self._frame = frame.sort_values(["observed_at", "zone", "instance_type"]).reset_index(drop=True)
@@ -102,14 +105,32 @@ class MarketSource:
             self.builds += 1
         return self._view
 
-    def market(self, view: MarketView, key: str) -> Market:
-        return view.markets[view.index(key)]
+    def accelerator_of(self, market: Market) -> tuple[str, int]:
+        """(accelerator, count) of a market as the table's rows name it, so the job's own rows match its filters."""
+        frame = self._frame
+        if frame is not None and not frame.empty:
+            rows = frame[(frame["zone"] == market.zone) & (frame["instance_type"] == market.instance_type)]
+            if not rows.empty:
+                return str(rows["accelerator"].iloc[-1]), int(rows["accelerator_count"].iloc[-1])
+        return "unknown", 1
+
+    def observation_row(self, view: MarketView, market_key: str, available: int, at: pd.Timestamp) -> dict:
+        """A market-table row for what the job itself saw in one exact market (zone + instance type)."""
+        market = view.markets[view.index(market_key)]
+        accelerator, count = self.accelerator_of(market)
+        return observation_row(view, market_key, available, self.gang_size, at, accelerator, count)
 
 
 def observation_row(
-    view: MarketView, market_key: str, available: int, requested: int, at: pd.Timestamp, accelerator: str | None
+    view: MarketView,
+    market_key: str,
+    available: int,
+    requested: int,
+    at: pd.Timestamp,
+    accelerator: str,
+    accelerator_count: int,
 ) -> dict:
-    """A market-table row for what the job itself saw in one exact market (zone + instance type)."""
+    """A market-table row for what someone saw in one exact market (zone + instance type)."""
     j = view.index(market_key)
     market = view.markets[j]
     return {
@@ -118,8 +139,8 @@ def observation_row(
         "region": market.region,
         "zone": market.zone,
         "instance_type": market.instance_type,
-        "accelerator": accelerator or "unknown",
-        "accelerator_count": 1,
+        "accelerator": accelerator,
+        "accelerator_count": int(accelerator_count),
         "requested": int(requested),
         "available": int(available),
         "spot_price": float(view.spot_usd_per_hour[j]),

@@ -42,6 +42,8 @@ class SkyNomadTrigger(BaseTrigger):
     :param max_wall_seconds_per_step: cap on one sleep (keeps real-cloud jobs responsive in tests).
     :param market_since: ISO start of the job's market window (default: lookback before now).
     :param status_every_steps: quiet steps between two ``status`` events (None: never).
+    :param rescue: ``{job_id, command, env, tags}``: lets the trigger launch the on-demand safety net
+        itself under deadline pressure (see `jobs.watch`); None: leave every change to the worker.
     """
 
     def __init__(
@@ -63,6 +65,7 @@ class SkyNomadTrigger(BaseTrigger):
         max_wall_seconds_per_step: float | None = None,
         market_since: str | None = None,
         status_every_steps: int | None = None,
+        rescue: dict | None = None,
     ) -> None:
         super().__init__()
         self.job = job
@@ -81,6 +84,7 @@ class SkyNomadTrigger(BaseTrigger):
         self.max_wall_seconds_per_step = max_wall_seconds_per_step
         self.market_since = market_since
         self.status_every_steps = status_every_steps
+        self.rescue = rescue
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -102,6 +106,7 @@ class SkyNomadTrigger(BaseTrigger):
                 "max_wall_seconds_per_step": self.max_wall_seconds_per_step,
                 "market_since": self.market_since,
                 "status_every_steps": self.status_every_steps,
+                "rescue": self.rescue,
             },
         )
 
@@ -115,13 +120,15 @@ class SkyNomadTrigger(BaseTrigger):
                 {"kind": "failed", "seq": self.seq, "reason": f"trigger could not start: {type(exc).__name__}: {exc}"}
             )
             return
-        step_wall = config.wall_seconds_per_cloud_hour * self.decision_step_hours
+        wall_per_hour = config.wall_seconds_per_cloud_hour
+        step_wall = wall_per_hour * self.decision_step_hours
         if self.max_wall_seconds_per_step is not None:
             step_wall = min(step_wall, self.max_wall_seconds_per_step)
         quiet = 0
         try:
             while True:
-                await asyncio.sleep(step_wall)
+                now_hours = await asyncio.to_thread(cloud.now_hours)
+                await asyncio.sleep(watch.sleep_seconds(step_wall, wall_per_hour, now_hours))
                 event, words = await asyncio.to_thread(watch.step, cloud, source, policy)
                 if event is None and self.status_every_steps and (quiet := quiet + 1) >= self.status_every_steps:
                     event = watch.status_event(cloud)
@@ -131,7 +138,7 @@ class SkyNomadTrigger(BaseTrigger):
                     yield TriggerEvent(event.to_dict())
                     return
         finally:
-            await asyncio.to_thread(source.table.close)
+            source.table.close()  # also when the generator is closed after its loop has ended
 
     def _setup(self, config):
         import pandas as pd
@@ -153,7 +160,7 @@ class SkyNomadTrigger(BaseTrigger):
         )
         source = MarketSource(table, self.zones, self.instance_types, since, self.decision_step_hours, job.instances)
         watch = Watch.from_kwargs(
-            self.job, self.job_start_hours, self.state, self.group, self.launch_delay_hours, self.seq
+            self.job, self.job_start_hours, self.state, self.group, self.launch_delay_hours, self.seq, self.rescue
         )
         return watch, cloud, source, get_policy(self.policy, **self.policy_params)
 

@@ -149,7 +149,7 @@ def test_the_forecaster_fits_once_per_refit_interval_across_polls_and_deferrals(
     lifetimes._SHARED.clear()  # earlier tests of this process fitted the same history
     before = lifetimes.FITS["count"]
     steps, step_hours = 0, 1 / 6
-    for deferral in range(4):  # four trigger runs, a fresh policy and market source each
+    for _deferral in range(4):  # four trigger runs, a fresh policy and market source each
         policy = get_policy("skynomad")
         source = MarketSource(table, zones, None, since, step_hours, 1)
         for _ in range(3):
@@ -187,3 +187,46 @@ def test_deadline_reserve_for_downstream_tasks_is_taken_off_the_dags_deadline(cl
     # the default connection's simulated clock runs 3600× : 2 wall seconds downstream are 2 cloud hours
     assert record["dag_deadline_hours"] == pytest.approx(10.0, abs=0.05)
     assert record["deadline_hours"] == pytest.approx(8.0, abs=0.05)
+
+
+def _first_event(trigger) -> dict:
+    import asyncio
+
+    async def first():
+        return await asyncio.wait_for(anext(trigger.run()), 20)
+
+    return asyncio.run(first()).payload
+
+
+def test_under_deadline_pressure_the_trigger_launches_the_rescue_itself(cloud):  # noqa: F811
+    """No worker slot needed for the rescue: the trigger launches on-demand, the worker only records it."""
+    store = FakeStore()
+    trigger = defer(make_op(), context_for(store))
+    first = cloud.launches[0]
+    cloud.hours = 4.9  # 5 h of 6 h left, ~5 h to the deadline: one more spot step is no longer safe
+    cloud.progress_fraction = 1.0 / 6.0
+    event = _first_event(trigger)
+    assert event["kind"] == "deadline_pressure" and event["rescued"] is not None
+    rescue = cloud.launches[-1]
+    assert not rescue.spot and rescue.client_token.endswith("-rescue-1")
+    assert first.client_token in cloud.terminated  # the old group went before the worker came
+    assert rescue.zone == first.zone or cloud.copies[-1][:2] == (first.zone, rescue.zone)
+    launches = len(cloud.launches)
+    with pytest.raises(TaskDeferred) as info:
+        make_op().execute_complete(context_for(store), event)
+    record = store.get(RECORD_KEY)
+    assert len(cloud.launches) == launches  # the worker launched nothing more
+    assert info.value.trigger.group["client_token"] == rescue.client_token
+    assert record["segments"][-1]["mode"] == "on-demand" and record["segments"][0]["end"] == "migrated"
+
+
+def test_a_rescue_whose_event_was_lost_is_adopted_on_retry(cloud):  # noqa: F811
+    store = FakeStore()
+    trigger = defer(make_op(), context_for(store))
+    cloud.hours = 4.9
+    cloud.progress_fraction = 1.0 / 6.0
+    _first_event(trigger)  # the trigger rescued, then the event was lost with the worker
+    rescue = cloud.launches[-1]
+    again = defer(make_op(), context_for(store, try_number=2))
+    assert again.group["client_token"] == rescue.client_token  # the retry found it by its token
+    assert len(cloud.launches) == 2
