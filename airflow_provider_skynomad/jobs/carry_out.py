@@ -24,7 +24,12 @@ Observe = Callable[[str, int], None]  # (market key, instances available) → sh
 
 @dataclass(frozen=True)
 class Workload:
-    """What every group of the job runs, and how its instances are tagged."""
+    """What every group of the job runs, and how its instances are tagged.
+
+    `env` carries ``SKYNOMAD_COLD_START_HOURS``, the cold start the user declared: the simulated
+    cloud charges it, real clouds pass it on. It is never the warm-up the job measured (planning
+    with more must not make the simulated cloud start slower).
+    """
 
     command: tuple[str, ...]
     env: dict[str, str]
@@ -62,8 +67,7 @@ def carry_out(
             spot=option.mode is Mode.SPOT,
             client_token=token,
             command=workload.command,
-            # The simulated cloud charges this cold start; real clouds simply pass it on.
-            env={**workload.env, "SKYNOMAD_COLD_START_HOURS": repr(job.cold_start_hours)},
+            env=dict(workload.env),
             tags=dict(workload.tags),
             job_id=record.job_id,
         )
@@ -190,12 +194,14 @@ def apply_result(record: JobRecord, view: MarketView, result: DriveResult, elaps
             **({"from": result.moved_from_zone} if moved else {}),
         )
         observe(market.key, job.instances)
+        record.progress_at_launch = state.progress_hours
         state = state.launched(option, elapsed, delay)
         if not moved and record.state.moves_checkpoint(option.market):
             # Nothing was copied (there was no checkpoint to copy): the job starts afresh there.
             state = state.advance(checkpoint_market=None, progress_hours=0.0)
     else:
         record.group = None
+        record.progress_at_launch = None
         record.launch_delay_hours = 0.0
         state = state.advance(running=None, warmup_left_hours=0.0)
         if result.failed or result.terminated is None:

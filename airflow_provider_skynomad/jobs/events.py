@@ -24,6 +24,7 @@ class JobEvent:
     :param sent_wall: wall-clock seconds (epoch) when the trigger sent it: the resume lag starts here.
     :param rescued: set when the trigger itself moved the job to on-demand under deadline pressure
         (no worker needed): ``{"handle", "option", "moved_from", "terminated"}`` as plain data.
+    :param warmup_hours: the running group's measured warm-up (launch → first checkpoint), once seen.
     """
 
     kind: str
@@ -37,6 +38,7 @@ class JobEvent:
     decide_seconds: float | None = None
     sent_wall: float | None = None
     rescued: dict | None = None
+    warmup_hours: float | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -55,6 +57,7 @@ class JobEvent:
             "decide_seconds": self.decide_seconds,
             "sent_wall": self.sent_wall,
             "rescued": self.rescued,
+            "warmup_hours": self.warmup_hours,
         }
 
     @classmethod
@@ -72,6 +75,7 @@ class JobEvent:
             decide_seconds=_float(data.get("decide_seconds")),
             sent_wall=_float(data.get("sent_wall")),
             rescued=data.get("rescued"),
+            warmup_hours=_float(data.get("warmup_hours")),
         )
 
 

@@ -45,6 +45,11 @@ def say(item: dict) -> str:
             f"{at} Airflow resumed the job {item['hours']:.2f} cloud h after the trigger asked "
             f"({item['wall_seconds']:.1f} s of wall time); planning with a {item['planned_hours']:.2f} h margin"
         )
+    if event == "slow start":
+        return (
+            f"{at} the group's first checkpoint came {item['hours']:.2f} h after launch (declared cold start "
+            f"{item['declared']:g} h); later launches are planned with that"
+        )
     if event == "finished":
         return f"{at} the workload finished"
     if event == "failed":

@@ -90,6 +90,8 @@ class JobRecord:
     segments: list[Segment] = field(default_factory=list)
     timeline: list[dict] = field(default_factory=list)
     lags_hours: list[float] = field(default_factory=list)  # measured trigger event → worker lags
+    warmups_hours: list[float] = field(default_factory=list)  # measured launch → first checkpoint, minus its work
+    progress_at_launch: float | None = None  # the running group's first checkpoint is still awaited
     groups_used: list[GroupHandle] = field(default_factory=list)
     migrations: int = 0
     preemptions: int = 0

@@ -211,7 +211,7 @@ class JobRunner:
             return Finish(record.summary)
         if record.pending is not None:
             recover_pending(record, self.cloud, self.view(), self.store, self._observe, self.log)
-        self._adopt_rescue(self.elapsed(), None, None)
+        self._adopt_rescue(self.elapsed(), None)
         return self._defer()
 
     def handle(self, record: JobRecord, event: JobEvent) -> Defer | Finish:
@@ -226,10 +226,13 @@ class JobRunner:
         now = self.elapsed()
         at = event.elapsed_hours if event.elapsed_hours is not None else now
         self._learn_lag(at, now, event.sent_wall)
-        if self._adopt_rescue(at, event.rescued, event.progress_hours):
-            return self._defer()
+        self._learn_warmup(at, event.warmup_hours)
         if event.progress_hours is not None:
             record.state = record.state.progressed(event.progress_hours)
+        if event.kind == "preempted":
+            self._preempted(at, event)
+        if self._adopt_rescue(at, event.rescued):
+            return self._defer()
         if event.kind == "finished":
             return self._finish(at)
         if event.kind == "failed":
@@ -242,14 +245,6 @@ class JobRunner:
             return self._defer()
         view = self.view()
         if event.kind == "preempted":
-            lost = record.state.running
-            record.preemptions += 1
-            zone = record.group.zone if record.group else None
-            self._say(record.note(at, "preempted", zone=zone, progress=_pct(record, event.progress_hours)))
-            if lost is not None:
-                self._observe(lost.market, 0)
-            self._release(at, "preempted")
-            record.state = record.state.advance(last_preempted_market=lost.market if lost else None)
             decision = event.decision or self._decide(view, now)
         else:
             decision = event.decision
@@ -259,7 +254,18 @@ class JobRunner:
         self._carry_out(view, decision, now)
         return self._defer()
 
-    def _adopt_rescue(self, at: float, rescued: dict | None, progress: float | None) -> bool:
+    def _preempted(self, at: float, event: JobEvent) -> None:
+        record = self.record
+        lost = record.state.running
+        record.preemptions += 1
+        zone = record.group.zone if record.group else None
+        self._say(record.note(at, "preempted", zone=zone, progress=_pct(record, event.progress_hours)))
+        if lost is not None:
+            self._observe(lost.market, 0)
+        self._release(at, "preempted")
+        record.state = record.state.advance(last_preempted_market=lost.market if lost else None)
+
+    def _adopt_rescue(self, at: float, rescued: dict | None) -> bool:
         """Record the on-demand rescue the trigger launched for this deferral, if it did (see `jobs.watch`).
 
         The event says what the trigger did; when the event was lost (a crash, a retry) the rescue is
@@ -279,8 +285,6 @@ class JobRunner:
         handle = GroupHandle.from_dict(rescued["handle"])
         if handle in record.groups_used:
             return False
-        if progress is not None:
-            record.state = record.state.progressed(progress)
         view = self.view()
         old = record.group
         if old is not None and old != handle:
@@ -394,7 +398,8 @@ class JobRunner:
         from ..workload import default_workload
 
         command = self.params.command or tuple(default_workload(self.record.job.work_hours))
-        return tuple(command), dict(self.params.env), self._tags()
+        env = {**self.params.env, "SKYNOMAD_COLD_START_HOURS": repr(self.params.cold_start_hours)}
+        return tuple(command), env, self._tags()
 
     def _tags(self) -> dict[str, str]:
         return {
@@ -429,6 +434,19 @@ class JobRunner:
             self._say(
                 record.note(now, "reaction lag", hours=round(lag, 3), wall_seconds=round(wall, 2), planned_hours=margin)
             )
+
+    def _learn_warmup(self, at: float, warmup: float | None) -> None:
+        """A group took `warmup` hours from launch to its first checkpoint: plan later launches with the slowest."""
+        record = self.record
+        if warmup is None or record.progress_at_launch is None:
+            return
+        record.progress_at_launch = None
+        record.warmups_hours = [*record.warmups_hours, round(warmup, 5)][-MAX_LAGS_KEPT:]
+        moved = record.segments[-1].launch_delay_hours - record.job.cold_start_hours if record.segments else 0.0
+        cold_start = warmup - max(0.0, moved)  # a checkpoint transfer is planned for separately
+        if cold_start > record.job.cold_start_hours + 1e-6:
+            record.job = replace(record.job, cold_start_hours=cold_start)
+            self._say(record.note(at, "slow start", hours=round(cold_start, 3), declared=self.params.cold_start_hours))
 
     def _release(self, at: float, end: str) -> None:
         record = self.record
@@ -498,6 +516,7 @@ class JobRunner:
                 "market_since": record.market_since,
                 "status_every_steps": self.params.status_every_steps,
                 "rescue": Rescue(record.job_id, *self._workload_parts()).to_dict(),
+                "progress_at_launch": record.progress_at_launch,
             }
         )
 

@@ -68,7 +68,10 @@ class Watch:
     launch_delay_hours: float
     seq: int
     rescue: Rescue | None = None
+    progress_at_launch: float | None = None  # set while the group's first checkpoint is awaited
     expected_end_hours: float | None = None  # when the running workload should be done, per the last step
+    warmup_hours: float | None = None  # measured: launch → the group's first checkpoint, minus that work
+    _last_step_hours: float | None = None
 
     @classmethod
     def from_kwargs(
@@ -80,6 +83,7 @@ class Watch:
         launch_delay_hours: float,
         seq: int,
         rescue: dict | None = None,
+        progress_at_launch: float | None = None,
     ) -> Watch:
         """From the trigger's plain-data arguments."""
         return cls(
@@ -90,6 +94,7 @@ class Watch:
             float(launch_delay_hours),
             int(seq),
             Rescue.from_dict(rescue),
+            progress_at_launch,
         )
 
     def status_event(self, cloud: Cloud) -> JobEvent:
@@ -105,14 +110,25 @@ class Watch:
         if status is GroupStatus.SUCCEEDED:
             return self._event("finished", elapsed, self.job.work_hours, status), "the workload finished"
         progress = self.progress(cloud, elapsed)
+        self._measure_warmup(elapsed, progress)
         if status in (GroupStatus.PREEMPTED, GroupStatus.TERMINATED):
             lost = self.base.running.market if self.base.running else None
             after = self.base.progressed(progress, elapsed_hours=elapsed).advance(
                 running=None, warmup_left_hours=0.0, last_preempted_market=lost
             )
-            decision = policy.decide(self.job, after, self.view(cloud, source), elapsed)
+            view = self.view(cloud, source)
+            decision = policy.decide(self.job, after, view, elapsed)
             event = self._event("preempted", elapsed, progress, status, decision=decision)
-            return event, f"{self.group.zone} preempted at {100 * progress / self.job.work_hours:.0f}% done"
+            words = f"{self.group.zone} preempted at {100 * progress / self.job.work_hours:.0f}% done"
+            first = decision.first
+            safety_net = first is not None and first.mode is Mode.ON_DEMAND
+            # Waiting for a worker to relaunch could be too late: the safety net goes up now.
+            if self.rescue is not None and safety_net and not is_safe(self.job, after, view, None):
+                rescued = self._launch_rescue(cloud, view, after, first)
+                if rescued is not None:
+                    event = replace(event, rescued=rescued)
+                    words += f"; launched on-demand in {first.market} without waiting"
+            return event, words
         if status is GroupStatus.FAILED:
             detail = cloud.failure_detail(self.group)
             event = self._event("failed", elapsed, progress, status, reason="group failed", detail=detail)
@@ -154,7 +170,7 @@ class Watch:
             spot=False,
             client_token=rescue_token(rescue.job_id, self.seq),
             command=rescue.command,
-            env={**rescue.env, "SKYNOMAD_COLD_START_HOURS": repr(self.job.cold_start_hours)},
+            env=dict(rescue.env),
             tags=rescue.tags,
             job_id=rescue.job_id,
         )
@@ -174,6 +190,19 @@ class Watch:
             "moved_from": moved,
             "terminated": self.group.to_dict() if self.group else None,
         }
+
+    def _measure_warmup(self, elapsed: float, progress: float) -> None:
+        """The group's real warm-up (cold start + the workload's own start-up), from its first checkpoint.
+
+        The checkpoint landed between the previous poll and this one: take the middle. A slow
+        start on a loaded box then shows up as a longer warm-up, which the job plans with.
+        """
+        previous, self._last_step_hours = self._last_step_hours, elapsed
+        start = self.progress_at_launch
+        if self.group is None or start is None or self.warmup_hours is not None or progress <= start + 1e-9:
+            return
+        seen = elapsed if previous is None else (previous + elapsed) / 2.0
+        self.warmup_hours = max(0.0, seen - self.base.running_since_hours - (progress - start))
 
     def sleep_seconds(self, step_wall: float, wall_per_hour: float, now_hours: float) -> float:
         """Until the next step; shorter when the workload should finish before then, so its end is seen
@@ -223,4 +252,5 @@ class Watch:
             detail=detail,
             decide_seconds=decide_seconds,
             sent_wall=time.time(),
+            warmup_hours=self.warmup_hours,
         )

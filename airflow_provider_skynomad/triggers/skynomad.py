@@ -44,6 +44,8 @@ class SkyNomadTrigger(BaseTrigger):
     :param status_every_steps: quiet steps between two ``status`` events (None: never).
     :param rescue: ``{job_id, command, env, tags}``: lets the trigger launch the on-demand safety net
         itself under deadline pressure (see `jobs.watch`); None: leave every change to the worker.
+    :param progress_at_launch: the running group's progress when it launched, while its first
+        checkpoint (and so its real warm-up) is still to be seen; None otherwise.
     """
 
     def __init__(
@@ -66,6 +68,7 @@ class SkyNomadTrigger(BaseTrigger):
         market_since: str | None = None,
         status_every_steps: int | None = None,
         rescue: dict | None = None,
+        progress_at_launch: float | None = None,
     ) -> None:
         super().__init__()
         self.job = job
@@ -85,6 +88,7 @@ class SkyNomadTrigger(BaseTrigger):
         self.market_since = market_since
         self.status_every_steps = status_every_steps
         self.rescue = rescue
+        self.progress_at_launch = progress_at_launch
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -107,6 +111,7 @@ class SkyNomadTrigger(BaseTrigger):
                 "market_since": self.market_since,
                 "status_every_steps": self.status_every_steps,
                 "rescue": self.rescue,
+                "progress_at_launch": self.progress_at_launch,
             },
         )
 
@@ -160,7 +165,14 @@ class SkyNomadTrigger(BaseTrigger):
         )
         source = MarketSource(table, self.zones, self.instance_types, since, self.decision_step_hours, job.instances)
         watch = Watch.from_kwargs(
-            self.job, self.job_start_hours, self.state, self.group, self.launch_delay_hours, self.seq, self.rescue
+            self.job,
+            self.job_start_hours,
+            self.state,
+            self.group,
+            self.launch_delay_hours,
+            self.seq,
+            self.rescue,
+            self.progress_at_launch,
         )
         return watch, cloud, source, get_policy(self.policy, **self.policy_params)
 

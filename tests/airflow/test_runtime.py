@@ -230,3 +230,45 @@ def test_a_rescue_whose_event_was_lost_is_adopted_on_retry(cloud):  # noqa: F811
     again = defer(make_op(), context_for(store, try_number=2))
     assert again.group["client_token"] == rescue.client_token  # the retry found it by its token
     assert len(cloud.launches) == 2
+
+
+def test_a_late_preemption_is_rescued_by_the_trigger_and_recorded_as_a_preemption(cloud):  # noqa: F811
+    store = FakeStore()
+    trigger = defer(make_op(), context_for(store))
+    first = cloud.launches[0]
+    cloud.status[first.client_token] = GroupStatus.PREEMPTED
+    cloud.hours = 4.9  # too late to wait for a worker to relaunch: only on-demand now still makes it
+    cloud.progress_fraction = 1.0 / 6.0
+    event = _first_event(trigger)
+    assert event["kind"] == "preempted" and event["rescued"] is not None
+    launches = len(cloud.launches)
+    with pytest.raises(TaskDeferred):
+        make_op().execute_complete(context_for(store), event)
+    record = store.get(RECORD_KEY)
+    assert len(cloud.launches) == launches and record["preemptions"] == 1
+    assert record["segments"][0]["end"] == "preempted" and record["segments"][-1]["mode"] == "on-demand"
+    assert record["group"]["client_token"].endswith("-rescue-1")
+
+
+def test_a_slow_start_is_measured_from_the_first_checkpoint_and_planned_with(cloud):  # noqa: F811
+    handle = cloud.launch(LaunchRequest("gcp", "us-central1", "us-central1-a", "a3-highgpu-1g", 1, True, "t-9"))
+    state = JobState(progress_hours=0.5, running=Option("us-central1-a", Mode.SPOT), running_since_hours=1.0)
+    watch = Watch(JobSpec(work_hours=3.0, deadline_hours=6.0), 0.0, state, handle, 0.2, seq=1, progress_at_launch=0.5)
+    watch._measure_warmup(1.2, 0.5)  # still starting
+    assert watch.warmup_hours is None
+    watch._measure_warmup(1.4, 0.6)  # first checkpoint landed between 1.2 and 1.4 h: 0.1 h of work done
+    assert watch.warmup_hours == pytest.approx(0.2)
+
+    store = FakeStore()
+    defer(make_op(), context_for(store))
+    cloud.hours = 1.0
+    event = {**_event("status", 1, 1.0, 0.3), "warmup_hours": 0.45}
+    with pytest.raises(TaskDeferred) as info:
+        make_op().execute_complete(context_for(store), event)
+    assert info.value.trigger.job["cold_start_hours"] == pytest.approx(0.45)  # the planner's cold start
+    assert info.value.trigger.progress_at_launch is None  # measured once per group
+    target, decision = "us-east4-a", {"try_in_order": [{"market": "us-east4-a", "mode": "on-demand"}]}
+    with pytest.raises(TaskDeferred):
+        make_op().execute_complete(context_for(store), _event("replan", 2, 1.0, 0.3, decision))
+    assert cloud.launches[-1].zone == target
+    assert cloud.launches[-1].env["SKYNOMAD_COLD_START_HOURS"] == "0.2"  # the cloud still gets the declared one

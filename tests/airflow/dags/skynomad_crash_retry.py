@@ -14,10 +14,10 @@ from airflow_provider_skynomad.operators.skynomad import SkyNomadOperator
 
 
 class WorkerDiesAfterLaunch(SkyNomadOperator):
-    def _carry_out(self, record, cloud, view, decision, elapsed, store, context):
-        super()._carry_out(record, cloud, view, decision, elapsed, store, context)
-        if context["ti"].try_number == 1 and record.launches == 1:
+    def _answer(self, context, answer, runner):
+        if context["ti"].try_number == 1 and runner.record is not None and runner.record.launches == 1:
             raise RuntimeError("simulated worker crash right after the first launch")
+        return super()._answer(context, answer, runner)
 
 
 with DAG("skynomad_crash_retry", schedule=None, start_date=datetime(2025, 1, 1), catchup=False) as dag:
