@@ -3,8 +3,8 @@
 Everything runs with no cloud account, yet the operator and trigger exercise the real code
 paths: a spot launch is refused when the trace has no capacity, a running spot group is
 preempted when the trace loses capacity (the workload gets SIGTERM, then SIGKILL after the
-notice), the workload is a real subprocess that checkpoints into a per-zone directory, and
-every group, probe and checkpoint copy is billed at the trace's prices.
+notice), the workload is a real subprocess that checkpoints into a directory of its *job* in
+its zone, and every group, probe and checkpoint copy is billed at the trace's prices.
 
 All state — the clock's epoch, the groups, the bill — lives in `state_dir`, so the worker
 that launches, the triggerer that polls, a retried task and a test in another process all
@@ -13,17 +13,33 @@ capacity-loss instant and billing stops there, however late someone polls.
 
 Layout of `state_dir`::
 
-    cloud.json              clock epoch, speed, trace (written once; every process reads it)
-    state.json, state.lock  groups, client tokens, probes, egress (flock-guarded JSON)
-    groups/<id>/            the supervisor's launch.json, exit.json, alive.lock, workload.log
-    zones/<zone>/           the workload's cwd; zones/<zone>/checkpoint is SKYNOMAD_CHECKPOINT_DIR
+    cloud.json                 clock epoch, speed, trace (written once; every process reads it)
+    state.json, state.lock     groups, client tokens, probes, egress (flock-guarded JSON)
+    launches/<hash>.lock       one per client token: one launcher at a time; held by a new group's
+                               supervisor until its pgid.json exists (see `SimulatedCloud.launch`)
+    groups/<id>/               the supervisor's launch.json, pgid.json, exit.json, alive.lock,
+                               workload.log (the workload's stdout and stderr), home/ (its HOME)
+    jobs/<job_id>/<zone>/      the workload's cwd
+    jobs/<job_id>/<zone>/checkpoint/
+                               SKYNOMAD_CHECKPOINT_DIR: the job's checkpoint in that zone
+                               (progress.json there is what `progress` reads)
+
+Checkpoints belong to a job: two jobs in one zone never see each other's files, and a copy
+moves one job's checkpoint only. Every launch must name its job (`LaunchRequest.job_id`).
+
+The workload's environment is the job's own, not this host's (which may hold connection
+passwords): see `HOST_ENV_KEPT` for the few host variables a process needs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import time
 import uuid
@@ -35,16 +51,32 @@ import pandas as pd
 from ..market.egress import EgressModel
 from .base import CapacityError, Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult
 from .simulated_clock import SimClock, open_shared_clock, read_shared_settings
-from .simulated_groups import CLIENT_TOKEN_TAG, GroupTracker, handle_of, new_record, same_request
-from .simulated_launcher import spawn_group
+from .simulated_groups import CLIENT_TOKEN_TAG, SPAWNING, GroupTracker, end, handle_of, new_record, same_request
+from .simulated_launcher import group_alive, log_tail, spawn_group
 from .simulated_market import TraceMarket
 from .simulated_store import StateStore
 
 COLD_START_ENV = "SKYNOMAD_COLD_START_HOURS"
 DEFAULT_COLD_START_HOURS = 0.2
 PROBE_HOURS = 1.0 / 60.0  # a probe holds what it was granted for one simulated minute
+FAILURE_DETAIL_LINES = 20
+# The only host variables a workload gets: what any process needs to find programs and modules
+# and to read and write text. Everything else of the host (AIRFLOW_CONN_*, cloud keys, ...) stays
+# out; what a job needs goes in its request's env. HOME is not the host's: each group gets its own
+# (groups/<id>/home), as an instance would, so SDKs cannot pick up the host's credential files
+# (~/.aws, ~/.config/gcloud, ~/.netrc, ~/.pgpass) through it, while tools that need a HOME have one.
+HOST_ENV_KEPT = ("PATH", "LANG", "LANGUAGE", "TZ", "TMPDIR", "PYTHONPATH")
+HOST_ENV_KEPT_PREFIXES = ("LC_",)
 _SETTINGS = ("trace_path", "speed", "trace_start", "preemption_notice_seconds")
-__all__ = ["CLIENT_TOKEN_TAG", "COLD_START_ENV", "DEFAULT_COLD_START_HOURS", "SimulatedCloud", "TraceEndedError"]
+_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # one safe path component
+__all__ = [
+    "CLIENT_TOKEN_TAG",
+    "COLD_START_ENV",
+    "DEFAULT_COLD_START_HOURS",
+    "HOST_ENV_KEPT",
+    "SimulatedCloud",
+    "TraceEndedError",
+]
 
 
 class TraceEndedError(RuntimeError):
@@ -131,44 +163,114 @@ class SimulatedCloud(Cloud):
 
     # -- Cloud interface --------------------------------------------------------------------
 
+    def find(self, client_token: str) -> GroupHandle | None:
+        """The group launched with `client_token`, without launching anything (None: there is none).
+
+        A group being started right now is found; a record a crashed launcher left before
+        starting any process is not a group: it is dropped (the token is free again).
+        """
+        with self._store.update() as state:
+            group_id = state["tokens"].get(client_token)
+            if group_id is None:
+                return None
+            record = state["groups"][group_id]
+            self._groups.refresh(record, time.time())  # adopts processes a crashed launcher started
+            if record["state"] != SPAWNING:
+                return handle_of(record)
+            with _token_lock(self._token_lock_path(client_token), blocking=False) as held:
+                if held is None:
+                    return handle_of(record)  # a launcher is starting it right now
+                _drop_orphan(state, group_id)
+                return None
+
     def launch(self, request: LaunchRequest) -> GroupHandle:
+        """Record the group, then start its processes; idempotent on the client token.
+
+        One launcher per client token at a time (a lock file per token, `launches/`). The group
+        is recorded (state ``spawning``) before any process starts, and the token's lock is held
+        by the new processes until they have written their process group id, so a launcher that
+        dies in between leaves either processes its group adopts (`find`, `poll`, `terminate` and
+        a relaunch see them) or provably none (a relaunch starts them afresh).
+        """
         j = self._validate_request(request)
         cold_start_hours = _cold_start_hours(request.env)
+        with _token_lock(self._token_lock_path(request.client_token)) as token_lock:
+            with self._store.update() as state:
+                existing = state["tokens"].get(request.client_token)
+                if existing is not None:
+                    record = same_request(state["groups"][existing], request)
+                    self._groups.refresh(record, time.time())  # adopts processes a crashed launcher started
+                    if record["state"] != SPAWNING:
+                        return handle_of(record)
+                    _drop_orphan(state, existing)  # we hold the token: nobody is starting it, nothing runs
+                now_hours = self.clock.now_hours()
+                self._require_trace(now_hours)
+                if request.spot:
+                    available = self.market.available(j, self._groups.grid_hours(now_hours))
+                    if available < request.count:
+                        raise CapacityError(
+                            f"no spot capacity for {request.count}× {request.instance_type} in {request.zone} at "
+                            f"{self.clock.timestamp_at(now_hours).isoformat()} (the trace shows {available} available)"
+                        )
+                group_id = uuid.uuid4().hex[:12]
+                record = new_record(
+                    request, group_id, self.state_dir / "groups" / group_id, now_hours, cold_start_hours
+                )
+                self.checkpoint_dir(request.job_id, request.zone).mkdir(parents=True, exist_ok=True)
+                state["groups"][group_id] = record
+                state["tokens"][request.client_token] = group_id
+                if record["state"] != SPAWNING:
+                    return handle_of(record)  # no workload: nothing to start
+            # Recorded (committed) before any process starts.
+            try:
+                pgid = self._spawn(record, request, token_lock.fileno())
+            except BaseException as exc:
+                self._spawn_failed(group_id, exc)
+                raise
+            return self._record_spawned(group_id, pgid)
+
+    def _spawn(self, record: dict, request: LaunchRequest, hold_fd: int) -> int:
+        """Start the group's supervisor (which holds `hold_fd` until it has written its pgid)."""
+        group_dir = Path(record["group_dir"])
+        launched_at = record["launched_at_hours"]
+        loss = (
+            self._groups.capacity_loss_hours(request.zone, request.instance_type, request.count, launched_at)
+            if request.spot
+            else None
+        )
+        home = group_dir / "home"
+        home.mkdir(parents=True, exist_ok=True)
+        return spawn_group(
+            group_dir,
+            list(request.command),
+            cwd=self.job_dir(request.job_id, request.zone),
+            env=self._workload_env(request, record["group_id"], home),
+            start_at_wall=self.clock.wall_at_hours(launched_at + record["cold_start_hours"]),
+            notice_wall_seconds=self._groups.notice_wall_seconds,
+            preempt_at_wall=None if loss is None else self.clock.wall_at_hours(loss),
+            hold_fd=hold_fd,
+        )
+
+    def _record_spawned(self, group_id: str, pgid: int) -> GroupHandle:
+        """The group's processes run: record them (a group terminated meanwhile is killed now)."""
         with self._store.update() as state:
-            existing = state["tokens"].get(request.client_token)
-            if existing is not None:
-                return handle_of(same_request(state["groups"][existing], request))
-            now_wall = time.time()
-            now_hours = self.clock.hours_at_wall(now_wall)
-            self._require_trace(now_hours)
-            if request.spot:
-                available = self.market.available(j, self._groups.grid_hours(now_hours))
-                if available < request.count:
-                    raise CapacityError(
-                        f"no spot capacity for {request.count}× {request.instance_type} in {request.zone} at "
-                        f"{self.clock.timestamp_at(now_hours).isoformat()} (the trace shows {available} available)"
-                    )
-            group_id = uuid.uuid4().hex[:12]
-            record = new_record(request, group_id, self.state_dir / "groups" / group_id, now_hours, cold_start_hours)
-            self.checkpoint_dir(request.zone).mkdir(parents=True, exist_ok=True)
-            if request.command:
-                loss = (
-                    self._groups.capacity_loss_hours(request.zone, request.instance_type, request.count, now_hours)
-                    if request.spot
-                    else None
-                )
-                record["pgid"] = spawn_group(
-                    Path(record["group_dir"]),
-                    list(request.command),
-                    cwd=self.zone_dir(request.zone),
-                    env=self._workload_env(request, group_id),
-                    start_at_wall=self.clock.wall_at_hours(now_hours + cold_start_hours),
-                    notice_wall_seconds=self._groups.notice_wall_seconds,
-                    preempt_at_wall=None if loss is None else self.clock.wall_at_hours(loss),
-                )
-            state["groups"][group_id] = record
-            state["tokens"][request.client_token] = group_id
+            record = state["groups"][group_id]
+            self._groups.adopt(record, pgid)
+            self._groups.refresh(record, time.time())
             return handle_of(record)
+
+    def _spawn_failed(self, group_id: str, exc: BaseException) -> None:
+        """Starting the processes raised: adopt them if they started anyway, else the group failed."""
+        with self._store.update() as state:
+            record = state["groups"][group_id]
+            now_wall = time.time()
+            self._groups.refresh(record, now_wall)
+            if record["state"] == SPAWNING and not group_alive(Path(record["group_dir"])):
+                reason = f"the group's processes did not start: {type(exc).__name__}: {exc}"
+                end(record, GroupStatus.FAILED, self.clock.hours_at_wall(now_wall), reason)
+
+    def _token_lock_path(self, client_token: str) -> Path:
+        return self.state_dir / "launches" / f"{hashlib.sha256(client_token.encode()).hexdigest()[:40]}.lock"
 
     def poll(self, handle: GroupHandle) -> GroupStatus:
         with self._store.update() as state:
@@ -183,9 +285,17 @@ class SimulatedCloud(Cloud):
             self._groups.terminate(self._record(state, handle), time.time())
 
     def progress(self, handle: GroupHandle) -> float | None:
-        """step / total_steps from the zone's `progress.json`, None when absent or unreadable."""
+        """step / total_steps from `progress.json` in the group's job's checkpoint in its zone.
+
+        The workload writes it after each checkpoint it completes; None when absent or unreadable.
+        """
+        with self._store.update() as state:
+            record = self._record(state, handle)
+            job_id, zone = record.get("job_id", ""), record["zone"]
+        if not job_id:
+            return None  # a group recorded before checkpoints belonged to jobs
         try:
-            data = json.loads((self.checkpoint_dir(handle.zone) / "progress.json").read_text())
+            data = json.loads((self.checkpoint_dir(job_id, zone) / "progress.json").read_text())
             step, total = float(data["step"]), float(data["total_steps"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -224,35 +334,66 @@ class SimulatedCloud(Cloud):
             )
 
     def copy_checkpoint(
-        self, source_zone: str, target_zone: str, size_gb: float, *, tags: dict[str, str] | None = None
-    ) -> None:
-        """Replace the target zone's checkpoint with the source's; bill `size_gb` × egress if anything moved.
+        self,
+        source_zone: str,
+        target_zone: str,
+        size_gb: float,
+        *,
+        job_id: str,
+        tags: dict[str, str] | None = None,
+    ) -> bool:
+        """Replace the job's checkpoint in the target zone with its checkpoint in the source zone.
 
-        `tags` are kept on the transfer's bill entry (as a cost-allocation tag would be).
+        Returns True, and bills `size_gb` × egress, only when the job had a checkpoint there and
+        it was copied; another job's checkpoints are never read or touched. `tags` are kept on
+        the transfer's bill entry (as a cost-allocation tag would be).
         """
         self.market.zone(source_zone), self.market.zone(target_zone)  # validate both names
+        _check_job_id(job_id)
         if not size_gb >= 0:
             raise ValueError(f"size_gb must be ≥ 0, got {size_gb!r}")
         if source_zone == target_zone:
-            return
+            return False  # already there: nothing moves, nothing is paid
         with self._store.update() as state:
-            source = self.checkpoint_dir(source_zone)
-            copied = source.is_dir() and any(source.iterdir())
-            if copied:
-                _replace_dir(source, self.checkpoint_dir(target_zone))
+            source = self.checkpoint_dir(job_id, source_zone)
+            if not (source.is_dir() and any(source.iterdir())):
+                return False
+            _replace_dir(source, self.checkpoint_dir(job_id, target_zone))
             usd_per_gb = float(self._egress_usd_per_gb(source_zone, target_zone))
             state["egress"].append(
                 {
+                    "job_id": job_id,
                     "source_zone": source_zone,
                     "target_zone": target_zone,
                     "size_gb": size_gb,
-                    "copied": copied,
+                    "copied": True,
                     "usd_per_gb": usd_per_gb,
-                    "usd": size_gb * usd_per_gb if copied else 0.0,
+                    "usd": size_gb * usd_per_gb,
                     "at_hours": self.now_hours(),
                     "tags": dict(tags or {}),
                 }
             )
+            return True
+
+    def output_location(self, job_id: str, zone: str) -> str | None:
+        """The job's checkpoint directory in `zone` (the workload leaves its final files there), if any."""
+        self.market.zone(zone)
+        _check_job_id(job_id)
+        path = self.checkpoint_dir(job_id, zone)
+        return str(path) if path.is_dir() else None
+
+    def failure_detail(self, handle: GroupHandle) -> str | None:
+        """The last lines the workload wrote (stdout and stderr, groups/<id>/workload.log) if its group failed."""
+        with self._store.update() as state:
+            record = self._record(state, handle)
+            now_wall = time.time()
+            self._groups.refresh(record, now_wall)
+            failed = self._groups.status(record, self.clock.hours_at_wall(now_wall)) is GroupStatus.FAILED
+            group_dir = Path(record["group_dir"])
+        if not failed:
+            return None
+        lines = log_tail(group_dir, FAILURE_DETAIL_LINES)
+        return "\n".join(lines) if lines else None
 
     # -- bill and inspection ----------------------------------------------------------------
 
@@ -309,11 +450,13 @@ class SimulatedCloud(Cloud):
         """Describe every group whose tags include `tags` (like a cloud's list-instances tag filter)."""
         return self.bill(tags)["groups"]
 
-    def zone_dir(self, zone: str) -> Path:
-        return self.state_dir / "zones" / zone
+    def job_dir(self, job_id: str, zone: str) -> Path:
+        """The workload's working directory for `job_id` in `zone`."""
+        return self.state_dir / "jobs" / _check_job_id(job_id) / zone
 
-    def checkpoint_dir(self, zone: str) -> Path:
-        return self.zone_dir(zone) / "checkpoint"
+    def checkpoint_dir(self, job_id: str, zone: str) -> Path:
+        """`SKYNOMAD_CHECKPOINT_DIR` of `job_id`'s workload in `zone`."""
+        return self.job_dir(job_id, zone) / "checkpoint"
 
     def default_egress_usd_per_gb(self, source_zone: str, target_zone: str) -> float:
         """The public list prices the planner plans with (market.egress), so bill and plan agree."""
@@ -360,14 +503,24 @@ class SimulatedCloud(Cloud):
             raise ValueError(f"count must be an integer ≥ 1, got {request.count!r}")
         if not request.client_token:
             raise ValueError("client_token is empty; it is what makes a retried launch return the same group")
+        if not request.job_id:
+            raise ValueError(
+                "job_id is empty; the simulated cloud keeps checkpoints per job (jobs/<job_id>/<zone>/checkpoint), "
+                "so every launch must say whose checkpoints its workload restores from and writes to"
+            )
+        _check_job_id(request.job_id)
         return j
 
-    def _workload_env(self, request: LaunchRequest, group_id: str) -> dict[str, str]:
-        """The instance's environment: this host's, the request's, and what the simulated cloud provides."""
+    def _workload_env(self, request: LaunchRequest, group_id: str, home: Path) -> dict[str, str]:
+        """The instance's environment: the few host variables of `HOST_ENV_KEPT`, the group's own
+        HOME, the request's env, and what the simulated cloud provides (``SKYNOMAD_*``, last: they win)."""
+        kept = {k: v for k, v in os.environ.items() if k in HOST_ENV_KEPT or k.startswith(HOST_ENV_KEPT_PREFIXES)}
         return {
-            **os.environ,
+            **kept,
+            "HOME": str(home),
             **request.env,
-            "SKYNOMAD_CHECKPOINT_DIR": str(self.checkpoint_dir(request.zone)),
+            "SKYNOMAD_CHECKPOINT_DIR": str(self.checkpoint_dir(request.job_id, request.zone)),
+            "SKYNOMAD_JOB_ID": request.job_id,
             "SKYNOMAD_SIM_SPEED": repr(self.speed),
             "SKYNOMAD_ZONE": request.zone,
             "SKYNOMAD_GROUP_ID": group_id,
@@ -376,9 +529,14 @@ class SimulatedCloud(Cloud):
 
     def _record(self, state: dict, handle: GroupHandle) -> dict:
         group_id = state["tokens"].get(handle.client_token)
-        if group_id is None or state["groups"][group_id]["zone"] != handle.zone:
+        record = None if group_id is None else state["groups"][group_id]
+        if (
+            record is None
+            or record["zone"] != handle.zone
+            or (handle.job_id and record.get("job_id", "") != handle.job_id)
+        ):
             raise ValueError(f"unknown group {handle.to_dict()}: it was not launched through {self.state_dir}")
-        return state["groups"][group_id]
+        return record
 
 
 def _cold_start_hours(env: dict[str, str]) -> float:
@@ -392,6 +550,39 @@ def _cold_start_hours(env: dict[str, str]) -> float:
     if not (math.isfinite(hours) and hours >= 0):
         raise ValueError(f"env {COLD_START_ENV} must be a number of hours ≥ 0, got {text!r}")
     return hours
+
+
+@contextlib.contextmanager
+def _token_lock(path: Path, blocking: bool = True):
+    """An exclusive flock on `path`: yields the open file, or None when not blocking and it is held.
+
+    It is released by closing, never by LOCK_UN: a supervisor that inherited the descriptor keeps
+    it locked until it has written its pgid, even after the launcher has gone.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield None
+            return
+        yield lock
+
+
+def _drop_orphan(state: dict, group_id: str) -> None:
+    """Forget a group recorded by a launcher that died before starting any process of it."""
+    record = state["groups"].pop(group_id)
+    state["tokens"].pop(record["client_token"], None)
+    shutil.rmtree(record["group_dir"], ignore_errors=True)
+
+
+def _check_job_id(job_id: str) -> str:
+    """A job id names a directory: one path component of letters, digits, '.', '_' and '-'."""
+    if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
+        raise ValueError(
+            f"job_id {job_id!r} must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
+    return job_id
 
 
 def _check_region(expected: str, given: str, zone: str) -> None:

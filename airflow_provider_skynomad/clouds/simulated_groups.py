@@ -8,6 +8,10 @@ the bill and the status independent of who polled when, and from which process.
 
 Group records are plain JSON dicts (they live in the shared state file). Times in records
 are simulated hours on the cloud's clock; the market is asked in grid hours.
+
+A group with a workload is recorded *before* its processes start (state ``spawning``) and
+adopts its process group id from the supervisor's ``pgid.json`` as soon as that exists, so a
+crash between starting the processes and recording them never leaves a group nobody tracks.
 """
 
 from __future__ import annotations
@@ -17,20 +21,26 @@ from pathlib import Path
 
 from .base import GroupHandle, GroupStatus, LaunchRequest
 from .simulated_clock import SECONDS_PER_HOUR, SimClock
-from .simulated_launcher import group_alive, read_exit, signal_group
+from .simulated_launcher import group_alive, read_exit, read_pgid, signal_group
 from .simulated_market import TraceMarket
 
 LIVE = "live"  # stored state of a group that has not ended; STARTING vs RUNNING is derived from the clock
+SPAWNING = "spawning"  # recorded, its processes being started (or their launcher crashed): STARTING
+NOT_ENDED = (LIVE, SPAWNING)
 CLIENT_TOKEN_TAG = "skynomad:client-token"
 
 
 def new_record(
     request: LaunchRequest, group_id: str, group_dir: Path, now_hours: float, cold_start_hours: float
 ) -> dict:
-    """The stored record of a group launched now; tagged like a real cloud tags its instances."""
+    """The stored record of a group launched now; tagged like a real cloud tags its instances.
+
+    A group with a command starts as ``spawning``: it is recorded before its processes exist.
+    """
     return {
         "group_id": group_id,
         "client_token": request.client_token,
+        "job_id": request.job_id,
         "cloud": request.cloud,
         "region": request.region,
         "zone": request.zone,
@@ -43,8 +53,8 @@ def new_record(
         "launched_at_hours": now_hours,
         "cold_start_hours": cold_start_hours,
         "group_dir": str(group_dir),
-        "pgid": None,  # process group of the supervisor and workload; None when there is no command
-        "state": LIVE,
+        "pgid": None,  # process group of the supervisor and workload; None when there is no command (yet)
+        "state": SPAWNING if request.command else LIVE,
         "ended_at_hours": None,
         "end_reason": None,
         "exit_code": None,
@@ -66,24 +76,45 @@ class GroupTracker:
         return hours + self.grid_offset_hours
 
     def refresh(self, record: dict, now_wall: float) -> None:
-        """Settle a live group's fate; SIGKILL a preempted group whose notice is over."""
-        if record["state"] == LIVE:
+        """Adopt a started group's processes; settle a live group's fate; SIGKILL what must not run.
+
+        Killed here: a preempted group whose notice is over, and a group that ended (terminated,
+        or failed to start) before its processes were known to this record.
+        """
+        self.adopt(record)
+        if record["state"] in NOT_ENDED:
             self._settle(record, now_wall)
         overdue = record["kill_after_wall"] is not None and now_wall >= record["kill_after_wall"]
-        if overdue and not record["killed"]:
+        ended_unkilled = record["state"] not in (*NOT_ENDED, GroupStatus.PREEMPTED.value)
+        if record["pgid"] is not None and not record["killed"] and (overdue or ended_unkilled):
             signal_group(record["pgid"], Path(record["group_dir"]), signal.SIGKILL)
             record["killed"] = True
+
+    def adopt(self, record: dict, pgid: int | None = None) -> None:
+        """Take the group's process group id (given, or from its supervisor's `pgid.json`) once it exists."""
+        if record["pgid"] is not None or not record.get("command"):
+            return
+        pgid = pgid if pgid is not None else read_pgid(Path(record["group_dir"]))
+        if pgid is None:
+            return
+        record["pgid"] = pgid
+        if record["state"] == SPAWNING:
+            record["state"] = LIVE
+        elif record["state"] == GroupStatus.PREEMPTED.value and record["kill_after_wall"] is None:
+            record["kill_after_wall"] = self.clock.wall_at_hours(record["ended_at_hours"]) + self.notice_wall_seconds
 
     def terminate(self, record: dict, now_wall: float) -> None:
         """End a live group now and kill its processes at once (idempotent)."""
         self.refresh(record, now_wall)  # a group already preempted or finished keeps its real end
-        if record["state"] == LIVE:
+        if record["state"] in NOT_ENDED:
             end(record, GroupStatus.TERMINATED, self.clock.hours_at_wall(now_wall), "terminated on request")
         if record["pgid"] is not None and not record["killed"]:
             signal_group(record["pgid"], Path(record["group_dir"]), signal.SIGKILL)
             record["killed"] = True
 
     def status(self, record: dict, now_hours: float) -> GroupStatus:
+        if record["state"] == SPAWNING:
+            return GroupStatus.STARTING
         if record["state"] != LIVE:
             return GroupStatus(record["state"])
         starting = now_hours < record["launched_at_hours"] + record["cold_start_hours"]
@@ -159,12 +190,15 @@ def handle_of(record: dict) -> GroupHandle:
         instance_ids=tuple(record["instance_ids"]),
         spot=record["spot"],
         client_token=record["client_token"],
+        job_id=record.get("job_id", ""),
+        region=record["region"],
     )
 
 
 def same_request(record: dict, request: LaunchRequest) -> dict:
     """The group a reused client token names, if the request matches it (as EC2 checks idempotent calls)."""
-    differ = [f for f in ("zone", "instance_type", "count", "spot") if record[f] != getattr(request, f)]
+    fields = ("zone", "instance_type", "count", "spot", "job_id")
+    differ = [f for f in fields if record.get(f, "") != getattr(request, f)]
     if differ:
         raise ValueError(
             f"client token {request.client_token!r} was used for group {record['group_id']} with other "

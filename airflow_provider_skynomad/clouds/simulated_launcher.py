@@ -18,6 +18,9 @@ Why a supervisor rather than launching the command directly:
   `alive.lock` for as long as any member lives. Locks are released when a process dies,
   even while it lingers as a zombie, so "lock free" reliably means "group gone" even where
   nobody reaps orphans.
+- **discoverable** — before it forks, the supervisor writes its process group id to
+  `pgid.json` in the group directory, so a group whose launcher crashed before recording it
+  is still found (and can be killed) from its directory alone.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ SPEC_FILE = "launch.json"
 EXIT_FILE = "exit.json"
 ALIVE_FILE = "alive.lock"
 LOG_FILE = "workload.log"
+PGID_FILE = "pgid.json"
 _LAUNCHER_TIMEOUT_SECONDS = 60
 
 
@@ -50,11 +54,16 @@ def spawn_group(
     start_at_wall: float,
     notice_wall_seconds: float,
     preempt_at_wall: float | None = None,
+    hold_fd: int | None = None,
 ) -> int:
     """Start the supervisor for one group; return its process group id (to signal the group).
 
+    `hold_fd` (a locked file's descriptor) is inherited by the supervisor and closed only once
+    it has written `pgid.json`: whoever holds that lock next knows the group is discoverable
+    from its directory, or never started, even if the launcher died in between.
+
     `env` reaches the workload through the process environment only: it is never written to
-    disk (it holds this host's environment, which may hold secrets).
+    disk (it holds the job's own variables, which are the job's business).
     """
     group_dir.mkdir(parents=True, exist_ok=True)
     spec = {
@@ -67,7 +76,8 @@ def spawn_group(
     atomic_write_json(group_dir / SPEC_FILE, spec)
     with open(group_dir / LOG_FILE, "ab") as log:
         middle = subprocess.Popen(
-            [sys.executable, "-m", __name__, str(group_dir)],
+            [sys.executable, "-m", __name__, str(group_dir), *([] if hold_fd is None else [str(hold_fd)])],
+            pass_fds=() if hold_fd is None else (hold_fd,),
             start_new_session=True,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -106,6 +116,31 @@ def signal_group(pgid: int, group_dir: Path, signum: int) -> None:
         return
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signum)
+
+
+def read_pgid(group_dir: Path) -> int | None:
+    """The group's process group id, once its supervisor has started (None: it never did, yet)."""
+    try:
+        with open(group_dir / PGID_FILE) as handle:
+            return int(json.load(handle)["pgid"])
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return None
+
+
+def log_tail(group_dir: Path, lines: int, max_bytes: int = 64 * 1024) -> list[str]:
+    """The last `lines` lines of the group's `workload.log` (read from its last `max_bytes`)."""
+    try:
+        with open(group_dir / LOG_FILE, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - max_bytes))
+            data = handle.read()
+    except FileNotFoundError:
+        return []
+    text = data.decode("utf-8", errors="replace")
+    if size > max_bytes:
+        text = text.split("\n", 1)[-1]  # the first line read may be cut
+    return text.splitlines()[-lines:] if lines > 0 else []
 
 
 def read_exit(group_dir: Path) -> dict | None:
@@ -194,6 +229,9 @@ def main(argv: list[str]) -> None:
     group_dir = Path(argv[0])
     alive_fd = os.open(group_dir / ALIVE_FILE, os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.flock(alive_fd, fcntl.LOCK_EX)  # before the fork: the lock is held from the launch on
+    atomic_write_json(group_dir / PGID_FILE, {"pgid": os.getpgrp()})  # after the lock: found ⇒ lock meaningful
+    if len(argv) > 1:
+        os.close(int(argv[1]))  # the launcher's lock: the group is discoverable now
     if os.fork() > 0:
         os._exit(0)
     _supervise(group_dir, alive_fd)

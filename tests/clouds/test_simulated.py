@@ -8,6 +8,7 @@ a window of the bundled GCP trace with a known capacity loss.
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from airflow_provider_skynomad.clouds import simulated
 from airflow_provider_skynomad.clouds.base import CapacityError, GroupHandle, GroupStatus, LaunchRequest
 from airflow_provider_skynomad.clouds.simulated import CLIENT_TOKEN_TAG, SimulatedCloud, TraceEndedError
 from airflow_provider_skynomad.market.egress import EgressModel
@@ -29,6 +31,7 @@ FAST = 36000.0  # simulated seconds per wall second: 1 simulated hour = 0.1 s
 START = pd.Timestamp("2025-01-01T00:00:00Z")
 BUNDLED_GCP = Path(__file__).parents[2] / "airflow_provider_skynomad" / "data" / "gcp-h100-2025-first-week.csv.gz"
 SLEEPER = (sys.executable, "-c", "import time; time.sleep(600)")
+JOB = "job-a"  # the job every request() belongs to unless a test says otherwise
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="process checks read /proc (Linux)")
 
@@ -91,10 +94,20 @@ SAME_REGION_USD_PER_GB = EgressModel().usd_per_gb(_R1A, Market("r1-b", "gcp", "r
 CROSS_REGION_USD_PER_GB = EgressModel().usd_per_gb(_R1A, Market("r2-a", "gcp", "r2", "r2-a", "g1"))
 
 
-def request(zone: str = "r1-b", token: str = "job-1", spot: bool = True, count: int = 2, **kwargs) -> LaunchRequest:
+def request(
+    zone: str = "r1-b", token: str = "job-1", spot: bool = True, count: int = 2, job_id: str = JOB, **kwargs
+) -> LaunchRequest:
     region = zone.split("-")[0]
     return LaunchRequest(
-        cloud="gcp", region=region, zone=zone, instance_type="g1", count=count, spot=spot, client_token=token, **kwargs
+        cloud="gcp",
+        region=region,
+        zone=zone,
+        instance_type="g1",
+        count=count,
+        spot=spot,
+        client_token=token,
+        job_id=job_id,
+        **kwargs,
     )
 
 
@@ -151,7 +164,7 @@ def test_preemption_at_the_traces_capacity_loss_gives_notice_then_kills(trace, t
         """
     )
     handle = cloud.launch(request("r1-a", command=(sys.executable, "-c", ignores_sigterm)))
-    zone_dir = cloud.zone_dir("r1-a")
+    zone_dir = cloud.job_dir(JOB, "r1-a")
     wait_for(lambda: (zone_dir / "started").exists(), what="workload start")
     pgid = cloud.describe(handle)["pgid"]
     assert cloud.now_hours() < 2.0 and cloud.poll(handle) is GroupStatus.RUNNING
@@ -195,10 +208,12 @@ def test_capacity_loss_in_the_bundled_gcp_trace(tmp_path):
     before = loss_at - pd.Timedelta(hours=2)
     cloud = SimulatedCloud(BUNDLED_GCP, tmp_path / "state", speed=FAST, trace_start=before.isoformat())
     region = zone.rsplit("-", 1)[0]
-    handle = cloud.launch(LaunchRequest("gcp", region, zone, "a3-highgpu-1g", gang, True, "gcp-1", command=SLEEPER))
+    handle = cloud.launch(
+        LaunchRequest("gcp", region, zone, "a3-highgpu-1g", gang, True, "gcp-1", command=SLEEPER, job_id=JOB)
+    )
     cloud.sleep_until_simulated((loss_at - before) / pd.Timedelta(hours=1) + 0.01)
     with pytest.raises(CapacityError):  # a new gang is refused there now, too
-        cloud.launch(LaunchRequest("gcp", region, zone, "a3-highgpu-1g", gang, True, "gcp-2"))
+        cloud.launch(LaunchRequest("gcp", region, zone, "a3-highgpu-1g", gang, True, "gcp-2", job_id=JOB))
     assert cloud.poll(handle) is GroupStatus.PREEMPTED
     assert pd.Timestamp(cloud.describe(handle)["ended_at"]) == loss_at
 
@@ -282,7 +297,7 @@ def test_reopening_a_state_dir_with_other_settings_is_an_error(cloud, trace):
 # -- workload lifecycle ---------------------------------------------------------------------
 
 
-def test_workload_starts_after_the_cold_start_in_its_zone_directory(cloud):
+def test_workload_starts_after_the_cold_start_in_its_job_and_zone_directory(cloud):
     reports = textwrap.dedent(
         """
         import json, os, pathlib, time
@@ -294,12 +309,12 @@ def test_workload_starts_after_the_cold_start_in_its_zone_directory(cloud):
     handle = cloud.launch(request(command=(sys.executable, "-c", reports), env=env))
     record = cloud.describe(handle)
     assert cloud.poll(handle) is GroupStatus.STARTING
-    report_path = cloud.zone_dir("r1-b") / "started.json"
+    report_path = cloud.job_dir(JOB, "r1-b") / "started.json"
     wait_for(lambda: cloud.poll(handle) is GroupStatus.SUCCEEDED, what="success")
     started = json.loads(report_path.read_text())
     assert started["wall"] >= cloud.clock.wall_at_hours(record["launched_at_hours"] + 10)
-    assert started["cwd"] == str(cloud.zone_dir("r1-b"))
-    assert started["checkpoint_dir"] == str(cloud.checkpoint_dir("r1-b"))
+    assert started["cwd"] == str(cloud.job_dir(JOB, "r1-b"))
+    assert started["checkpoint_dir"] == str(cloud.checkpoint_dir(JOB, "r1-b"))
     assert started["job"] == "j1"
     ended = cloud.describe(handle)
     assert ended["exit_code"] == 0 and ended["ended_at_hours"] >= record["launched_at_hours"] + 10
@@ -343,7 +358,7 @@ def test_terminate_kills_the_whole_process_group_and_is_idempotent(cloud):
 
 
 def test_terminate_during_the_cold_start_never_starts_the_workload(cloud):
-    marker = cloud.zone_dir("r1-b") / "started"
+    marker = cloud.job_dir(JOB, "r1-b") / "started"
     handle = cloud.launch(request(command=("touch", str(marker)), env={"SKYNOMAD_COLD_START_HOURS": "10"}))
     pgid = cloud.describe(handle)["pgid"]
     assert cloud.poll(handle) is GroupStatus.STARTING
@@ -392,30 +407,30 @@ def test_probe_reports_capped_capacity_and_bills_one_minute(cloud):
 
 def test_copy_checkpoint_moves_files_and_charges_egress(trace, tmp_path):
     cloud = SimulatedCloud(trace, tmp_path / "state", speed=FAST)
-    source = cloud.checkpoint_dir("r1-a")
+    source = cloud.checkpoint_dir(JOB, "r1-a")
     source.mkdir(parents=True)
     (source / "checkpoint.pkl").write_bytes(b"weights")
     (source / "progress.json").write_text('{"step": 1, "total_steps": 2}')
-    stale = cloud.checkpoint_dir("r2-a")
+    stale = cloud.checkpoint_dir(JOB, "r2-a")
     stale.mkdir(parents=True)
     (stale / "old.pkl").write_bytes(b"stale")
 
-    cloud.copy_checkpoint("r1-a", "r1-b", 50)  # same region: $0.01/GB
-    cloud.copy_checkpoint("r1-a", "r2-a", 50)  # another region
-    cloud.copy_checkpoint("r1-a", "r1-a", 50)  # same zone: nothing to do
-    cloud.copy_checkpoint("r1-b", "r1-b", 50)
-    assert sorted(p.name for p in cloud.checkpoint_dir("r2-a").iterdir()) == ["checkpoint.pkl", "progress.json"]
-    assert (cloud.checkpoint_dir("r1-b") / "checkpoint.pkl").read_bytes() == b"weights"
+    cloud.copy_checkpoint("r1-a", "r1-b", 50, job_id=JOB)  # same region: $0.01/GB
+    cloud.copy_checkpoint("r1-a", "r2-a", 50, job_id=JOB)  # another region
+    cloud.copy_checkpoint("r1-a", "r1-a", 50, job_id=JOB)  # same zone: nothing to do
+    cloud.copy_checkpoint("r1-b", "r1-b", 50, job_id=JOB)
+    assert sorted(p.name for p in cloud.checkpoint_dir(JOB, "r2-a").iterdir()) == ["checkpoint.pkl", "progress.json"]
+    assert (cloud.checkpoint_dir(JOB, "r1-b") / "checkpoint.pkl").read_bytes() == b"weights"
     bill = cloud.bill()
     assert SAME_REGION_USD_PER_GB == 0.01
     assert bill["egress_usd"] == pytest.approx(50 * 0.01 + 50 * CROSS_REGION_USD_PER_GB)
     assert [e["target_zone"] for e in bill["egress"]] == ["r1-b", "r2-a"]
 
     priced = SimulatedCloud(trace, tmp_path / "other", speed=FAST, egress_usd_per_gb=lambda a, b: 0.07)
-    priced.copy_checkpoint("r1-a", "r1-b", 10)  # nothing in r1-a here: nothing moved, nothing charged
-    priced.checkpoint_dir("r1-a").mkdir(parents=True)
-    (priced.checkpoint_dir("r1-a") / "checkpoint.pkl").write_bytes(b"w")
-    priced.copy_checkpoint("r1-a", "r2-a", 10)
+    priced.copy_checkpoint("r1-a", "r1-b", 10, job_id=JOB)  # nothing in r1-a here: nothing moved, nothing charged
+    priced.checkpoint_dir(JOB, "r1-a").mkdir(parents=True)
+    (priced.checkpoint_dir(JOB, "r1-a") / "checkpoint.pkl").write_bytes(b"w")
+    priced.copy_checkpoint("r1-a", "r2-a", 10, job_id=JOB)
     assert priced.bill()["egress_usd"] == pytest.approx(0.7)
 
 
@@ -427,9 +442,9 @@ def test_bill_filtered_by_tags_covers_one_jobs_groups_probes_and_copies(trace, t
     cloud.launch(request("r2-a", token="theirs-1", spot=False, count=1, tags=theirs))
     cloud.probe("r1", "r1-a", "g1", 2, tags=mine)
     cloud.probe("r2", "r2-a", "g1", 1)  # e.g. the probe DAG's: untagged
-    (cloud.checkpoint_dir("r1-a") / "checkpoint.pkl").write_bytes(b"w")  # the launch made the directory
-    cloud.copy_checkpoint("r1-a", "r1-b", 50, tags=mine)  # $0.01/GB within the region
-    cloud.copy_checkpoint("r1-a", "r2-a", 50, tags=theirs)
+    (cloud.checkpoint_dir(JOB, "r1-a") / "checkpoint.pkl").write_bytes(b"w")  # the launch made the directory
+    cloud.copy_checkpoint("r1-a", "r1-b", 50, job_id=JOB, tags=mine)  # $0.01/GB within the region
+    cloud.copy_checkpoint("r1-a", "r2-a", 50, job_id=JOB, tags=theirs)
     everything, bill = cloud.bill(), cloud.bill(tags=mine)
     assert [g["client_token"] for g in bill["groups"]] == ["mine-1"]
     assert bill["on_demand_usd"] == 0 and bill["spot_usd"] == pytest.approx(bill["groups"][0]["usd"])
@@ -463,11 +478,11 @@ def test_training_moved_to_another_region_mid_run_ends_bit_identical(trace, tmp_
     assert done <= stopped_at < 1
 
     second = cloud.launch(request("r2-a", token="run-2", count=1, spot=False, command=command))
-    cloud.copy_checkpoint("r1-b", "r2-a", 50)  # during the new group's cold start, as the driver does
+    cloud.copy_checkpoint("r1-b", "r2-a", 50, job_id=JOB)  # during the new group's cold start, as the driver does
     wait_for(lambda: cloud.poll(second) is GroupStatus.SUCCEEDED, timeout_s=120, what="resumed run to finish")
 
     reference = train(tmp_path / "uninterrupted", 30)
-    resumed_bytes = (cloud.checkpoint_dir("r2-a") / MODEL_FILE).read_bytes()
+    resumed_bytes = (cloud.checkpoint_dir(JOB, "r2-a") / MODEL_FILE).read_bytes()
     resumed = pickle.loads(resumed_bytes)
     assert (resumed.coef_ == reference.coef_).all() and (resumed.intercept_ == reference.intercept_).all()
     assert resumed_bytes == (tmp_path / "uninterrupted" / MODEL_FILE).read_bytes()
@@ -475,3 +490,195 @@ def test_training_moved_to_another_region_mid_run_ends_bit_identical(trace, tmp_
     assert bill["egress_usd"] == pytest.approx(50 * CROSS_REGION_USD_PER_GB)
     assert [(g["zone"], g["status"]) for g in bill["groups"]] == [("r1-b", "terminated"), ("r2-a", "succeeded")]
     assert (Path(cloud.describe(second)["group_dir"]) / "workload.log").exists()
+
+
+# -- checkpoints per job, the workload's environment, find, crash safety, failure detail ---------
+
+WRITES_PROGRESS = textwrap.dedent(
+    """
+    import json, os, pathlib, sys
+    checkpoint = pathlib.Path(os.environ["SKYNOMAD_CHECKPOINT_DIR"])
+    (checkpoint / "weights.bin").write_text(sys.argv[1])
+    (checkpoint / "progress.json").write_text(json.dumps({"step": int(sys.argv[2]), "total_steps": 4}))
+    """
+)
+
+
+def test_two_jobs_in_one_zone_never_see_each_others_checkpoints(cloud):
+    """Checkpoints belong to a job: same zone, different jobs, separate progress, copies and output."""
+    env = {"SKYNOMAD_COLD_START_HOURS": "0"}
+    a = cloud.launch(
+        request("r1-b", "a-1", job_id="job-a", command=(sys.executable, "-c", WRITES_PROGRESS, "A", "1"), env=env)
+    )
+    b = cloud.launch(
+        request("r1-b", "b-1", job_id="job-b", command=(sys.executable, "-c", WRITES_PROGRESS, "B", "3"), env=env)
+    )
+    assert (a.job_id, a.region, b.job_id, b.region) == ("job-a", "r1", "job-b", "r1")
+    for handle in (a, b):
+        wait_for(lambda h=handle: cloud.poll(h) is GroupStatus.SUCCEEDED, what="workload to finish")
+    assert (cloud.progress(a), cloud.progress(b)) == (0.25, 0.75)
+    assert cloud.checkpoint_dir("job-a", "r1-b") != cloud.checkpoint_dir("job-b", "r1-b")
+    assert cloud.checkpoint_dir("job-a", "r1-b") == cloud.state_dir / "jobs" / "job-a" / "r1-b" / "checkpoint"
+
+    # Job B already has a checkpoint in r2-a; copying job A's to r2-a must leave it alone.
+    theirs = cloud.checkpoint_dir("job-b", "r2-a")
+    theirs.mkdir(parents=True)
+    (theirs / "weights.bin").write_text("B, older")
+    assert cloud.copy_checkpoint("r1-b", "r2-a", 10, job_id="job-a") is True
+    assert (cloud.checkpoint_dir("job-a", "r2-a") / "weights.bin").read_text() == "A"
+    assert (theirs / "weights.bin").read_text() == "B, older"
+    assert (cloud.checkpoint_dir("job-b", "r1-b") / "weights.bin").read_text() == "B"
+    # A job with no checkpoint there copies nothing and pays nothing; so does a copy onto itself.
+    assert cloud.copy_checkpoint("r1-b", "r2-a", 10, job_id="job-c") is False
+    assert cloud.copy_checkpoint("r1-b", "r1-b", 10, job_id="job-a") is False
+    bill = cloud.bill()
+    assert [(e["job_id"], e["target_zone"]) for e in bill["egress"]] == [("job-a", "r2-a")]
+    assert bill["egress_usd"] == pytest.approx(10 * CROSS_REGION_USD_PER_GB)
+    assert cloud.output_location("job-a", "r1-b") == str(cloud.checkpoint_dir("job-a", "r1-b"))
+    assert cloud.output_location("job-c", "r1-b") is None
+
+
+def test_a_launch_must_name_a_path_safe_job(cloud):
+    with pytest.raises(ValueError, match="job_id is empty"):
+        cloud.launch(request(job_id=""))
+    with pytest.raises(ValueError, match="job_id '../x'"):
+        cloud.launch(request(job_id="../x"))
+    with pytest.raises(ValueError, match="job_id"):
+        cloud.copy_checkpoint("r1-a", "r1-b", 1, job_id="")
+    assert cloud.groups() == []
+
+
+def test_workload_gets_the_jobs_environment_not_the_hosts(cloud, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_X", "postgresql://user:secret@db/x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    monkeypatch.setenv("LC_TIME", "C")
+    dumps_env = (sys.executable, "-c", "import json, os; open('env.json', 'w').write(json.dumps(dict(os.environ)))")
+    handle = cloud.launch(request(command=dumps_env, env={"SKYNOMAD_COLD_START_HOURS": "0", "WANDB_MODE": "offline"}))
+    wait_for(lambda: cloud.poll(handle) is GroupStatus.SUCCEEDED, what="workload to finish")
+    env = json.loads((cloud.job_dir(JOB, "r1-b") / "env.json").read_text())
+    assert "AIRFLOW_CONN_X" not in env and "AWS_SECRET_ACCESS_KEY" not in env
+    assert not any("secret" in value for value in env.values())
+    assert env["PATH"] == os.environ["PATH"] and env["LC_TIME"] == "C"
+    assert env["WANDB_MODE"] == "offline"  # the request's own env
+    assert env["HOME"] == str(Path(cloud.describe(handle)["group_dir"]) / "home")  # the group's, not the host's
+    assert env["SKYNOMAD_CHECKPOINT_DIR"] == str(cloud.checkpoint_dir(JOB, "r1-b"))
+    assert env["SKYNOMAD_JOB_ID"] == JOB
+    provided = {"HOME", "WANDB_MODE", "SKYNOMAD_COLD_START_HOURS", "PWD", "_"}  # PWD, _: set by shells only
+    unexpected = {
+        k
+        for k in env
+        if k not in provided and not k.startswith(("SKYNOMAD_", "LC_")) and k not in simulated.HOST_ENV_KEPT
+    }
+    assert unexpected == set()
+
+
+def test_find_looks_a_launch_up_without_launching(cloud):
+    assert cloud.find("never-launched") is None
+    assert cloud.groups() == [] and not (cloud.state_dir / "groups").exists()
+    handle = cloud.launch(request(command=SLEEPER, tags={"skynomad-job": "j"}))
+    assert cloud.find("job-1") == handle
+    assert handle.job_id == JOB and handle.region == "r1"
+    cloud.terminate(handle)
+    assert cloud.find("job-1") == handle  # an ended group is still the group that token launched
+    assert len(cloud.groups()) == 1
+
+
+def _running_groups(cloud) -> list[dict]:
+    return [g for g in cloud.groups() if g["pgid"] is not None and live_members(g["pgid"])]
+
+
+@pytest.mark.parametrize("where", ["recording", "spawning"])
+def test_a_failure_after_the_processes_started_leaves_a_tracked_group(cloud, monkeypatch, where):
+    """Whether recording fails or the spawn raises after starting them, the processes belong to the token's group."""
+    if where == "recording":
+
+        def crash(self, group_id, pgid):
+            raise RuntimeError("worker died before recording the group")
+
+        monkeypatch.setattr(SimulatedCloud, "_record_spawned", crash)
+    else:
+        real = simulated.spawn_group
+
+        def crash(*args, **kwargs):
+            real(*args, **kwargs)
+            raise RuntimeError("worker died right after starting the group")
+
+        monkeypatch.setattr(simulated, "spawn_group", crash)
+    with pytest.raises(RuntimeError, match="worker died"):
+        cloud.launch(request(command=SLEEPER))
+    monkeypatch.undo()
+
+    found = cloud.find("job-1")
+    assert found is not None and cloud.poll(found) in (GroupStatus.STARTING, GroupStatus.RUNNING)
+    assert cloud.launch(request(command=SLEEPER)) == found  # the retried launch: same group, nothing new
+    (group,) = cloud.groups()
+    assert len(list((cloud.state_dir / "groups").iterdir())) == 1
+    assert group["pgid"] is not None and live_members(group["pgid"])
+    cloud.terminate(found)
+    wait_for(lambda: not live_members(group["pgid"]), timeout_s=5, what="the group to be killed")
+
+
+CRASHING_LAUNCHER = textwrap.dedent(
+    """
+    import json, os, sys
+    from airflow_provider_skynomad.clouds import simulated
+    from airflow_provider_skynomad.clouds.base import LaunchRequest
+
+    cloud = simulated.SimulatedCloud.attach(sys.argv[1])
+    real = simulated.spawn_group
+
+    def crash_after(*args, **kwargs):
+        real(*args, **kwargs)
+        os._exit(7)
+
+    def crash_before(*args, **kwargs):
+        os._exit(7)
+
+    simulated.spawn_group = crash_after if sys.argv[2] == "after" else crash_before
+    cloud.launch(LaunchRequest.from_dict(json.loads(sys.argv[3])))
+    """
+)
+
+
+def _crash_a_launcher(cloud, when: str, launch: LaunchRequest) -> None:
+    argv = [sys.executable, "-c", CRASHING_LAUNCHER, str(cloud.state_dir), when, json.dumps(launch.to_dict())]
+    assert subprocess.run(argv, capture_output=True, text=True, timeout=120).returncode == 7
+
+
+def test_a_launcher_killed_after_starting_the_group_leaves_it_findable_and_killable(cloud):
+    launch = request(command=SLEEPER)
+    _crash_a_launcher(cloud, "after", launch)
+    found = cloud.find("job-1")
+    assert found is not None and found.client_token == "job-1" and found.job_id == JOB
+    assert cloud.launch(launch) == found
+    (group,) = _running_groups(cloud)
+    cloud.terminate(found)
+    assert cloud.poll(found) is GroupStatus.TERMINATED
+    wait_for(lambda: not live_members(group["pgid"]), timeout_s=5, what="the group to be killed")
+
+
+def test_a_launcher_killed_before_starting_any_process_leaves_no_group(cloud):
+    launch = request(command=SLEEPER)
+    _crash_a_launcher(cloud, "before", launch)
+    assert cloud.groups()[0]["status"] == "starting"  # recorded, never started
+    assert cloud.find("job-1") is None  # not a group: nothing runs, and the record is dropped
+    assert cloud.groups() == []
+    _crash_a_launcher(cloud, "before", launch)
+    handle = cloud.launch(launch)  # a retry starts it afresh
+    (group,) = _running_groups(cloud)
+    assert group["client_token"] == "job-1" and cloud.find("job-1") == handle
+    cloud.terminate(handle)
+
+
+def test_failure_detail_is_the_end_of_a_failed_workloads_log(cloud):
+    fails = (sys.executable, "-c", "import sys\nfor i in range(30): print(f'line {i}', file=sys.stderr)\nsys.exit(3)")
+    env = {"SKYNOMAD_COLD_START_HOURS": "0"}
+    failed = cloud.launch(request(token="fails", command=fails, env=env))
+    running = cloud.launch(request("r1-a", token="runs", command=SLEEPER))
+    assert cloud.failure_detail(running) is None
+    wait_for(lambda: cloud.poll(failed) is GroupStatus.FAILED, what="failure")
+    assert cloud.failure_detail(failed) == "\n".join(f"line {i}" for i in range(10, 30))
+    ok = cloud.launch(request("r2-a", token="ok", spot=False, command=(sys.executable, "-c", "print('fine')"), env=env))
+    wait_for(lambda: cloud.poll(ok) is GroupStatus.SUCCEEDED, what="success")
+    assert cloud.failure_detail(ok) is None
+    assert cloud.console_url(ok) is None and cloud.bill() is not None
