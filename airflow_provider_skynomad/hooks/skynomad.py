@@ -167,20 +167,46 @@ def _extra_of(conn: Any) -> dict:
 
 
 def make_cloud(config: SkyNomadConfig) -> Cloud:
-    """The cloud a config names. Imports lazily: a simulated run never loads boto3 or google."""
+    """The cloud a config names. Imports lazily: a simulated run never loads boto3 or google.
+
+    `cloud_options` go to the cloud's constructor; a key it does not take, or one the connection
+    sets through its own field, is refused with SkyNomadConfigError naming it and the accepted keys.
+    """
+    import inspect
+
     if config.cloud == "simulated":
-        from ..clouds.simulated import SimulatedCloud
+        from ..clouds.simulated import SimulatedCloud as cls
 
-        return SimulatedCloud(config.trace_path, config.state_dir, speed=config.speed, **config.cloud_options)
-    if config.cloud == "aws":
-        from ..clouds.aws import AwsCloud
+        fixed = {"trace_path": config.trace_path, "state_dir": config.state_dir, "speed": config.speed}
+        fields = {"trace_path": "trace_path", "state_dir": "state_dir", "speed": "speed"}
+    elif config.cloud == "aws":
+        from ..clouds.aws import AwsCloud as cls
 
-        return AwsCloud(
-            aws_conn_id=config.aws_conn_id, checkpoint_bucket=config.checkpoint_bucket, **config.cloud_options
+        fixed = {"aws_conn_id": config.aws_conn_id, "checkpoint_bucket": config.checkpoint_bucket}
+        fields = {"aws_conn_id": "aws_conn_id", "checkpoint_bucket": "checkpoint_bucket"}
+    else:
+        from ..clouds.gcp import GcpCloud as cls
+
+        fixed = {"gcp_conn_id": config.gcp_conn_id, "project_id": config.gcp_project}
+        fields = {"gcp_conn_id": "gcp_conn_id", "project_id": "gcp_project"}
+    parameters = inspect.signature(cls).parameters.values()
+    takes = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    accepted = [name for name in takes if name not in fixed]
+    options = dict(config.cloud_options or {})
+    for name in options:
+        if name in fixed:
+            raise SkyNomadConfigError(
+                f"skynomad connection: cloud_options.{name} is set by the connection's own field "
+                f"{fields[name]!r}; set it there (cloud_options the {config.cloud} cloud accepts: "
+                f"{', '.join(accepted) or 'none'})"
+            )
+    unknown = [name for name in options if name not in accepted]
+    if unknown and not any(p.kind is p.VAR_KEYWORD for p in parameters):
+        raise SkyNomadConfigError(
+            f"skynomad connection: the {config.cloud} cloud does not accept cloud_options "
+            f"{', '.join(repr(n) for n in unknown)}; accepted: {', '.join(accepted) or 'none'}"
         )
-    from ..clouds.gcp import GcpCloud
-
-    return GcpCloud(gcp_conn_id=config.gcp_conn_id, project_id=config.gcp_project, **config.cloud_options)
+    return cls(**fixed, **options)
 
 
 class SkyNomadHook(BaseHook):
