@@ -36,6 +36,7 @@ class FakeCloud(Cloud):
         self.status: dict[str, GroupStatus] = {}  # client_token -> status
         self.terminated: list[str] = []
         self.copies: list[tuple[str, str, float]] = []
+        self.copy_job_ids: list[str] = []  # the job_id of each copy, in the order of `copies`
         self.progress_fraction: float | None = 0.0
         self.probes: list[str] = []
         self.cost_tags: list[dict | None] = []  # tags passed with each probe and checkpoint copy
@@ -60,7 +61,15 @@ class FakeCloud(Cloud):
         if request.spot and request.zone in self.full:
             raise CapacityError(f"{request.zone} full")
         ids = tuple(f"i-{next(self._ids)}" for _ in range(request.count))
-        handle = GroupHandle(request.cloud, request.zone, ids, request.spot, request.client_token)
+        handle = GroupHandle(
+            request.cloud,
+            request.zone,
+            ids,
+            request.spot,
+            request.client_token,
+            job_id=request.job_id,
+            region=request.region,
+        )
         self.groups[request.client_token] = handle
         self.status[request.client_token] = GroupStatus.RUNNING
         return handle
@@ -83,8 +92,9 @@ class FakeCloud(Cloud):
         self.cost_tags.append(tags)
         return ProbeResult(zone, instance_type, count, 0 if zone in self.full else count, 2.0, 10.0)
 
-    def copy_checkpoint(self, source_zone: str, target_zone: str, size_gb: float, *, job_id="", tags=None) -> bool:
+    def copy_checkpoint(self, source_zone: str, target_zone: str, size_gb: float, *, job_id: str, tags=None) -> bool:
         self.copies.append((source_zone, target_zone, size_gb))
+        self.copy_job_ids.append(job_id)
         self.cost_tags.append(tags)
         return bool(self.progress_fraction)  # a checkpoint exists once the workload reported progress
 
