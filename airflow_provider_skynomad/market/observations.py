@@ -27,6 +27,10 @@ COLUMNS = [
     "on_demand_price",
 ]
 KEY = ["zone", "instance_type", "observed_at"]
+INTEGER_COLUMNS = ("accelerator_count", "requested", "available")
+MAX_INTEGER = 2**31 - 1
+"""Largest count the format accepts: the market table stores the integer columns as SQL INTEGER,
+32-bit on PostgreSQL, so a larger value could be read from a file but never imported."""
 
 
 class TraceError(ValueError):
@@ -104,6 +108,13 @@ def validate_observations(
             f"{where.at(line(i), 'observed_at')}: cannot parse time {frame['observed_at'].iloc[i]!r}; "
             "use ISO 8601 such as 2025-10-04T00:10:00Z"
         )
+    fine = times.dt.nanosecond != 0
+    if fine.any():
+        i = fine.idxmax()
+        raise TraceError(
+            f"{where.at(line(i), 'observed_at')}: time {frame['observed_at'].iloc[i]!r} has digits below the "
+            "microsecond; keep at most 6 fractional digits (the market table's precision)"
+        )
     out["observed_at"] = times
 
     for column in ("cloud", "region", "zone", "instance_type"):
@@ -111,13 +122,21 @@ def validate_observations(
         if empty.any():
             raise TraceError(f"{where.at(line(empty.idxmax()), column)}: empty value")
 
-    for column in ("accelerator_count", "requested", "available"):
+    for column in INTEGER_COLUMNS:
         values = pd.to_numeric(out[column], errors="coerce")
         bad = values.isna() | (values < 0) | (values != np.floor(values))
         if bad.any():
             i = bad.idxmax()
             raise TraceError(
                 f"{where.at(line(i), column)}: expected a non-negative integer, got {frame[column].iloc[i]!r}"
+            )
+        # Checked before the cast: int64 would wrap 1e20 to a negative number without a word.
+        big = values > MAX_INTEGER
+        if big.any():
+            i = big.idxmax()
+            raise TraceError(
+                f"{where.at(line(i), column)}: {frame[column].iloc[i]!r} is out of range; expected an integer "
+                f"from 0 to {MAX_INTEGER}"
             )
         out[column] = values.astype(np.int64)
 
@@ -163,5 +182,17 @@ def validate_observations(
 def write_observations(frame: pd.DataFrame, path: str | Path) -> None:
     """Write rows in the canonical format (gzip when the name ends in .gz)."""
     out = frame[COLUMNS].copy()
-    out["observed_at"] = pd.to_datetime(out["observed_at"], utc=True).dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    out["observed_at"] = format_times(out["observed_at"])
     out.to_csv(path, index=False, float_format="%.10g")
+
+
+def format_times(values: pd.Series) -> pd.Series:
+    """Canonical UTC text: 2025-10-04T00:10:00Z, with a fraction only when there is one and
+    without trailing zeros (00:10:00.123456Z, 00:10:00.5Z), so that a trace's sub-second times
+    come back from the market table as they went in."""
+    times = pd.to_datetime(values, utc=True)
+    seconds = times.dt.floor("s")
+    nanos = pd.Series((times - seconds).to_numpy().astype("timedelta64[ns]").astype(np.int64), index=times.index)
+    digits = nanos.astype(str).str.zfill(9).str.rstrip("0")
+    fraction = ("." + digits).where(nanos != 0, "")
+    return seconds.dt.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"

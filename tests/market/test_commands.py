@@ -133,3 +133,101 @@ def test_default_url_is_used_without_url(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SKYNOMAD_HOME", str(tmp_path))
     assert skynomad("market", "import", "--trace", str(_write(tmp_path / "t.csv", HEADER, ROW))) == 0
     assert f"sqlite:///{tmp_path}/market.db" in capsys.readouterr().out
+
+
+def test_sub_second_times_round_trip_exactly(market_url, tmp_path, capsys):
+    times = [
+        "2025-10-04T00:10:00.123456Z",
+        "2025-10-04T00:10:00.5Z",
+        "2025-10-04T00:10:01Z",
+        "2025-10-04T00:10:01.000001Z",
+    ]
+    lines = [HEADER, *(ROW.replace("2025-10-04T00:10:00Z", t) for t in times)]
+    trace = _write(tmp_path / "subsecond.csv", *lines)
+    assert skynomad("market", "import", "--trace", str(trace), "--url", market_url) == 0
+    assert "imported 4 new rows" in capsys.readouterr().out
+    assert skynomad("market", "export", "--output", str(tmp_path / "out.csv"), "--url", market_url) == 0
+    assert (tmp_path / "out.csv").read_text() == trace.read_text()
+    # the instant is the key: a sub-second row is its own observation, and re-importing adds nothing
+    assert skynomad("market", "import", "--trace", str(tmp_path / "out.csv"), "--url", market_url) == 0
+    assert "imported 0 new rows" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("column", ["accelerator_count", "requested", "available"])
+def test_integer_out_of_range_is_refused_naming_file_line_and_column(market_url, tmp_path, capsys, column):
+    fields = ROW2.split(",")
+    fields[COLUMNS.index(column)] = "99999999999999999999"
+    trace = _write(tmp_path / "huge.csv", HEADER, ROW, ",".join(fields))
+    assert skynomad("market", "import", "--trace", str(trace), "--url", market_url) == 2
+    err = capsys.readouterr().err
+    assert f"{trace}, line 3, column '{column}'" in err and "out of range" in err, err
+    with MarketTable(market_url) as t:
+        assert len(t.read()) == 0
+
+
+def _large_trace(path: Path, zones: int = 12, steps: int = 5000) -> int:
+    """zones × steps rows (60 000 by default: many insert batches), written fast; returns the row count."""
+    start = pd.Timestamp("2025-10-04T00:00:00Z")
+    times = (start + pd.to_timedelta(range(steps), unit="min") * 10).strftime("%Y-%m-%dT%H:%M:%SZ")
+    frames = [
+        pd.DataFrame(
+            {
+                "observed_at": times,
+                "cloud": "gcp",
+                "region": f"region{z}",
+                "zone": f"region{z}-a",
+                "instance_type": "a3-highgpu-1g",
+                "accelerator": "H100",
+                "accelerator_count": 1,
+                "requested": 16,
+                "available": [k % 17 for k in range(steps)],
+                "spot_price": 2.5,
+                "on_demand_price": 10.25,
+            }
+        )
+        for z in range(zones)
+    ]
+    pd.concat(frames).to_csv(path, index=False)
+    return zones * steps
+
+
+def test_large_import_with_a_bad_last_row_writes_nothing(market_url, tmp_path, capsys):
+    trace = tmp_path / "large.csv"
+    rows = _large_trace(trace)
+    with trace.open("a") as f:
+        f.write("2030-01-01T00:00:00Z,gcp,region0,region0-a,a3-highgpu-1g,H100,1,16,17,2.5,10.25\n")
+    assert skynomad("market", "import", "--trace", str(trace), "--url", market_url) == 2
+    err = capsys.readouterr().err
+    assert f"line {rows + 2}, column 'available'" in err and "nothing was written" in err, err
+    with MarketTable(market_url) as t:
+        assert len(t.read()) == 0
+
+
+def test_large_import_failing_in_the_database_midway_writes_nothing(market_url, tmp_path, capsys):
+    """All or nothing also when the database refuses a row after thousands went in: one transaction."""
+    trace = tmp_path / "large.csv"
+    rows = _large_trace(trace)
+    table = MarketTable(market_url)
+    table.create()
+    refuse = "region7-a"  # rows of this zone come after 35 000 others
+    with table.engine.begin() as conn:
+        if table.dialect == "sqlite":
+            conn.exec_driver_sql(
+                "CREATE TRIGGER refuse BEFORE INSERT ON market_observations "
+                f"WHEN NEW.zone = '{refuse}' BEGIN SELECT RAISE(ABORT, 'refused by test trigger'); END"
+            )
+        else:
+            conn.exec_driver_sql(
+                "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                f"IF NEW.zone = '{refuse}' THEN RAISE EXCEPTION 'refused by test trigger'; END IF; "
+                "RETURN NEW; END $$"
+            )
+            conn.exec_driver_sql(
+                "CREATE TRIGGER refuse BEFORE INSERT ON market_observations FOR EACH ROW EXECUTE FUNCTION refuse()"
+            )
+    table.close()
+    assert skynomad("market", "import", "--trace", str(trace), "--url", market_url) == 1
+    assert "refused by test trigger" in capsys.readouterr().err
+    with MarketTable(market_url) as t:
+        assert len(t.read()) == 0
+    assert rows == 60_000

@@ -237,3 +237,63 @@ def test_the_bundled_gcp_trace_validates():
     assert frame["zone"].nunique() == 13
     assert (frame["available"] <= frame["requested"]).all()
     assert pd.Timestamp("2025-10-04", tz="UTC") <= frame["observed_at"].min() < pd.Timestamp("2025-10-05", tz="UTC")
+
+
+@pytest.mark.parametrize("column", ["accelerator_count", "requested", "available"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "99999999999999999999",  # beyond uint64: parsed as a float, which int64 would wrap
+        "9223372036854775808",  # 2**63: parsed as uint64, which int64 would wrap
+        "2147483648",  # 2**31: fits int64, but not the market table's INTEGER on PostgreSQL
+        "1e20",
+    ],
+)
+def test_integers_out_of_range_name_file_line_and_column(tmp_path, column, value):
+    fields = row("2025-10-04T00:20:00Z").split(",")
+    fields[COLUMNS.index(column)] = value  # checked before available ≤ requested
+    path = write(tmp_path, [row("2025-10-04T00:00:00Z"), row("2025-10-04T00:10:00Z"), ",".join(fields)])
+    with pytest.raises(TraceError) as exc:
+        read_observations(path)
+    assert_where(exc.value, path, 4, column)
+    assert "out of range" in str(exc.value) and value in str(exc.value)
+
+
+@pytest.mark.parametrize("column", ["accelerator_count", "requested", "available"])
+def test_integers_far_below_zero_name_file_line_and_column(tmp_path, column):
+    fields = row("2025-10-04T00:20:00Z").split(",")
+    fields[COLUMNS.index(column)] = "-99999999999999999999"
+    path = write(tmp_path, [row("2025-10-04T00:00:00Z"), ",".join(fields)])
+    with pytest.raises(TraceError) as exc:
+        read_observations(path)
+    assert_where(exc.value, path, 3, column)
+
+
+def test_largest_integer_is_kept_exactly(tmp_path):
+    from airflow_provider_skynomad.market.observations import MAX_INTEGER
+
+    path = write(tmp_path, [row("2025-10-04T00:00:00Z", requested=str(MAX_INTEGER), available=str(MAX_INTEGER))])
+    frame = read_observations(path)
+    assert frame["requested"].tolist() == [MAX_INTEGER] and frame["available"].tolist() == [MAX_INTEGER]
+
+
+def test_sub_second_times_are_written_back_as_read(tmp_path):
+    times = [
+        "2025-10-04T00:10:00.123456Z",
+        "2025-10-04T00:10:01Z",
+        "2025-10-04T00:10:02.5Z",
+        "2025-10-04T00:10:03.000001Z",
+    ]
+    path = write(tmp_path, [row(t) for t in times])
+    frame = read_observations(path)
+    assert frame["observed_at"].iloc[0] == pd.Timestamp("2025-10-04T00:10:00.123456Z")
+    write_observations(frame, tmp_path / "out.csv")
+    assert (tmp_path / "out.csv").read_text() == path.read_text()
+
+
+def test_times_below_the_microsecond_name_file_line_and_column(tmp_path):
+    path = write(tmp_path, [row("2025-10-04T00:00:00Z"), row("2025-10-04T00:10:00.123456789Z")])
+    with pytest.raises(TraceError) as exc:
+        read_observations(path)
+    assert_where(exc.value, path, 3, "observed_at")
+    assert "microsecond" in str(exc.value)
