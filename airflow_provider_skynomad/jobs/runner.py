@@ -514,7 +514,8 @@ class JobRunner:
                 "market_lookback_hours": self.params.market_lookback_hours,
                 "max_wall_seconds_per_step": self.params.max_wall_seconds_per_step,
                 "market_since": record.market_since,
-                "status_every_steps": self.params.status_every_steps,
+                # Until Airflow's resume lag has been measured once, ask for it after the first step.
+                "status_every_steps": self.params.status_every_steps if record.lags_hours else 1,
                 "rescue": Rescue(record.job_id, *self._workload_parts()).to_dict(),
                 "progress_at_launch": record.progress_at_launch,
             }

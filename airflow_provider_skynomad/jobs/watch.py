@@ -73,6 +73,9 @@ class Watch:
     warmup_hours: float | None = None  # measured: launch → the group's first checkpoint, minus that work
     _last_step_hours: float | None = None
 
+    def __post_init__(self) -> None:
+        self.declared_cold_start_hours = self.job.cold_start_hours
+
     @classmethod
     def from_kwargs(
         cls,
@@ -199,10 +202,19 @@ class Watch:
         """
         previous, self._last_step_hours = self._last_step_hours, elapsed
         start = self.progress_at_launch
-        if self.group is None or start is None or self.warmup_hours is not None or progress <= start + 1e-9:
+        if self.group is None or start is None or self.warmup_hours is not None:
+            return
+        age = elapsed - self.base.running_since_hours
+        if progress <= start + 1e-9:
+            # No checkpoint yet: the warm-up is at least this long, and this group is not yet to be
+            # counted on for progress; plan with that until its first checkpoint says more.
+            if age > self.job.cold_start_hours:
+                self.job = replace(self.job, cold_start_hours=age)
+                self.launch_delay_hours = max(self.launch_delay_hours, age + (elapsed - (previous or elapsed)))
             return
         seen = elapsed if previous is None else (previous + elapsed) / 2.0
         self.warmup_hours = max(0.0, seen - self.base.running_since_hours - (progress - start))
+        self.job = replace(self.job, cold_start_hours=max(self.declared_cold_start_hours, self.warmup_hours))
 
     def sleep_seconds(self, step_wall: float, wall_per_hour: float, now_hours: float) -> float:
         """Until the next step; shorter when the workload should finish before then, so its end is seen

@@ -129,11 +129,13 @@ class SkyNomadTrigger(BaseTrigger):
         step_wall = wall_per_hour * self.decision_step_hours
         if self.max_wall_seconds_per_step is not None:
             step_wall = min(step_wall, self.max_wall_seconds_per_step)
-        quiet = 0
+        quiet, first = 0, True
         try:
             while True:
-                now_hours = await asyncio.to_thread(cloud.now_hours)
-                await asyncio.sleep(watch.sleep_seconds(step_wall, wall_per_hour, now_hours))
+                if not first:  # the first look is at once: the worker may just have learned something new
+                    now_hours = await asyncio.to_thread(cloud.now_hours)
+                    await asyncio.sleep(watch.sleep_seconds(step_wall, wall_per_hour, now_hours))
+                first = False
                 event, words = await asyncio.to_thread(watch.step, cloud, source, policy)
                 if event is None and self.status_every_steps and (quiet := quiet + 1) >= self.status_every_steps:
                     event = watch.status_event(cloud)

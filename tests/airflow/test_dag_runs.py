@@ -107,6 +107,15 @@ def test_retry_after_a_worker_crash_does_not_launch_a_second_group(simulated):
     assert len(groups) == 1, groups
     assert groups[0]["status"] == "succeeded"
     assert summary["deadline_met"] is True
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        ti = session.scalars(
+            select(TaskInstance).where(TaskInstance.dag_id == dag.dag_id, TaskInstance.run_id == run_id)
+        ).one()
+    assert ti.try_number == 2  # the first try really died after its launch
 
 
 def test_existing_pipeline_extract_train_evaluate(simulated):
@@ -117,3 +126,15 @@ def test_existing_pipeline_extract_train_evaluate(simulated):
     assert state == "success"
     evaluation = task_result(dag.dag_id, run_id, "evaluate")
     assert evaluation["accuracy"] > 0.5 and evaluation["cost_usd"] > 0
+
+
+def test_slow_resumes_and_a_slow_start_still_meet_a_tight_deadline(simulated):
+    """Resumes delayed artificially and a workload that checkpoints late: the deadline holds."""
+    dag = load_dag("skynomad_slow_resume")
+    state, run_id = run_dag_test(dag)
+    summary = task_result(dag.dag_id, run_id, "job")
+    assert state == "success", summary  # on_deadline_miss="fail": a miss would fail the task
+    assert summary["deadline_met"] is True and summary["elapsed_hours"] <= summary["deadline_hours"]
+    assert summary["lag_hours_max"] >= 0.2  # the slow resumes were seen, and planned with
+    cloud = attach_cloud(simulated.home)
+    assert all(g["status"] != "running" for g in cloud.groups(tags={"skynomad-job": summary["job_id"]}))
