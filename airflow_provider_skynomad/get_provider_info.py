@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from . import __version__
+
 
 def get_provider_info() -> dict:
-
+    """What ProvidersManager reads without importing the hooks; tests/test_packaging.py checks it against the code."""
     return {
         "package-name": "airflow-provider-skynomad",
         "name": "SkyNomad",
         "description": "Deadline-bound GPU batch jobs on spot instances across regions (SkyNomad planner).",
-        "versions": ["0.1.0"],
+        "versions": [__version__],
         "integrations": [
             {
                 "integration-name": "SkyNomad",
@@ -93,6 +95,13 @@ def get_provider_info() -> dict:
                         "label": "GCP: project id",
                         "description": "Project that owns the instances (default: the connection's project).",
                         "schema": {"type": ["string", "null"]},
+                    },
+                    "cloud_options": {
+                        "label": "Cloud options",
+                        "description": "JSON object of further arguments for the cloud, e.g. "
+                        '{"source_instance_template": "..."} (gcp) or {"image_id": "ami-..."} (aws); '
+                        "unknown keys are refused, naming the accepted ones.",
+                        "schema": {"type": ["object", "null"]},
                     },
                 },
             }
