@@ -4,28 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
 
+from .cli_common import UsageError, number
+from .demo import add_demo_command
+from .market.commands import add_market_commands
 from .market.egress import EgressModel, FlatEgress
 from .market.grid import build_grid, default_step_hours
 from .market.observations import TraceError, read_observations
 from .planner.job import JobSpec, JobSpecError
 from .simulation.evaluate import DEFAULT_POLICIES, Evaluation
 
-
-class UsageError(ValueError):
-    """Bad command-line input: reported on stderr with exit code 2 before anything runs or is written."""
-
-
-def number(text: str) -> float:
-    """argparse type for numeric flags: a finite float (nan or inf would only fail later, deep in a run)."""
-    value = float(text)  # a ValueError here becomes argparse's "invalid number value"
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
-    return value
+__all__ = ["UsageError", "build_parser", "main", "number"]
 
 
 def _csv(text: str) -> list[str]:
@@ -210,9 +202,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="skynomad", description=__doc__)
     subparsers = parser.add_subparsers(dest="command", required=True)
     add_evaluate_command(subparsers)
-    from .demo import add_demo_command
-    from .market.commands import add_market_commands
-
     add_market_commands(subparsers)
     add_demo_command(subparsers)
     return parser

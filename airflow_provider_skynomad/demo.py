@@ -1,6 +1,9 @@
 """`skynomad demo`: the probe DAG, then a deadline-bound fine-tune DAG, through Airflow, in minutes.
 
-What it does, all under ``./.skynomad/demo`` (recreated each run; nothing outside it is touched):
+What it does, all under ``./.skynomad/demo`` (recreated each run; nothing outside it is touched).
+Every flag is checked before anything is deleted, and the directory is cleared only if this
+command made it (it holds a ``.skynomad-demo`` marker file) or it is empty: any other directory
+is refused with exit code 2, untouched.
 
 1. a private ``AIRFLOW_HOME`` and ``airflow db migrate`` (SQLite metadata DB);
 2. a `skynomad` connection (in the environment) for the embedded simulated cloud: the bundled
@@ -30,11 +33,22 @@ import sys
 import time
 from pathlib import Path
 
-from .cli import UsageError, number
+from .cli_common import UsageError, number
 
 DEFAULT_TRACE_START_HOURS = 90.0
 DEFAULT_SPEED = 600.0
 DEFAULT_WORK_HOURS = 6.0
+
+MARKER = ".skynomad-demo"
+"""Written into the working directory the demo makes; only a directory holding it (or an empty one) is cleared."""
+TRACE = "gcp-h100-2025-first-week.csv.gz"
+"""The bundled trace the demo replays (its history, its simulated cloud) and checks --trace-start-hours against."""
+# What example_dags/skynomad_fine_tune.py declares (tests/airflow/test_demo_dag.py checks it), so that
+# --work-hours and --trace-start-hours are checked here, before anything is deleted.
+FINE_TUNE_DEADLINE_HOURS = 10.0
+FINE_TUNE_COLD_START_HOURS = 0.2
+
+_PACKAGE = Path(__file__).resolve().parent
 
 
 def add_demo_command(subparsers) -> None:
@@ -61,14 +75,25 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--work-hours", type=number, default=DEFAULT_WORK_HOURS, help="work of the fine-tune job")
 
 
-EXAMPLE_DAGS = Path(__file__).resolve().parents[1] / "example_dags"
+def example_dags_dir() -> Path:
+    """The example DAGs: inside the package when installed from a wheel (see pyproject.toml), else
+    the checkout's top-level example_dags/ (an editable install)."""
+    bundled = _PACKAGE / "example_dags"
+    return bundled if bundled.is_dir() else _PACKAGE.parent / "example_dags"
+
+
+EXAMPLE_DAGS = example_dags_dir()
+
+
+def demo_trace() -> Path:
+    return _PACKAGE / "data" / TRACE
 
 
 def load_example_dag(name: str):
-    """The `dag` object of example_dags/<name>.py (the repository's top-level example DAGs)."""
+    """The `dag` object of example_dags/<name>.py (shipped in the wheel, or the checkout's)."""
     path = EXAMPLE_DAGS / f"{name}.py"
     if not path.exists():
-        raise FileNotFoundError(f"{path}: example DAG not found; run the demo from a checkout of the repository")
+        raise FileNotFoundError(f"{path}: example DAG not found; reinstall airflow-provider-skynomad")
     spec = importlib.util.spec_from_file_location(f"skynomad_example_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -80,7 +105,12 @@ def demo_environment(workdir: Path, speed: float, trace_start_hours: float) -> d
     dags = EXAMPLE_DAGS
     connection = {
         "conn_type": "skynomad",
-        "extra": {"cloud": "simulated", "speed": speed, "cloud_options": {"trace_start": trace_start_hours}},
+        "extra": {
+            "cloud": "simulated",
+            "trace_path": str(demo_trace()),
+            "speed": speed,
+            "cloud_options": {"trace_start": trace_start_hours},
+        },
     }
     return {
         **os.environ,
@@ -94,17 +124,74 @@ def demo_environment(workdir: Path, speed: float, trace_start_hours: float) -> d
     }
 
 
-def run_demo(args: argparse.Namespace) -> int:
-    # Checked before the working directory is recreated; cli.main reports a UsageError with exit code 2.
+def check_flags(args: argparse.Namespace) -> Path:
+    """Every flag, checked before anything is deleted; returns the working directory.
+
+    Raises UsageError, which cli.main reports with exit code 2.
+    """
     for flag, value in (("--speed", args.speed), ("--work-hours", args.work_hours)):
         if value <= 0:
             raise UsageError(f"{flag} must be > 0, got {value:g}")
     if args.trace_start_hours < 0:
         raise UsageError(f"--trace-start-hours must be ≥ 0, got {args.trace_start_hours:g}")
+    room = FINE_TUNE_DEADLINE_HOURS - FINE_TUNE_COLD_START_HOURS
+    if args.work_hours >= room:
+        raise UsageError(
+            f"--work-hours must be < {room:g}: the fine-tune DAG's deadline is {FINE_TUNE_DEADLINE_HOURS:g} h "
+            f"after the run starts and every launch pays a {FINE_TUNE_COLD_START_HOURS:g} h cold start, "
+            f"got {args.work_hours:g}"
+        )
+    span = trace_hours()
+    latest = span - FINE_TUNE_DEADLINE_HOURS
+    if args.trace_start_hours > latest:
+        raise UsageError(
+            f"--trace-start-hours must be ≤ {latest:g}: the bundled trace {TRACE} covers {span:g} h and the "
+            f"fine-tune job may run until its deadline, {FINE_TUNE_DEADLINE_HOURS:g} h later; "
+            f"got {args.trace_start_hours:g}"
+        )
     workdir = Path(args.dir).expanduser().resolve()
-    if workdir.exists():
-        shutil.rmtree(workdir)
-    (workdir / "airflow").mkdir(parents=True)
+    check_workdir(workdir)
+    return workdir
+
+
+def trace_hours() -> float:
+    """Hours from the demo trace's first row to its last."""
+    from .market.observations import read_observations
+
+    times = read_observations(demo_trace())["observed_at"]
+    return (times.max() - times.min()).total_seconds() / 3600.0
+
+
+def check_workdir(workdir: Path) -> None:
+    """--dir must be new, empty, or made by an earlier demo (it holds MARKER): nothing else is cleared."""
+    if workdir.exists() and not workdir.is_dir():
+        raise UsageError(f"--dir {workdir}: exists and is not a directory")
+    if workdir.is_dir() and not (workdir / MARKER).is_file() and any(workdir.iterdir()):
+        raise UsageError(
+            f"--dir {workdir}: not empty and not made by `skynomad demo` (no {MARKER} file in it); "
+            "refusing to clear it: give a new or empty directory"
+        )
+    ancestor = next(parent for parent in workdir.parents if parent.exists())
+    if not workdir.exists() and not (ancestor.is_dir() and os.access(ancestor, os.W_OK | os.X_OK)):
+        raise UsageError(f"--dir {workdir}: cannot be created ({ancestor} is not a writable directory)")
+
+
+def recreate_workdir(workdir: Path) -> None:
+    """Empty the directory (checked by check_workdir: new, empty or ours), mark it ours, make airflow/."""
+    if workdir.is_dir():
+        for entry in workdir.iterdir():  # its contents, not the directory itself: it may be the cwd
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / MARKER).write_text("Made by `skynomad demo`; its next run with this --dir clears this directory.\n")
+    (workdir / "airflow").mkdir()
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    workdir = check_flags(args)
+    recreate_workdir(workdir)
     env = demo_environment(workdir, args.speed, args.trace_start_hours)
     started = time.monotonic()
     print(f"SkyNomad demo in {workdir} (simulated cloud at {args.speed:g}x, trace hour {args.trace_start_hours:g})")
@@ -146,13 +233,12 @@ def _child(args: argparse.Namespace) -> int:
     import pandas as pd
 
     logging.getLogger().setLevel(logging.WARNING)
-    from .hooks.skynomad import bundled_trace
     from .market.observations import read_observations
     from .market.table import MarketTable
 
     t0 = time.monotonic()
     workdir = Path(args.dir)
-    frame = read_observations(bundled_trace())
+    frame = read_observations(demo_trace())
     start = frame["observed_at"].min() + pd.Timedelta(hours=args.trace_start_hours)
     history = frame[(frame["observed_at"] < start) & (frame["observed_at"] >= start - pd.Timedelta(hours=48))]
     table = MarketTable()
