@@ -78,6 +78,11 @@ class SkyNomadConfig:
         if not self.speed or float(self.speed) <= 0:
             raise SkyNomadConfigError(f"skynomad connection: speed must be > 0, got {self.speed!r}")
 
+    def __repr__(self) -> str:
+        """Every field but the market URL's password (a config in a log or a traceback leaks nothing)."""
+        fields = {**self.to_dict(), "market_url": self.display_market_url}
+        return f"SkyNomadConfig({', '.join(f'{k}={v!r}' for k, v in fields.items())})"
+
     @property
     def display_market_url(self) -> str:
         from sqlalchemy.engine import make_url

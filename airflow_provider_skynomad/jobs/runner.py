@@ -20,25 +20,24 @@ keep the measurement (and the live status) fresh long before a rescue is ever ne
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from ..clouds.base import Cloud, GroupHandle
+from ..clouds.base import Cloud
 from ..market.source import MarketInputError, MarketSource, select_markets
 from ..market.view import MarketView
-from ..planner.actions import Decision, Mode, Option
+from ..planner.actions import Decision, Mode
 from ..planner.job import JobSpec, JobSpecError, JobState
 from ..planner.registry import get_policy
 from .carry_out import Workload, apply_result, carry_out, recover_pending
-from .drive import DriveResult
 from .errors import SkyNomadDeadlineMissed, SkyNomadInputError, SkyNomadJobFailed
 from .events import JobEvent
 from .narrate import live_status, say, status_line, why_move
+from .params import JobParams
 from .record import JOB_TAG, JobRecord, StateStore, job_id_for
+from .rescue import Rescue, adoption
 from .summary import deadline_line, format_timeline, job_bill, summarize
-from .watch import Rescue, rescue_token
 
 MAX_LAGS_KEPT = 50
 GUARD_LAGS = 1.0  # the planner already lets a rescue come two lags late; one more lag of margin
@@ -53,36 +52,6 @@ def guard_hours(step_hours: float, max_lag_hours: float) -> float:
     and against the delay in seeing the workload's end.
     """
     return GUARD_LAGS * max_lag_hours + DETECTION_STEPS * step_hours
-
-
-@dataclass(frozen=True)
-class JobParams:
-    """What the operator was given, after templating (hours are cloud hours)."""
-
-    work_hours: float
-    command: tuple[str, ...]
-    env: dict[str, str]
-    instances: int
-    cold_start_hours: float
-    checkpoint_gb: float
-    policy: str
-    policy_params: dict
-    decision_step_minutes: float
-    market_lookback_hours: float
-    max_market_age: timedelta
-    zones: list[str] | None = None
-    regions: list[str] | None = None
-    clouds: list[str] | None = None
-    instance_types: object = None
-    accelerator: str | None = None
-    tags: dict[str, str] = field(default_factory=dict)
-    max_wall_seconds_per_step: float | None = None
-    on_deadline_miss: str = "fail"
-    status_every_steps: int = 6
-
-    @property
-    def step_hours(self) -> float:
-        return float(self.decision_step_minutes) / 60.0
 
 
 @dataclass(frozen=True)
@@ -266,39 +235,18 @@ class JobRunner:
         record.state = record.state.advance(last_preempted_market=lost.market if lost else None)
 
     def _adopt_rescue(self, at: float, rescued: dict | None) -> bool:
-        """Record the on-demand rescue the trigger launched for this deferral, if it did (see `jobs.watch`).
-
-        The event says what the trigger did; when the event was lost (a crash, a retry) the rescue is
-        still found by its client token, so it is never left running untracked.
-        """
+        """Record the on-demand rescue the trigger launched for this deferral, if it did (`jobs.rescue`)."""
         record = self.record
-        token = rescue_token(record.job_id, record.seq)
-        if rescued is None:
-            handle = self.cloud.find(token)
-            if handle is None or handle in record.groups_used:
-                return False
-            market = next((m for m in self.view().markets if m.zone == handle.zone), None)
-            if market is None:
-                return False
-            rescued = {"handle": handle.to_dict(), "option": Option(market.key, Mode.ON_DEMAND).to_dict()}
-            rescued["moved_from"] = None
-        handle = GroupHandle.from_dict(rescued["handle"])
-        if handle in record.groups_used:
-            return False
         view = self.view()
+        result = adoption(self.cloud, view, record.job_id, record.seq, rescued, record.groups_used)
+        if result is None:
+            return False
         old = record.group
-        if old is not None and old != handle:
+        if old is not None and old != result.handle:
             self.cloud.terminate(old)  # the trigger did; again is harmless
-        result = DriveResult(
-            handle,
-            Option.from_dict(rescued["option"]),
-            launched=True,
-            terminated=old,
-            moved_from_zone=rescued.get("moved_from"),
-        )
-        self._say(
-            record.note(at, "deadline pressure", why="the triggerer launched the on-demand safety net without waiting")
-        )
+        result.terminated = old
+        why = "the triggerer launched the on-demand safety net without waiting"
+        self._say(record.note(at, "deadline pressure", why=why))
         before = len(record.timeline)
         apply_result(record, view, result, at, self._observe)
         for item in record.timeline[before:]:

@@ -6,55 +6,23 @@ checkpoint proves (never run time: time since that checkpoint is work at risk, n
 asks the planner what it would run now on the job's market source, and returns the event the
 worker must act on, or None to keep waiting.
 
-One action is the trigger's own: under deadline pressure, when the planner's answer is the
-on-demand safety net, the trigger launches it at once (client token ``<job>-rescue-<seq>``, so a
-re-run trigger or a later worker finds the same group), stops the old group and moves the
-checkpoint, then tells the worker what it did. A pipeline whose worker slots are all taken can
-delay the worker's bookkeeping, but not the rescue that keeps the deadline.
+One action is the trigger's own: the on-demand safety net under deadline pressure (`jobs.rescue`).
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from ..clouds.base import Cloud, GroupHandle, GroupStatus, LaunchRequest
+from ..clouds.base import Cloud, GroupHandle, GroupStatus
 from ..market.source import MarketSource
-from ..market.view import MarketView
-from ..planner.actions import Decision, Mode, Option
+from ..planner.actions import Decision, Mode
 from ..planner.job import JobSpec, JobState
 from ..planner.safety import is_safe
-from .drive import move_checkpoint
 from .events import JobEvent
-
-log = logging.getLogger(__name__)
-
-
-def rescue_token(job_id: str, seq: int) -> str:
-    """The client token of the on-demand rescue a trigger may launch while waiting on deferral `seq`."""
-    return f"{job_id}-rescue-{seq}"
-
-
-@dataclass(frozen=True)
-class Rescue:
-    """What the trigger needs to launch the safety net itself (plain data in its kwargs)."""
-
-    job_id: str
-    command: tuple[str, ...]
-    env: dict
-    tags: dict
-
-    def to_dict(self) -> dict:
-        return {"job_id": self.job_id, "command": list(self.command), "env": self.env, "tags": self.tags}
-
-    @classmethod
-    def from_dict(cls, data: dict | None) -> Rescue | None:
-        if not data:
-            return None
-        return cls(data["job_id"], tuple(data["command"]), dict(data["env"]), dict(data["tags"]))
+from .rescue import Rescue, launch_rescue
 
 
 @dataclass
@@ -127,7 +95,7 @@ class Watch:
             safety_net = first is not None and first.mode is Mode.ON_DEMAND
             # Waiting for a worker to relaunch could be too late: the safety net goes up now.
             if self.rescue is not None and safety_net and not is_safe(self.job, after, view, None):
-                rescued = self._launch_rescue(cloud, view, after, first)
+                rescued = launch_rescue(cloud, view, self.job, after, first, self.rescue, self.seq, self.group)
                 if rescued is not None:
                     event = replace(event, rescued=rescued)
                     words += f"; launched on-demand in {first.market} without waiting"
@@ -150,7 +118,7 @@ class Watch:
         rescued, words = None, ""
         safety_net = first is not None and first.mode is Mode.ON_DEMAND
         if kind == "deadline_pressure" and self.rescue is not None and safety_net:
-            rescued = self._launch_rescue(cloud, view, state, first)
+            rescued = launch_rescue(cloud, view, self.job, state, first, self.rescue, self.seq, self.group)
             if rescued is not None:
                 words = f"deadline pressure: launched on-demand in {rescued['handle']['zone']} without waiting"
         event = self._event(
@@ -159,40 +127,6 @@ class Watch:
         if rescued is not None:
             event = replace(event, rescued=rescued)
         return event, words
-
-    def _launch_rescue(self, cloud: Cloud, view: MarketView, state: JobState, option: Option) -> dict | None:
-        """Launch the safety net now (idempotent on its token); None when that failed (the worker will try)."""
-        rescue = self.rescue
-        market = view.markets[view.index(option.market)]
-        request = LaunchRequest(
-            cloud=market.cloud,
-            region=market.region,
-            zone=market.zone,
-            instance_type=market.instance_type,
-            count=self.job.instances,
-            spot=False,
-            client_token=rescue_token(rescue.job_id, self.seq),
-            command=rescue.command,
-            env=dict(rescue.env),
-            tags=rescue.tags,
-            job_id=rescue.job_id,
-        )
-        try:
-            handle = cloud.find(request.client_token) or cloud.launch(request)
-            if self.group is not None and self.group != handle:
-                cloud.terminate(self.group)
-            checkpoint = state.checkpoint_market
-            source = view.markets[view.index(checkpoint)].zone if checkpoint in view.keys else None
-            moved = move_checkpoint(cloud, source, market.zone, self.job.checkpoint_gb, rescue.job_id, rescue.tags)
-        except Exception:  # noqa: BLE001 - the worker carries the decision out instead
-            log.exception("the trigger could not launch the on-demand rescue; the worker will")
-            return None
-        return {
-            "handle": handle.to_dict(),
-            "option": option.to_dict(),
-            "moved_from": moved,
-            "terminated": self.group.to_dict() if self.group else None,
-        }
 
     def _measure_warmup(self, elapsed: float, progress: float) -> None:
         """The group's real warm-up (cold start + the workload's own start-up), from its first checkpoint.

@@ -272,3 +272,60 @@ def test_a_slow_start_is_measured_from_the_first_checkpoint_and_planned_with(clo
         make_op().execute_complete(context_for(store), _event("replan", 2, 1.0, 0.3, decision))
     assert cloud.launches[-1].zone == target
     assert cloud.launches[-1].env["SKYNOMAD_COLD_START_HOURS"] == "0.2"  # the cloud still gets the declared one
+
+
+def test_the_connection_config_never_shows_its_password():
+    from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig
+
+    config = SkyNomadConfig(market_url="postgresql://skynomad:s3cret-pw@db.example:5432/markets")
+    assert "s3cret-pw" not in repr(config) and "s3cret-pw" not in str(config)
+    assert "db.example" in repr(config)
+
+
+def test_console_links_are_one_per_group_and_none_for_simulated_groups(cloud):  # noqa: F811
+    from types import SimpleNamespace
+
+    from airflow_provider_skynomad.clouds.base import GroupHandle
+    from airflow_provider_skynomad.links.skynomad import XCOM_KEY, persist_group_links
+
+    groups = [GroupHandle("gcp", z, (f"i-{z}",), True, f"t-{z}", "job", z[:-2]) for z in ("us-east4-a", "us-east4-b")]
+    record = SimpleNamespace(groups_used=groups)
+    context = context_for(FakeStore())
+    persist_group_links(context, SimpleNamespace(record=record, cloud=cloud))  # a cloud with no console
+    assert XCOM_KEY not in context["ti"].xcom
+    cloud.console_url = lambda handle: f"https://console.example/{handle.instance_ids[0]}"
+    persist_group_links(context, SimpleNamespace(record=record, cloud=cloud))
+    links = context["ti"].xcom[XCOM_KEY]
+    assert [link["url"] for link in links] == [
+        "https://console.example/i-us-east4-a",
+        "https://console.example/i-us-east4-b",
+    ]
+
+
+def test_own_observations_are_recorded_under_the_exact_market(skynomad_home, gcp_frame, now, monkeypatch):  # noqa: F811
+    """A zone with two instance types: the job's preemption is an observation of its own type only."""
+    from .conftest import seed_market
+    from .fakes import FakeCloud
+
+    frame = gcp_frame[gcp_frame["zone"] == "us-central1-a"].copy()
+    other = frame.copy()
+    other["instance_type"] = "a3-highgpu-2g"
+    both = pd.concat([frame, other], ignore_index=True)
+    seed_market(both, until=now + pd.Timedelta(seconds=1))
+    fake = FakeCloud(now)
+    monkeypatch.setattr("airflow_provider_skynomad.operators.skynomad.make_cloud", lambda config: fake)
+    store = FakeStore()
+    defer(make_op(instance_types=["a3-highgpu-2g"], policy="eager-failover"), context_for(store))
+    assert fake.launches[0].instance_type == "a3-highgpu-2g"
+    fake.status[fake.launches[0].client_token] = GroupStatus.PREEMPTED
+    fake.hours = 1.0
+    with pytest.raises(TaskDeferred):
+        make_op(instance_types=["a3-highgpu-2g"], policy="eager-failover").execute_complete(
+            context_for(store), _event("preempted", 1, 1.0, 0.0)
+        )
+    table = MarketTable()
+    rows = table.read(since=now)
+    table.close()
+    own = rows[rows["available"] == 0]
+    assert set(own["instance_type"]) == {"a3-highgpu-2g"}  # never recorded under the zone's first type
+    assert set(own["accelerator"]) == set(frame["accelerator"])  # named as the table names the market
