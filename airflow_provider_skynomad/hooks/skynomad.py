@@ -27,6 +27,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from ..clouds.base import Cloud
+from ..extras import require_extra
 
 CLOUD_KINDS = ("simulated", "aws", "gcp")
 DEFAULT_CONN_ID = "skynomad_default"
@@ -179,6 +180,7 @@ def make_cloud(config: SkyNomadConfig) -> Cloud:
     """
     import inspect
 
+    require_extra(config.cloud)  # aws / gcp without their extra: say which to install
     if config.cloud == "simulated":
         from ..clouds.simulated import SimulatedCloud as cls
 
