@@ -22,7 +22,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from .conftest import EXAMPLE_DAGS, seed_market
+from airflow_provider_skynomad.demo import model_is_bit_identical
+
+from .conftest import EXAMPLE_DAGS, TEST_DAGS, seed_market
 
 # Slower than the dag.test runs: real services add seconds of latency per hop (a worker resume of
 # 10 s is 33 simulated minutes here); the operator learns that lag and its safety net reserves it.
@@ -141,6 +143,7 @@ def test_fine_tune_through_scheduler_and_triggerer(metadata_db, tmp_path, gcp_fr
     dags.mkdir(parents=True)
     for dag_file in ("skynomad_probe.py", "skynomad_fine_tune.py"):
         shutil.copy(EXAMPLE_DAGS / dag_file, dags / dag_file)
+    shutil.copy(TEST_DAGS / "skynomad_same_zone.py", dags / "skynomad_same_zone.py")
     port = _free_port()
     skynomad_home = tmp_path / "skynomad"
     env = {
@@ -183,7 +186,7 @@ def test_fine_tune_through_scheduler_and_triggerer(metadata_db, tmp_path, gcp_fr
         stop = time.monotonic() + 180
         while time.monotonic() < stop:
             parsed = {r[0] for r in _query(admin, name, "SELECT dag_id FROM dag")} if _has_table(admin, name) else set()
-            if {"skynomad_probe", "skynomad_fine_tune"} <= parsed:
+            if {"skynomad_probe", "skynomad_fine_tune", "skynomad_same_zone"} <= parsed:
                 break
             time.sleep(1)
         else:
@@ -215,8 +218,45 @@ def test_fine_tune_through_scheduler_and_triggerer(metadata_db, tmp_path, gcp_fr
         # never one per decision step.
         stalls = (tmp_path / "triggerer.log").read_text().count("blocked for")
         assert stalls <= 3, f"{stalls} stalls of the triggerer's event loop"
+        lags = [summary["lag_hours_max"]]
+
+        # Two runs of one DAG at once, on one connection, forced into one zone: each resumes only its
+        # own checkpoints and ends with its own model, bit-identical to an uninterrupted run.
+        services.airflow("dags", "trigger", "skynomad_probe")  # fresh market rows first
+        assert set(_wait_for_all_runs(admin, name, "skynomad_probe", 2, services, 240)) == {"success"}
+        for _ in range(2):
+            services.airflow("dags", "trigger", "skynomad_same_zone")
+        states = _wait_for_all_runs(admin, name, "skynomad_same_zone", 2, services, 300)
+        assert states == ["success", "success"], services.tail()
+        rows = _query(
+            admin,
+            name,
+            "SELECT run_id, value FROM xcom WHERE dag_id='skynomad_same_zone' AND task_id='train' "
+            "AND key='return_value'",
+        )
+        summaries = [v if isinstance(v, dict) else json.loads(v) for _, v in rows]
+        assert len({s["job_id"] for s in summaries}) == 2
+        for i, same in enumerate(summaries):
+            assert same["zones_timeline"][0]["zone"] == "us-central1-a"
+            assert same["elapsed_hours"] >= same["work_hours"], same  # no run finished on another's checkpoint
+            assert same["output_dir"] != summaries[1 - i]["output_dir"]
+            assert model_is_bit_identical(same, tmp_path / f"reference-{i}")
+            lags.append(same["lag_hours_max"])
+        print(f"resume lag (cloud h at {SPEED:g}x): max per job {lags}; wall s: {[lag * 3600 / SPEED for lag in lags]}")
     finally:
         services.stop()
+
+
+def _wait_for_all_runs(admin, name, dag_id, count, services, timeout) -> list[str]:
+    """The states of every run of `dag_id` once there are at least `count` and all have ended."""
+    stop = time.monotonic() + timeout
+    while time.monotonic() < stop:
+        rows = _query(admin, name, "SELECT state FROM dag_run WHERE dag_id=%s", (dag_id,))
+        states = sorted(r[0] for r in rows)
+        if len(rows) >= count and all(s in ("success", "failed") for s in states):
+            return states
+        time.sleep(0.5)
+    pytest.fail(f"{count} runs of {dag_id} did not finish in {timeout}s\n{services.tail()}")
 
 
 def _has_table(admin, name) -> bool:
