@@ -1,7 +1,8 @@
 """skynomad_fine_tune: one deadline-bound training job, placed and moved by the SkyNomad planner.
 
-The job's deadline comes from the DAG's ``DeadlineAlert`` (10 h after the run is queued), so the
-same number that pages someone is the one the planner plans against. On the default simulated
+The job's deadline (10 h) and the DAG's ``DeadlineAlert`` come from one number, on one clock: the
+alert fires when the job's own deadline passes, on the simulated cloud too (`alert_interval`
+shortens it by the simulated clock's speed). On the default simulated
 cloud the bundled training loop runs as a real subprocess, checkpoints, is preempted when the
 replayed trace loses capacity and resumes elsewhere; the task returns a small summary (zones
 timeline, hours by mode, cost, all-on-demand cost, deadline met).
@@ -13,7 +14,9 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, AsyncCallback, DeadlineAlert, DeadlineReference
 
-from airflow_provider_skynomad.operators.skynomad import SkyNomadOperator, on_deadline_missed
+from airflow_provider_skynomad.operators.skynomad import SkyNomadOperator, alert_interval, on_deadline_missed
+
+DEADLINE = timedelta(hours=10)  # of the job's cloud time (simulated hours on the simulated cloud)
 
 with DAG(
     dag_id="skynomad_fine_tune",
@@ -23,7 +26,7 @@ with DAG(
     params={"work_hours": 8.0, "policy": "skynomad"},
     deadline=DeadlineAlert(
         reference=DeadlineReference.DAGRUN_QUEUED_AT,
-        interval=timedelta(hours=10),
+        interval=alert_interval(DEADLINE),
         callback=AsyncCallback(on_deadline_missed),
     ),
     tags=["skynomad", "example"],
@@ -32,6 +35,7 @@ with DAG(
     SkyNomadOperator(
         task_id="fine_tune",
         work_hours="{{ params.work_hours }}",
+        deadline=DEADLINE,
         accelerator="H100",
         instances=1,
         cold_start_hours=0.2,

@@ -23,7 +23,7 @@ from ..jobs.runner import Defer, JobRunner, TaskIdentity
 from ..links.skynomad import SkyNomadGroupLink, persist_group_links
 from ..triggers.skynomad import SkyNomadTrigger
 
-__all__ = ["SkyNomadInputError", "SkyNomadOperator", "on_deadline_missed", "resolve_deadline_hours"]
+__all__ = ["SkyNomadInputError", "SkyNomadOperator", "alert_interval", "on_deadline_missed", "resolve_deadline_hours"]
 
 
 class SkyNomadOperator(BaseOperator):
@@ -213,6 +213,18 @@ class SkyNomadOperator(BaseOperator):
 def _map_index(ti) -> int:
     index = getattr(ti, "map_index", -1)
     return -1 if index is None else int(index)
+
+
+def alert_interval(cloud_interval: timedelta, skynomad_conn_id: str = DEFAULT_CONN_ID) -> timedelta:
+    """A `DeadlineAlert` interval that passes when `cloud_interval` of the job's cloud time has.
+
+    Airflow measures a DeadlineAlert on the wall clock; the job plans on its cloud's clock. On a
+    real cloud the two are the same; the simulated cloud runs `speed` times faster, so the alert
+    must be that much shorter to fire when the job's own deadline passes. Call it at DAG parse
+    time with the connection the job uses.
+    """
+    config = SkyNomadHook(skynomad_conn_id).get_config()
+    return timedelta(seconds=cloud_interval.total_seconds() * config.wall_seconds_per_cloud_hour / 3600.0)
 
 
 async def on_deadline_missed(context=None, **kwargs) -> None:

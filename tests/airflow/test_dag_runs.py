@@ -138,3 +138,13 @@ def test_slow_resumes_and_a_slow_start_still_meet_a_tight_deadline(simulated):
     assert summary["lag_hours_max"] >= 0.2  # the slow resumes were seen, and planned with
     cloud = attach_cloud(simulated.home)
     assert all(g["status"] != "running" for g in cloud.groups(tags={"skynomad-job": summary["job_id"]}))
+
+
+def test_the_fine_tune_dags_alert_fires_on_the_jobs_clock(simulated):
+    """One number for the job's deadline and the DAG's alert: at 600x, 10 simulated hours are 60 wall seconds."""
+    from datetime import timedelta
+
+    dag = load_dag("skynomad_fine_tune")
+    (alert,) = dag.deadline
+    assert dag.get_task("fine_tune").deadline == timedelta(hours=10)
+    assert alert.interval == timedelta(hours=10) / SPEED

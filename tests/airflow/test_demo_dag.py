@@ -11,6 +11,5 @@ from airflow_provider_skynomad import demo
 
 def test_demo_constants_are_the_fine_tune_dags():
     dag = demo.load_example_dag("skynomad_fine_tune")
-    (alert,) = dag.deadline
-    assert alert.interval == timedelta(hours=demo.FINE_TUNE_DEADLINE_HOURS)
+    assert dag.get_task("fine_tune").deadline == timedelta(hours=demo.FINE_TUNE_DEADLINE_HOURS)
     assert dag.get_task("fine_tune").cold_start_hours == demo.FINE_TUNE_COLD_START_HOURS
