@@ -94,6 +94,20 @@ def overhead(work_hours: float = 3.0) -> dict:
             decision_step_minutes=STEP_MINUTES,
         )
 
+    from airflow_provider_skynomad.jobs.watch import Watch
+
+    original = Watch.step
+
+    def timed(self, *a):
+        nonlocal trigger_busy, steps
+        s = time.monotonic()
+        try:
+            return original(self, *a)
+        finally:
+            trigger_busy += time.monotonic() - s
+            steps += 1
+
+    Watch.step = timed
     now = datetime.now(UTC)
     context = {"ti": TI(), "dag_run": SimpleNamespace(start_date=now, run_after=now), "task_state_store": Store()}
     worker = trigger_busy = 0.0
@@ -111,21 +125,10 @@ def overhead(work_hours: float = 3.0) -> dict:
             worker += time.monotonic() - t0
             visits += 1
             trigger = deferred.trigger
-        original = trigger._decide
-
-        def timed(*a, _original=original):
-            nonlocal trigger_busy, steps
-            s = time.monotonic()
-            try:
-                return _original(*a)
-            finally:
-                trigger_busy += time.monotonic() - s
-                steps += 1
-
-        trigger._decide = timed
         event = asyncio.run(anext(trigger.run())).payload
         call, args = op().execute_complete, (context, event)
     wall = time.monotonic() - started
+    Watch.step = original
     return {
         "job_wall_seconds": round(wall, 1),
         "decision_steps": steps,
@@ -140,9 +143,12 @@ def overhead(work_hours: float = 3.0) -> dict:
 
 
 async def capacity_run(n: int, seconds: float) -> dict:
+    import pandas as pd
+
     from airflow_provider_skynomad.clouds.base import LaunchRequest
-    from airflow_provider_skynomad.clouds.driver import cloud_now
-    from airflow_provider_skynomad.hooks.skynomad import SkyNomadHook, make_cloud, market_view
+    from airflow_provider_skynomad.hooks.skynomad import SkyNomadHook, make_cloud
+    from airflow_provider_skynomad.jobs.watch import Watch
+    from airflow_provider_skynomad.market.source import MarketSource
     from airflow_provider_skynomad.market.table import MarketTable
     from airflow_provider_skynomad.planner.actions import Mode, Option
     from airflow_provider_skynomad.planner.job import JobSpec, JobState
@@ -153,25 +159,31 @@ async def capacity_run(n: int, seconds: float) -> dict:
     # Jobs that keep running where they are (the on-demand policy's zone): every step is a full
     # decision step (poll, progress, market read, planner) that ends in "stay".
     table = MarketTable()
-    frame = table.read(until=cloud_now(cloud))
+    now = cloud.now_timestamp()
+    frame = table.read(until=now)
+    view = MarketSource(
+        table, sorted(set(frame["zone"])), None, now - pd.Timedelta(hours=72), STEP_MINUTES / 60, 1
+    ).view(now)
     table.close()
-    view = market_view(frame, STEP_MINUTES / 60, 1)
     zone = get_policy("on-demand").decide(JobSpec(1000.0, 2000.0), JobState(), view, 0.0).try_in_order[0].market
     region = frame.loc[frame["zone"] == zone, "region"].iloc[0]
     step_wall = STEP_MINUTES * 60 / SPEED
     due: dict[int, list[float]] = {}
 
-    class Timed(SkyNomadTrigger):
-        def _decide(self, *a):
-            due.setdefault(self.seq, []).append(time.monotonic())
-            return super()._decide(*a)
+    original = Watch.step
+
+    def timed(self, *a):
+        due.setdefault(self.seq, []).append(time.monotonic())
+        return original(self, *a)
+
+    Watch.step = timed
 
     triggers = []
     for i in range(n):
         handle = cloud.launch(LaunchRequest("gcp", region, zone, "a3-highgpu-1g", 1, False, f"bench-{n}-{i}"))
         state = JobState(elapsed_hours=0.0, running=Option(zone, Mode.ON_DEMAND), checkpoint_market=zone)
         triggers.append(
-            Timed(
+            SkyNomadTrigger(
                 job=JobSpec(work_hours=1000.0, deadline_hours=2000.0).to_dict(),
                 job_start_hours=cloud.now_hours(),
                 state=state.to_dict(),
@@ -199,6 +211,7 @@ async def capacity_run(n: int, seconds: float) -> dict:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+    Watch.step = original
     for i in range(n):
         cloud.terminate(cloud.launch(LaunchRequest("gcp", region, zone, "a3-highgpu-1g", 1, False, f"bench-{n}-{i}")))
     if events:
