@@ -1,4 +1,4 @@
-"""Issue 2 benchmarks: policy cost vs the optimum, decision latency, evaluation wall time.
+"""Policy benchmarks: cost vs the optimum, decision latency, evaluation wall time.
 
     .venv/bin/python benchmarks/bench_policies.py            # everything (~10 min on 2 cores)
     .venv/bin/python benchmarks/bench_policies.py --quick    # fewer windows
@@ -43,7 +43,7 @@ TRACES = {
     "gcp-h100 (13 zones)": ("gcp-h100-2025-first-week.csv.gz", None, None),
     "aws-v100 (9 zones)": ("aws-v100-2023.csv.gz", None, 20),
 }
-JOB_SHAPE = {"cold_start_hours": 0.2, "checkpoint_gb": 50}  # the issue's d and S
+JOB_SHAPE = {"cold_start_hours": 0.2, "checkpoint_gb": 50}  # the cost table's d and S
 POLICIES = ("skynomad", "optimal", "on-demand", "uniform-progress", "eager-failover")
 console = Console(width=170)
 

@@ -1,4 +1,4 @@
-"""Other job shapes than the issue's: is any run late, and where does eager-failover beat skynomad?
+"""Other job shapes than the cost table's: is any run late, and where does eager-failover beat skynomad?
 
 The cost targets are set for one job shape (d = 0.2 h, S = 50 GB, one instance). A user's job
 may start slowly, carry a large checkpoint, need a gang, or move its checkpoint at a finite

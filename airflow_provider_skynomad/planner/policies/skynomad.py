@@ -32,14 +32,14 @@ class SkyNomadPolicy:
     :param probe_interval_hours: re-probe a cheaper market whose last observation is older than this
         (2.0 is the paper's cadence). Off by default: failed launches are free observations and the
         probe DAG keeps the shared market table fresh, so a job's own probes did not pay for
-        themselves on any shared trace (see the issue note).
+        themselves on any shared trace (docs/experiments.md).
     :param recent_hours: with value="slack" or "barrier", a market seen with capacity this recently
         sets the reference of V (what progress will likely cost later).
     :param refit_hours: refit the lifetime forecaster on the history this often.
     :param lifetime_cap_hours: the longest expected stay the planner credits a spot market with; it is
         also the horizon over which a move's egress and cold start are amortised. The artifact used
         2 h; that is shorter than a stable market's real stay, so every move away from a flaky zone
-        looked too expensive (see the issue note for the ablation).
+        looked too expensive (docs/experiments.md has the ablation).
     :param value: "supply" (default): V anchored at the dearest spot price the job must accept to
         finish in time (planner.progress.supply_price), rising to the paper's log barrier as slack
         runs short; "slack": the same, anchored at the cheapest spot price seen in `recent_hours`;
