@@ -329,3 +329,18 @@ def test_own_observations_are_recorded_under_the_exact_market(skynomad_home, gcp
     own = rows[rows["available"] == 0]
     assert set(own["instance_type"]) == {"a3-highgpu-2g"}  # never recorded under the zone's first type
     assert set(own["accelerator"]) == set(frame["accelerator"])  # named as the table names the market
+
+
+def test_a_failed_workload_fails_the_task_with_its_last_error_lines(cloud):  # noqa: F811
+    from airflow_provider_skynomad.jobs.errors import SkyNomadJobFailed
+
+    store = FakeStore()
+    trigger = defer(make_op(), context_for(store))
+    first = cloud.launches[0]
+    cloud.status[first.client_token] = GroupStatus.FAILED
+    cloud.failure_detail = lambda handle: "Traceback (most recent call last):\nValueError: bad learning rate"
+    event = _first_event(trigger)
+    assert event["kind"] == "failed" and "bad learning rate" in event["detail"]
+    with pytest.raises(SkyNomadJobFailed, match="(?s)failed.*last lines.*bad learning rate"):
+        make_op().execute_complete(context_for(store), event)
+    assert first.client_token in cloud.terminated  # nothing left running
