@@ -114,6 +114,6 @@ def status_line(status: dict) -> str:
     where = f"{status['mode']} in {status['zone']}" if status["zone"] else "no instances"
     return (
         f"[t={status['elapsed_hours']:.2f} h] {where}, {status['progress_pct']:.0f}% done (checkpointed), "
-        f"slack {status['slack_hours']:.2f} h, spent ${status['spend_usd']:.2f} "
+        f"slack {status['slack_hours']:.2f} h, spent ~${status['spend_usd']:.2f} "
         f"(all on-demand: ${status['all_on_demand_usd']:.2f})"
     )

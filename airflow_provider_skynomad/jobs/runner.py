@@ -433,6 +433,7 @@ class JobRunner:
     def _publish(self, elapsed: float, summary: dict | None = None) -> None:
         """The live status in the task state store, and one line of it in the log."""
         record = self.record
+        # While running: the estimate at launch-time prices (the cloud's bill is read once, at the end).
         spend = summary["cost_usd"]["total"] if summary else summarize(record, elapsed)["cost_usd"]["total"]
         status = live_status(record, elapsed, spend)
         if summary is not None:

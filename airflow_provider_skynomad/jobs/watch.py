@@ -146,7 +146,12 @@ class Watch:
                 self.job = replace(self.job, cold_start_hours=age)
                 self.launch_delay_hours = max(self.launch_delay_hours, age + (elapsed - (previous or elapsed)))
             return
-        seen = elapsed if previous is None else (previous + elapsed) / 2.0
+        if previous is not None:
+            seen = (previous + elapsed) / 2.0  # it landed between this trigger's last look and this one
+        else:
+            # First look of this deferral: it landed after the worker last saw none (at the base state's
+            # time); take that earliest instant, so a long gap (a retry) never inflates the warm-up.
+            seen = max(self.base.elapsed_hours, self.base.running_since_hours)
         self.warmup_hours = max(0.0, seen - self.base.running_since_hours - (progress - start))
         self.job = replace(self.job, cold_start_hours=max(self.declared_cold_start_hours, self.warmup_hours))
 

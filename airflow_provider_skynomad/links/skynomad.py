@@ -27,10 +27,12 @@ def group_links(runner) -> list[dict]:
 
 
 def persist_group_links(context, runner) -> None:
-    """Store the job's console links in XCom (ids and places only, never credentials)."""
-    links = group_links(runner)
-    if links:
-        context["ti"].xcom_push(key=XCOM_KEY, value=links)
+    """Store the job's console links in XCom (ids and places only, never credentials).
+
+    An empty list is stored too: the UI asks for the link of every SkyNomad task, and a missing
+    XCom is logged as an error by Airflow.
+    """
+    context["ti"].xcom_push(key=XCOM_KEY, value=group_links(runner))
 
 
 class SkyNomadGroupLink(BaseOperatorLink):

@@ -144,8 +144,10 @@ class SkyNomadOperator(BaseOperator):
             record = runner.store.load()
             if record is None:
                 raise RuntimeError(
-                    "SkyNomad resumed from a trigger event but the task state holds no job record: it was cleared "
-                    "while the job ran. Check the cloud for instances tagged skynomad-job and clear the task."
+                    "SkyNomad resumed from a trigger event but the task state store returned no job record: Airflow "
+                    "may have moved this attempt to its history (a retry follows and reconnects by the job's client "
+                    "tokens), or the task state was cleared while the job ran (then check the cloud for instances "
+                    "tagged skynomad-job)."
                 )
             job_event = JobEvent.from_dict(event or {"kind": "status", "seq": None})
             return self._answer(context, runner.handle(record, job_event), runner)

@@ -11,6 +11,7 @@ arguments are plain JSON data mirrored exactly by ``serialize()``.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,6 +22,8 @@ from ..hooks.skynomad import SkyNomadHook
 
 # The triggerer imports this module on its event loop: keep it light. pandas, numpy and the
 # planner are imported inside the worker threads that use them.
+
+MIN_EVENT_SECONDS = 2.0
 
 
 class SkyNomadTrigger(BaseTrigger):
@@ -129,7 +132,7 @@ class SkyNomadTrigger(BaseTrigger):
         step_wall = wall_per_hour * self.decision_step_hours
         if self.max_wall_seconds_per_step is not None:
             step_wall = min(step_wall, self.max_wall_seconds_per_step)
-        quiet, first = 0, True
+        quiet, first, started = 0, True, time.monotonic()
         try:
             while True:
                 if not first:  # the first look is at once: the worker may just have learned something new
@@ -142,6 +145,10 @@ class SkyNomadTrigger(BaseTrigger):
                 if words:
                     self.log.info("%s", words)
                 if event is not None:
+                    # Airflow 3.3 can re-queue a task whose trigger fires within moments of its deferral,
+                    # before the deferral's own exit is recorded, and then kill the resumed attempt
+                    # (apache/airflow#72716): never answer sooner than MIN_EVENT_SECONDS after starting.
+                    await asyncio.sleep(max(0.0, MIN_EVENT_SECONDS - (time.monotonic() - started)))
                     yield TriggerEvent(event.to_dict())
                     return
         finally:
