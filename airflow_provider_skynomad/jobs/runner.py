@@ -194,7 +194,7 @@ class JobRunner:
             recover_pending(record, self.cloud, self.view(), self.store, self._observe, self.log)
         now = self.elapsed()
         at = event.elapsed_hours if event.elapsed_hours is not None else now
-        self._learn_lag(at, now, event.sent_wall)
+        self._learn_lag(event.sent_hours if event.sent_hours is not None else at, now, event.sent_wall)
         self._learn_warmup(at, event.warmup_hours)
         if event.progress_hours is not None:
             record.state = record.state.progressed(event.progress_hours)

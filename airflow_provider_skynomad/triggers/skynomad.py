@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -148,7 +149,12 @@ class SkyNomadTrigger(BaseTrigger):
                     # Airflow 3.3 can re-queue a task whose trigger fires within moments of its deferral,
                     # before the deferral's own exit is recorded, and then kill the resumed attempt
                     # (apache/airflow#72716): never answer sooner than MIN_EVENT_SECONDS after starting.
-                    await asyncio.sleep(max(0.0, MIN_EVENT_SECONDS - (time.monotonic() - started)))
+                    # The hold is ours, not Airflow's: the resume lag is measured from when it ends.
+                    held = MIN_EVENT_SECONDS - (time.monotonic() - started)
+                    if held > 0:
+                        await asyncio.sleep(held)
+                        sent = await asyncio.to_thread(cloud.now_hours)
+                        event = replace(event, sent_hours=sent - self.job_start_hours, sent_wall=time.time())
                     yield TriggerEvent(event.to_dict())
                     return
         finally:
