@@ -15,6 +15,8 @@ whole work plus one cold start.
 
 from __future__ import annotations
 
+import math
+
 from ..clouds.base import Cloud
 from .record import JOB_TAG, JobRecord
 
@@ -74,7 +76,17 @@ def summarize(record: JobRecord, elapsed_hours: float, cloud_bill: dict | None =
         "deadline_met": bool(record.finished and elapsed_hours <= record.deadline_hours + 1e-9),
         "reaction_hours": round(record.job.reaction_hours, 4),  # the event → worker lag the job planned with
         "lag_hours_max": round(max(record.lags_hours, default=0.0), 4),  # slowest event → worker lag measured
+        "lag_hours_p50": _quantile(record.lags_hours, 0.5),
+        "lag_hours_p99": _quantile(record.lags_hours, 0.99),
     }
+
+
+def _quantile(values: list[float], q: float) -> float:
+    """The q-quantile of the measured lags (nearest rank), 0 when none was measured."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered), max(1, math.ceil(q * len(ordered)))) - 1], 4)
 
 
 def _estimate(record: JobRecord, elapsed_hours: float) -> tuple[dict, dict]:

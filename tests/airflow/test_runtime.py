@@ -344,3 +344,16 @@ def test_a_failed_workload_fails_the_task_with_its_last_error_lines(cloud):  # n
     with pytest.raises(SkyNomadJobFailed, match="(?s)failed.*last lines.*bad learning rate"):
         make_op().execute_complete(context_for(store), event)
     assert first.client_token in cloud.terminated  # nothing left running
+
+
+def test_the_summary_reports_the_resume_lags_it_measured(cloud):  # noqa: F811
+    store = FakeStore()
+    defer(make_op(), context_for(store))
+    for seq, (seen, acted) in enumerate([(1.0, 1.1), (2.0, 2.3), (3.0, 3.05)], start=1):
+        cloud.hours = acted
+        with pytest.raises(TaskDeferred):
+            make_op().execute_complete(context_for(store), _event("status", seq, seen, 0.5))
+    cloud.hours = 6.6
+    summary = make_op().execute_complete(context_for(store), _event("finished", 4, 6.5, 6.0))
+    assert summary["lag_hours_p50"] == pytest.approx(0.1) and summary["lag_hours_max"] == pytest.approx(0.3)
+    assert summary["lag_hours_p99"] == pytest.approx(0.3)
