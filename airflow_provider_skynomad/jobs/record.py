@@ -92,6 +92,7 @@ class JobRecord:
     lags_hours: list[float] = field(default_factory=list)  # measured trigger event → worker lags
     warmups_hours: list[float] = field(default_factory=list)  # measured launch → first checkpoint, minus its work
     progress_at_launch: float | None = None  # the running group's first checkpoint is still awaited
+    on_safety_net: bool = False  # deadline pressure put the job on on-demand: it stays there to the end
     groups_used: list[GroupHandle] = field(default_factory=list)
     migrations: int = 0
     preemptions: int = 0

@@ -219,6 +219,8 @@ class JobRunner:
             decision = event.decision
             if event.kind == "deadline_pressure":
                 self._say(record.note(at, "deadline pressure", why=why_move(record, view, decision, at)))
+                first = decision.first
+                record.on_safety_net = first is not None and first.mode is Mode.ON_DEMAND
         self._decided(now, decision, view)
         self._carry_out(view, decision, now)
         return self._defer()
@@ -245,6 +247,7 @@ class JobRunner:
         if old is not None and old != result.handle:
             self.cloud.terminate(old)  # the trigger did; again is harmless
         result.terminated = old
+        record.on_safety_net = True
         why = "the triggerer launched the on-demand safety net without waiting"
         self._say(record.note(at, "deadline pressure", why=why))
         before = len(record.timeline)
@@ -467,6 +470,7 @@ class JobRunner:
                 "status_every_steps": self.params.status_every_steps if record.lags_hours else 1,
                 "rescue": Rescue(record.job_id, *self._workload_parts()).to_dict(),
                 "progress_at_launch": record.progress_at_launch,
+                "on_safety_net": record.on_safety_net,
             }
         )
 

@@ -37,6 +37,7 @@ class Watch:
     seq: int
     rescue: Rescue | None = None
     progress_at_launch: float | None = None  # set while the group's first checkpoint is awaited
+    on_safety_net: bool = False  # on on-demand because the deadline demanded it: no move away
     expected_end_hours: float | None = None  # when the running workload should be done, per the last step
     warmup_hours: float | None = None  # measured: launch → the group's first checkpoint, minus that work
     _last_step_hours: float | None = None
@@ -55,6 +56,7 @@ class Watch:
         seq: int,
         rescue: dict | None = None,
         progress_at_launch: float | None = None,
+        on_safety_net: bool = False,
     ) -> Watch:
         """From the trigger's plain-data arguments."""
         return cls(
@@ -66,6 +68,7 @@ class Watch:
             int(seq),
             Rescue.from_dict(rescue),
             progress_at_launch,
+            bool(on_safety_net),
         )
 
     def status_event(self, cloud: Cloud) -> JobEvent:
@@ -112,6 +115,12 @@ class Watch:
         view = self.view(cloud, source)
         decision = policy.decide(self.job, state, view, state.elapsed_hours)
         if not decision.wants_change(state.running):
+            return None, ""
+        running = state.running
+        if self.on_safety_net and running is not None and running.mode is Mode.ON_DEMAND:
+            # Once the deadline put the job on on-demand it finishes there: the planner's inputs
+            # (lags, warm-ups) are measured late under Airflow, and a move back to spot that looks
+            # safe on them can be the one that makes the job late.
             return None, ""
         kind = "replan" if is_safe(self.job, state, view, state.running) else "deadline_pressure"
         first = decision.first

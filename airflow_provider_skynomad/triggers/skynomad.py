@@ -50,6 +50,7 @@ class SkyNomadTrigger(BaseTrigger):
         itself under deadline pressure (see `jobs.watch`); None: leave every change to the worker.
     :param progress_at_launch: the running group's progress when it launched, while its first
         checkpoint (and so its real warm-up) is still to be seen; None otherwise.
+    :param on_safety_net: deadline pressure moved the job to on-demand: it stays there to the end.
     """
 
     def __init__(
@@ -73,6 +74,7 @@ class SkyNomadTrigger(BaseTrigger):
         status_every_steps: int | None = None,
         rescue: dict | None = None,
         progress_at_launch: float | None = None,
+        on_safety_net: bool = False,
     ) -> None:
         super().__init__()
         self.job = job
@@ -93,6 +95,7 @@ class SkyNomadTrigger(BaseTrigger):
         self.status_every_steps = status_every_steps
         self.rescue = rescue
         self.progress_at_launch = progress_at_launch
+        self.on_safety_net = on_safety_net
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -116,6 +119,7 @@ class SkyNomadTrigger(BaseTrigger):
                 "status_every_steps": self.status_every_steps,
                 "rescue": self.rescue,
                 "progress_at_launch": self.progress_at_launch,
+                "on_safety_net": self.on_safety_net,
             },
         )
 
@@ -188,6 +192,7 @@ class SkyNomadTrigger(BaseTrigger):
             self.seq,
             self.rescue,
             self.progress_at_launch,
+            self.on_safety_net,
         )
         return watch, cloud, source, get_policy(self.policy, **self.policy_params)
 

@@ -357,3 +357,40 @@ def test_the_summary_reports_the_resume_lags_it_measured(cloud):  # noqa: F811
     summary = make_op().execute_complete(context_for(store), _event("finished", 4, 6.5, 6.0))
     assert summary["lag_hours_p50"] == pytest.approx(0.1) and summary["lag_hours_max"] == pytest.approx(0.3)
     assert summary["lag_hours_p99"] == pytest.approx(0.3)
+
+
+def test_once_on_the_safety_net_the_job_stays_on_demand_to_the_end(cloud, monkeypatch):  # noqa: F811
+    """After a rescue the planner may find spot tempting again; the job does not leave on-demand."""
+    from airflow_provider_skynomad.planner import registry
+    from airflow_provider_skynomad.planner.actions import Decision
+
+    store = FakeStore()
+    trigger = defer(make_op(), context_for(store))
+    cloud.hours = 4.9
+    cloud.progress_fraction = 1.0 / 6.0
+    event = _first_event(trigger)  # the trigger rescues on-demand
+    with pytest.raises(TaskDeferred) as info:
+        make_op().execute_complete(context_for(store), event)
+    assert store.get(RECORD_KEY)["on_safety_net"] is True and info.value.trigger.on_safety_net is True
+
+    class BackToSpot:
+        def decide(self, job, state, view, at_hours):
+            return Decision(try_in_order=(Option("us-east4-a", Mode.SPOT),), reason="spot looks cheap again")
+
+    monkeypatch.setitem(registry.POLICIES, "skynomad", lambda **_: BackToSpot())
+    _, kwargs = info.value.trigger.serialize()
+    watch = Watch.from_kwargs(
+        kwargs["job"],
+        kwargs["job_start_hours"],
+        kwargs["state"],
+        kwargs["group"],
+        kwargs["launch_delay_hours"],
+        kwargs["seq"],
+        kwargs["rescue"],
+        kwargs["progress_at_launch"],
+        kwargs["on_safety_net"],
+    )
+    source = MarketSource(MarketTable(), kwargs["zones"], None, pd.Timestamp(kwargs["market_since"]), 1 / 6, 1)
+    event, _ = watch.step(cloud, source, BackToSpot())
+    source.table.close()
+    assert event is None  # stays on on-demand
