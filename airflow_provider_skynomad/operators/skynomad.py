@@ -59,6 +59,9 @@ class SkyNomadOperator(BaseOperator):
     :param status_every_steps: wake the worker this often just to refresh the live status and measure
         Airflow's resume lag.
 
+    ``retries`` defaults to 2 (a retry reconnects to the running job; input errors and a missed
+    deadline fail without retrying).
+
     Resumes need a worker slot: the operator defaults to ``priority_weight=100`` with
     ``weight_rule="absolute"`` so a waiting resume goes before ordinary queued tasks; give it a
     dedicated pool so a pipeline full of other tasks cannot hold every slot.
@@ -99,6 +102,10 @@ class SkyNomadOperator(BaseOperator):
     ) -> None:
         kwargs.setdefault("priority_weight", 100)
         kwargs.setdefault("weight_rule", "absolute")
+        # A retry reconnects to the job (task state + client tokens), so retries cost nothing but
+        # time; they carry a job through a worker crash and Airflow 3.3's defer race.
+        kwargs.setdefault("retries", 2)
+        kwargs.setdefault("retry_delay", timedelta(seconds=5))
         super().__init__(**kwargs)
         self.work_hours = work_hours
         self.deadline = deadline
