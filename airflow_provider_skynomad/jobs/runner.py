@@ -383,7 +383,13 @@ class JobRunner:
             wall = max(0.0, time.time() - sent_wall) if sent_wall else lag * self.config.wall_seconds_per_cloud_hour
             margin = 2 * lag + (record.deadline_hours - deadline)
             self._say(
-                record.note(now, "reaction lag", hours=round(lag, 3), wall_seconds=round(wall, 2), planned_hours=margin)
+                record.note(
+                    now,
+                    "reaction lag",
+                    hours=round(lag, 3),
+                    wall_seconds=round(wall, 2),
+                    planned_hours=round(margin, 3),
+                )
             )
 
     def _learn_warmup(self, at: float, warmup: float | None) -> None:
