@@ -378,7 +378,10 @@ class JobRunner:
         record.lags_hours = [*record.lags_hours, round(lag, 5)][-MAX_LAGS_KEPT:]
         if lag > record.job.reaction_hours:
             aim = record.deadline_hours - guard_hours(self.params.step_hours, lag)
-            deadline = aim if replace(record.job, deadline_hours=aim).feasible else record.job.deadline_hours
+            # Aim earlier only while one on-demand run could still make that (a huge lag must not make
+            # the spec itself impossible: the job keeps its last aim and plans with the lag).
+            feasible = aim >= record.job.work_hours + record.job.cold_start_hours
+            deadline = aim if feasible else record.job.deadline_hours
             record.job = replace(record.job, reaction_hours=lag, deadline_hours=deadline)
             wall = max(0.0, time.time() - sent_wall) if sent_wall else lag * self.config.wall_seconds_per_cloud_hour
             margin = 2 * lag + (record.deadline_hours - deadline)

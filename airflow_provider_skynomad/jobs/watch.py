@@ -24,6 +24,8 @@ from ..planner.safety import is_safe
 from .events import JobEvent
 from .rescue import Rescue, launch_rescue
 
+STATUS_SLACK_STEPS = 4  # status visits only with at least this many (step + lag) of slack
+
 
 @dataclass
 class Watch:
@@ -71,10 +73,22 @@ class Watch:
             bool(on_safety_net),
         )
 
-    def status_event(self, cloud: Cloud) -> JobEvent:
-        """Nothing to change: wake the worker only to record where the job stands (and measure the lag)."""
+    def status_event(self, cloud: Cloud, step_hours: float) -> JobEvent | None:
+        """Nothing to change: wake the worker only to record where the job stands (and measure the lag).
+
+        None while the slack is tight: an event ends this trigger, and until a worker slot comes
+        nobody watches the job (a pipeline's other tasks may hold every slot), so a status visit is
+        only worth it with room to spare.
+        """
         elapsed = cloud.now_hours() - self.job_start_hours
-        return self._event("status", elapsed, self.progress(cloud, elapsed), None)
+        progress = self.progress(cloud, elapsed)
+        state = self.state_now(elapsed, progress)
+        on_demand = state.running is not None and state.running.mode is Mode.ON_DEMAND
+        warmup = state.warmup_left_hours if on_demand else self.job.cold_start_hours
+        slack = self.job.deadline_hours - elapsed - (self.job.work_hours - progress) - warmup
+        if slack < STATUS_SLACK_STEPS * (step_hours + self.job.reaction_hours):
+            return None
+        return self._event("status", elapsed, progress, None)
 
     def step(self, cloud: Cloud, source: MarketSource, policy) -> tuple[JobEvent | None, str]:
         """(event or None, a plain-words line on where the job stands)."""

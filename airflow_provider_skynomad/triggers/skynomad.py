@@ -145,8 +145,9 @@ class SkyNomadTrigger(BaseTrigger):
                     await asyncio.sleep(watch.sleep_seconds(step_wall, wall_per_hour, now_hours))
                 first = False
                 event, words = await asyncio.to_thread(watch.step, cloud, source, policy)
-                if event is None and self.status_every_steps and (quiet := quiet + 1) >= self.status_every_steps:
-                    event = watch.status_event(cloud)
+                quiet += 1
+                if event is None and self.status_every_steps and quiet >= self.status_every_steps:
+                    event = await asyncio.to_thread(watch.status_event, cloud, self.decision_step_hours)
                 if words:
                     self.log.info("%s", words)
                 if event is not None:

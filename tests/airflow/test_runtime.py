@@ -394,3 +394,14 @@ def test_once_on_the_safety_net_the_job_stays_on_demand_to_the_end(cloud, monkey
     event, _ = watch.step(cloud, source, BackToSpot())
     source.table.close()
     assert event is None  # stays on on-demand
+
+
+def test_no_status_visit_when_the_slack_is_tight(cloud):  # noqa: F811
+    """A status event ends the trigger; with little slack the trigger keeps watching instead."""
+    handle = cloud.launch(LaunchRequest("gcp", "us-central1", "us-central1-a", "a3-highgpu-1g", 1, True, "t-s"))
+    cloud.progress_fraction = 0.0
+    state = JobState(running=Option("us-central1-a", Mode.SPOT))
+    roomy = Watch(JobSpec(work_hours=1.0, deadline_hours=4.0), 0.0, state, handle, 0.2, seq=1)
+    tight = Watch(JobSpec(work_hours=1.0, deadline_hours=1.5), 0.0, state, handle, 0.2, seq=1)
+    assert roomy.status_event(cloud, 1 / 6).kind == "status"
+    assert tight.status_event(cloud, 1 / 6) is None
