@@ -196,12 +196,20 @@ class JobRunner:
         at = event.elapsed_hours if event.elapsed_hours is not None else now
         self._learn_lag(event.sent_hours if event.sent_hours is not None else at, now, event.sent_wall)
         self._learn_warmup(at, event.warmup_hours)
+        rescued = event.rescued
+        if rescued is not None:  # the trigger put up the safety net itself, then carried on watching
+            record.state = record.state.progressed(rescued["progress_hours"])
+            if rescued.get("cause") == "preempted":
+                self._preempted(rescued["at_hours"], rescued["progress_hours"])  # before the rescue it led to
+        elif event.kind == "preempted":
+            if event.progress_hours is not None:
+                record.state = record.state.progressed(event.progress_hours)
+            self._preempted(at, event.progress_hours)
+        adopted = self._adopt_rescue(rescued["at_hours"] if rescued else at, rescued)
         if event.progress_hours is not None:
             record.state = record.state.progressed(event.progress_hours)
-        if event.kind == "preempted":
-            self._preempted(at, event)
-        if self._adopt_rescue(at, event.rescued):
-            return self._defer()
+        if adopted and event.kind in ("preempted", "deadline_pressure", "replan"):
+            return self._defer()  # the rescue is what the job does now
         if event.kind == "finished":
             return self._finish(at)
         if event.kind == "failed":
@@ -220,17 +228,17 @@ class JobRunner:
             if event.kind == "deadline_pressure":
                 self._say(record.note(at, "deadline pressure", why=why_move(record, view, decision, at)))
                 first = decision.first
-                record.on_safety_net = first is not None and first.mode is Mode.ON_DEMAND
-        self._decided(now, decision, view)
+                record.on_safety_net |= first is not None and first.mode is Mode.ON_DEMAND
+        self._decided(now, decision)
         self._carry_out(view, decision, now)
         return self._defer()
 
-    def _preempted(self, at: float, event: JobEvent) -> None:
+    def _preempted(self, at: float, progress_hours: float | None) -> None:
         record = self.record
         lost = record.state.running
         record.preemptions += 1
         zone = record.group.zone if record.group else None
-        self._say(record.note(at, "preempted", zone=zone, progress=_pct(record, event.progress_hours)))
+        self._say(record.note(at, "preempted", zone=zone, progress=_pct(record, progress_hours)))
         if lost is not None:
             self._observe(lost.market, 0)
         self._release(at, "preempted")
@@ -326,7 +334,7 @@ class JobRunner:
         state = self.record.state.advance(elapsed_hours=elapsed)
         return policy.decide(self.record.job, state, view, elapsed)
 
-    def _decided(self, at: float, decision: Decision, view: MarketView | None = None) -> None:
+    def _decided(self, at: float, decision: Decision) -> None:
         first = str(decision.first) if decision.first else "idle"
         self.record.note(at, "decide", want=first, reason=decision.reason)
         self.log.debug("planner at %.2f h wants %s: %s", at, first, decision.reason)

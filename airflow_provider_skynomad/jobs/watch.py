@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..clouds.base import Cloud, GroupHandle, GroupStatus
 from ..market.source import MarketSource
-from ..planner.actions import Decision, Mode
+from ..planner.actions import Decision, Mode, Option
 from ..planner.job import JobSpec, JobState
 from ..planner.safety import is_safe
 from .events import JobEvent
@@ -42,6 +42,7 @@ class Watch:
     on_safety_net: bool = False  # on on-demand because the deadline demanded it: no move away
     expected_end_hours: float | None = None  # when the running workload should be done, per the last step
     warmup_hours: float | None = None  # measured: launch → the group's first checkpoint, minus that work
+    rescued: dict | None = None  # the trigger's own rescue, told to the worker with the next event
     _last_step_hours: float | None = None
 
     def __post_init__(self) -> None:
@@ -114,8 +115,8 @@ class Watch:
             if self.rescue is not None and safety_net and not is_safe(self.job, after, view, None):
                 rescued = launch_rescue(cloud, view, self.job, after, first, self.rescue, self.seq, self.group)
                 if rescued is not None:
-                    event = replace(event, rescued=rescued)
-                    words += f"; launched on-demand in {first.market} without waiting"
+                    self._carry_on(rescued, after, elapsed, "preempted")
+                    return None, words + f"; launched on-demand in {first.market} without waiting"
             return event, words
         if status is GroupStatus.FAILED:
             detail = cloud.failure_detail(self.group)
@@ -138,18 +139,37 @@ class Watch:
             return None, ""
         kind = "replan" if is_safe(self.job, state, view, state.running) else "deadline_pressure"
         first = decision.first
-        rescued, words = None, ""
         safety_net = first is not None and first.mode is Mode.ON_DEMAND
         if kind == "deadline_pressure" and self.rescue is not None and safety_net:
             rescued = launch_rescue(cloud, view, self.job, state, first, self.rescue, self.seq, self.group)
             if rescued is not None:
-                words = f"deadline pressure: launched on-demand in {rescued['handle']['zone']} without waiting"
+                self._carry_on(rescued, state, elapsed, "deadline_pressure")
+                return None, f"deadline pressure: launched on-demand in {rescued['handle']['zone']} without waiting"
         event = self._event(
             kind, elapsed, progress, status, decision=decision, decide_seconds=time.monotonic() - started
         )
-        if rescued is not None:
-            event = replace(event, rescued=rescued)
-        return event, words
+        return event, ""
+
+    def _carry_on(self, rescued: dict, state: JobState, elapsed: float, cause: str) -> None:
+        """After the trigger's own rescue: watch the new group, and tell the worker with the next event.
+
+        No worker is needed now (the safety net is up), so none is woken: a pipeline holding every
+        worker slot cannot leave the job unwatched, and its end is still seen on time.
+        """
+        option = Option.from_dict(rescued["option"])
+        moved = rescued.get("moved_from") is not None
+        base = state.advance(elapsed_hours=elapsed)
+        if not moved and base.moves_checkpoint(option.market):
+            base = base.advance(checkpoint_market=None, progress_hours=0.0)  # nothing could be copied
+        delay = self.job.launch_hours(moved)
+        self.rescued = {**rescued, "cause": cause, "at_hours": elapsed, "progress_hours": state.progress_hours}
+        self.base = base.launched(option, elapsed, delay)
+        self.group = GroupHandle.from_dict(rescued["handle"])
+        self.launch_delay_hours = delay
+        self.progress_at_launch = self.base.progress_hours
+        self.warmup_hours = None
+        self.on_safety_net = True
+        self.expected_end_hours = None
 
     def _measure_warmup(self, elapsed: float, progress: float) -> None:
         """The group's real warm-up (cold start + the workload's own start-up), from its first checkpoint.
@@ -227,4 +247,5 @@ class Watch:
             decide_seconds=decide_seconds,
             sent_wall=time.time(),
             warmup_hours=self.warmup_hours,
+            rescued=self.rescued,
         )

@@ -198,26 +198,57 @@ def _first_event(trigger) -> dict:
     return asyncio.run(first()).payload
 
 
+def _watch(trigger):
+    """The trigger's decision step and market source, to step by hand (the trigger runs the same)."""
+    _, kwargs = trigger.serialize()
+    watch = Watch.from_kwargs(
+        kwargs["job"],
+        kwargs["job_start_hours"],
+        kwargs["state"],
+        kwargs["group"],
+        kwargs["launch_delay_hours"],
+        kwargs["seq"],
+        kwargs["rescue"],
+        kwargs["progress_at_launch"],
+        kwargs["on_safety_net"],
+    )
+    source = MarketSource(MarketTable(), kwargs["zones"], None, pd.Timestamp(kwargs["market_since"]), 1 / 6, 1)
+    return watch, source
+
+
+def _status_now(watch, fake) -> dict:
+    """The event a status visit would carry now (whatever the slack)."""
+    elapsed = fake.now_hours() - watch.job_start_hours
+    return watch._event("status", elapsed, watch.progress(fake, elapsed), None).to_dict()
+
+
 def test_under_deadline_pressure_the_trigger_launches_the_rescue_itself(cloud):  # noqa: F811
-    """No worker slot needed for the rescue: the trigger launches on-demand, the worker only records it."""
+    """No worker slot needed: the trigger launches on-demand, keeps watching, and the worker records it later."""
     store = FakeStore()
     trigger = defer(make_op(), context_for(store))
     first = cloud.launches[0]
     cloud.hours = 4.9  # 5 h of 6 h left, ~5 h to the deadline: one more spot step is no longer safe
     cloud.progress_fraction = 1.0 / 6.0
-    event = _first_event(trigger)
-    assert event["kind"] == "deadline_pressure" and event["rescued"] is not None
+    watch, source = _watch(trigger)
+    policy = get_policy("skynomad")
+    event, words = watch.step(cloud, source, policy)
+    assert event is None and "without waiting" in words  # the net is up; no worker is woken for it
     rescue = cloud.launches[-1]
     assert not rescue.spot and rescue.client_token.endswith("-rescue-1")
-    assert first.client_token in cloud.terminated  # the old group went before the worker came
+    assert first.client_token in cloud.terminated  # the old group went at once
     assert rescue.zone == first.zone or cloud.copies[-1][:2] == (first.zone, rescue.zone)
     launches = len(cloud.launches)
-    with pytest.raises(TaskDeferred) as info:
-        make_op().execute_complete(context_for(store), event)
+    cloud.hours = 9.9  # the rescue finishes in time (5 h of work + its cold start after 4.9 h)
+    cloud.status[rescue.client_token] = GroupStatus.SUCCEEDED
+    event, _ = watch.step(cloud, source, policy)
+    source.table.close()
+    assert event.kind == "finished" and event.rescued["cause"] == "deadline_pressure"
+    summary = make_op().execute_complete(context_for(store), event.to_dict())
     record = store.get(RECORD_KEY)
     assert len(cloud.launches) == launches  # the worker launched nothing more
-    assert info.value.trigger.group["client_token"] == rescue.client_token
-    assert record["segments"][-1]["mode"] == "on-demand" and record["segments"][0]["end"] == "migrated"
+    assert record["segments"][0]["end"] == "migrated" and record["segments"][0]["end_hours"] == pytest.approx(4.9)
+    assert record["segments"][-1]["mode"] == "on-demand" and record["segments"][-1]["start_hours"] == 4.9
+    assert summary["deadline_met"] is True
 
 
 def test_a_rescue_whose_event_was_lost_is_adopted_on_retry(cloud):  # noqa: F811
@@ -225,7 +256,9 @@ def test_a_rescue_whose_event_was_lost_is_adopted_on_retry(cloud):  # noqa: F811
     trigger = defer(make_op(), context_for(store))
     cloud.hours = 4.9
     cloud.progress_fraction = 1.0 / 6.0
-    _first_event(trigger)  # the trigger rescued, then the event was lost with the worker
+    watch, source = _watch(trigger)
+    watch.step(cloud, source, get_policy("skynomad"))  # the trigger rescued; then the triggerer died
+    source.table.close()
     rescue = cloud.launches[-1]
     again = defer(make_op(), context_for(store, try_number=2))
     assert again.group["client_token"] == rescue.client_token  # the retry found it by its token
@@ -239,11 +272,15 @@ def test_a_late_preemption_is_rescued_by_the_trigger_and_recorded_as_a_preemptio
     cloud.status[first.client_token] = GroupStatus.PREEMPTED
     cloud.hours = 4.9  # too late to wait for a worker to relaunch: only on-demand now still makes it
     cloud.progress_fraction = 1.0 / 6.0
-    event = _first_event(trigger)
-    assert event["kind"] == "preempted" and event["rescued"] is not None
+    watch, source = _watch(trigger)
+    policy = get_policy("skynomad")
+    event, words = watch.step(cloud, source, policy)
+    assert event is None and "preempted" in words and "without waiting" in words
     launches = len(cloud.launches)
+    cloud.hours = 5.2
     with pytest.raises(TaskDeferred):
-        make_op().execute_complete(context_for(store), event)
+        make_op().execute_complete(context_for(store), _status_now(watch, cloud))
+    source.table.close()
     record = store.get(RECORD_KEY)
     assert len(cloud.launches) == launches and record["preemptions"] == 1
     assert record["segments"][0]["end"] == "preempted" and record["segments"][-1]["mode"] == "on-demand"
@@ -361,37 +398,26 @@ def test_the_summary_reports_the_resume_lags_it_measured(cloud):  # noqa: F811
 
 def test_once_on_the_safety_net_the_job_stays_on_demand_to_the_end(cloud, monkeypatch):  # noqa: F811
     """After a rescue the planner may find spot tempting again; the job does not leave on-demand."""
-    from airflow_provider_skynomad.planner import registry
     from airflow_provider_skynomad.planner.actions import Decision
 
     store = FakeStore()
     trigger = defer(make_op(), context_for(store))
     cloud.hours = 4.9
     cloud.progress_fraction = 1.0 / 6.0
-    event = _first_event(trigger)  # the trigger rescues on-demand
+    watch, source = _watch(trigger)
+    watch.step(cloud, source, get_policy("skynomad"))  # the trigger rescues on-demand
+    assert watch.on_safety_net is True
+    cloud.hours = 5.0
     with pytest.raises(TaskDeferred) as info:
-        make_op().execute_complete(context_for(store), event)
+        make_op().execute_complete(context_for(store), _status_now(watch, cloud))
     assert store.get(RECORD_KEY)["on_safety_net"] is True and info.value.trigger.on_safety_net is True
 
     class BackToSpot:
         def decide(self, job, state, view, at_hours):
             return Decision(try_in_order=(Option("us-east4-a", Mode.SPOT),), reason="spot looks cheap again")
 
-    monkeypatch.setitem(registry.POLICIES, "skynomad", lambda **_: BackToSpot())
-    _, kwargs = info.value.trigger.serialize()
-    watch = Watch.from_kwargs(
-        kwargs["job"],
-        kwargs["job_start_hours"],
-        kwargs["state"],
-        kwargs["group"],
-        kwargs["launch_delay_hours"],
-        kwargs["seq"],
-        kwargs["rescue"],
-        kwargs["progress_at_launch"],
-        kwargs["on_safety_net"],
-    )
-    source = MarketSource(MarketTable(), kwargs["zones"], None, pd.Timestamp(kwargs["market_since"]), 1 / 6, 1)
-    event, _ = watch.step(cloud, source, BackToSpot())
+    again, _ = _watch(info.value.trigger)
+    event, _ = again.step(cloud, source, BackToSpot())
     source.table.close()
     assert event is None  # stays on on-demand
 
