@@ -70,12 +70,9 @@ class MarketSource:
         self._frame: pd.DataFrame | None = None
         self._view: MarketView | None = None
         self._view_key: tuple | None = None
-        self.reads = 0
-        self.builds = 0
 
     def frame(self, until: pd.Timestamp) -> pd.DataFrame:
         """Rows in [since, until): the first call reads the window, later calls only the last hour again."""
-        self.reads += 1
         if self._frame is None or self._frame.empty:
             self._frame = self.table.read(
                 zones=self.zones, since=self.since, until=until, instance_types=self.instance_types
@@ -102,7 +99,6 @@ class MarketSource:
             content = (grid.start.isoformat(), grid.step_hours, tuple(grid.keys))
             self._view = MarketView(grid, tick=grid.ticks - 1, gang_size=self.gang_size, source_key=content)
             self._view_key = key
-            self.builds += 1
         return self._view
 
     def accelerator_of(self, market: Market) -> tuple[str, int]:
