@@ -41,7 +41,9 @@ from .summary import deadline_line, format_timeline, job_bill, summarize
 
 MAX_LAGS_KEPT = 50
 GUARD_LAGS = 1.0  # the planner already lets a rescue come two lags late; one more lag of margin
-DETECTION_STEPS = 0.1  # a finished workload is seen within a tenth of a step (the trigger polls faster then)
+# Half a step: a tenth to see a finished workload (the trigger polls faster then), the rest for a
+# start-up beyond the declared cold start before the group's first checkpoint has measured it.
+MARGIN_STEPS = 0.5
 
 
 def guard_hours(step_hours: float, max_lag_hours: float) -> float:
@@ -49,9 +51,9 @@ def guard_hours(step_hours: float, max_lag_hours: float) -> float:
 
     The planner's safety net lets a change start one lag late and a rescue come two lags late;
     lags grow when the box gets busier, so the job plans against a deadline one more lag earlier,
-    and against the delay in seeing the workload's end.
+    and by half a decision step (seeing the workload's end, and a slower start than declared).
     """
-    return GUARD_LAGS * max_lag_hours + DETECTION_STEPS * step_hours
+    return GUARD_LAGS * max_lag_hours + MARGIN_STEPS * step_hours
 
 
 @dataclass(frozen=True)
