@@ -1,13 +1,8 @@
-"""Deferred-task overhead and triggerer capacity of SkyNomad on the simulated cloud.
+"""Triggerer capacity of SkyNomad on the simulated cloud (one job's overhead: bench_runtime.py).
 
-1. Overhead per decision step: one job driven the way Airflow drives it (execute → trigger →
-   execute_complete → ... with an in-memory task state store); worker seconds (time inside the
-   operator) and trigger seconds (time inside one decision step's blocking work) against the
-   job's wall seconds.
-2. Capacity: N SkyNomadTriggers on one event loop (one triggerer process), each watching its own
-   running group on one shared simulated cloud and market table. A decision step is *late* when it
-   starts more than half a step after it was due; report the largest N whose 95th-percentile
-   lateness stays under that.
+N SkyNomadTriggers on one event loop (one triggerer process), each watching its own running group
+on one shared simulated cloud and market table. A decision step is *late* when it starts more than
+half a step after it was due; report the largest N whose 95th-percentile lateness stays under that.
 
 Run: ``python benchmarks/bench_triggerer.py`` (about two minutes on 2 cores).
 """
@@ -21,77 +16,9 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import UTC, timedelta
 from pathlib import Path
 
-from harness import SPEED, STEP_MINUTES, TI, Store, setup  # benchmarks/ is on sys.path as the script's folder
-
-
-def overhead(work_hours: float = 3.0) -> dict:
-    from datetime import datetime
-    from types import SimpleNamespace
-
-    from airflow.sdk import DAG
-    from airflow.sdk.exceptions import TaskDeferred
-
-    from airflow_provider_skynomad.operators.skynomad import SkyNomadOperator
-
-    def op():  # a fresh operator object per worker visit, as Airflow does
-        dag = DAG("bench", schedule=None, start_date=datetime(2025, 1, 1))
-        return SkyNomadOperator(
-            task_id="job",
-            dag=dag,
-            work_hours=work_hours,
-            deadline=timedelta(hours=work_hours * 1.6),
-            decision_step_minutes=STEP_MINUTES,
-        )
-
-    from airflow_provider_skynomad.jobs.watch import Watch
-
-    original = Watch.step
-
-    def timed(self, *a):
-        nonlocal trigger_busy, steps
-        s = time.monotonic()
-        try:
-            return original(self, *a)
-        finally:
-            trigger_busy += time.monotonic() - s
-            steps += 1
-
-    Watch.step = timed
-    now = datetime.now(UTC)
-    context = {"ti": TI(), "dag_run": SimpleNamespace(start_date=now, run_after=now), "task_state_store": Store()}
-    worker = trigger_busy = 0.0
-    steps = visits = 0
-    started = time.monotonic()
-    call, args = op().execute, (context,)
-    while True:
-        t0 = time.monotonic()
-        try:
-            summary = call(*args)
-            worker += time.monotonic() - t0
-            visits += 1
-            break
-        except TaskDeferred as deferred:
-            worker += time.monotonic() - t0
-            visits += 1
-            trigger = deferred.trigger
-        event = asyncio.run(anext(trigger.run())).payload
-        call, args = op().execute_complete, (context, event)
-    wall = time.monotonic() - started
-    Watch.step = original
-    return {
-        "job_wall_seconds": round(wall, 1),
-        "decision_steps": steps,
-        "worker_visits": visits,
-        "worker_seconds": round(worker, 2),
-        "worker_seconds_per_step": round(worker / max(steps, 1), 4),
-        "trigger_seconds_per_step": round(trigger_busy / max(steps, 1), 4),
-        "step_wall_seconds": STEP_MINUTES * 60 / SPEED,
-        "deadline_met": summary["deadline_met"],
-        "preemptions": summary["preemptions"],
-    }
+from harness import SPEED, STEP_MINUTES, setup  # benchmarks/ is on sys.path as the script's folder
 
 
 async def capacity_run(n: int, seconds: float) -> dict:
@@ -189,8 +116,6 @@ def main() -> int:
         setup(Path(tmp))
         wall = STEP_MINUTES * 60 / SPEED
         print(f"step: {STEP_MINUTES:.0f} simulated minutes = {wall:.2f} wall seconds at {SPEED:g}x")
-        result = overhead()
-        print("overhead:", json.dumps(result))
         carried = 0
         for n in (10, 25, 50, 100, 200):
             run = asyncio.run(capacity_run(n, seconds=max(10.0, n * 0.1)))
