@@ -57,9 +57,13 @@ async def capacity_run(n: int, seconds: float) -> dict:
 
     Watch.step = timed
 
+    def request(i: int) -> LaunchRequest:
+        token = f"bench-{n}-{i}"
+        return LaunchRequest("gcp", region, zone, "a3-highgpu-1g", 1, False, token, job_id=token)
+
     triggers = []
     for i in range(n):
-        handle = cloud.launch(LaunchRequest("gcp", region, zone, "a3-highgpu-1g", 1, False, f"bench-{n}-{i}"))
+        handle = cloud.launch(request(i))
         state = JobState(elapsed_hours=0.0, running=Option(zone, Mode.ON_DEMAND), checkpoint_market=zone)
         triggers.append(
             SkyNomadTrigger(
@@ -92,7 +96,7 @@ async def capacity_run(n: int, seconds: float) -> dict:
     await asyncio.gather(*tasks, return_exceptions=True)
     Watch.step = original
     for i in range(n):
-        cloud.terminate(cloud.launch(LaunchRequest("gcp", region, zone, "a3-highgpu-1g", 1, False, f"bench-{n}-{i}")))
+        cloud.terminate(cloud.find(request(i).client_token))
     if events:
         print("  (events before the end:", [(e["kind"], e.get("reason", "")[:120]) for e in events[:3]], ")")
     lateness = []
