@@ -21,7 +21,7 @@ with DAG("skynomad_busy_pool", schedule=None, start_date=datetime(2025, 1, 1), c
     SkyNomadOperator(
         task_id="train",
         work_hours=1.0,
-        deadline=timedelta(hours=1.5),
+        deadline=timedelta(hours=2.0),
         zones=["us-east4-a", "us-east4-b", "us-east5-a"],
         accelerator="H100",
         decision_step_minutes=10,
