@@ -207,7 +207,11 @@ class JobRunner:
             if event.progress_hours is not None:
                 record.state = record.state.progressed(event.progress_hours)
             self._preempted(at, event.progress_hours)
-        adopted = self._adopt_rescue(rescued["at_hours"] if rescued else at, rescued)
+        # A rescue whose report was lost (a re-run trigger) shows as the old group gone, so only a
+        # preemption (or a retry, in `resume`) needs the cloud asked for it by token.
+        adopted = (rescued is not None or event.kind == "preempted") and self._adopt_rescue(
+            rescued["at_hours"] if rescued else at, rescued
+        )
         if event.progress_hours is not None:
             record.state = record.state.progressed(event.progress_hours)
         if adopted and event.kind in ("preempted", "deadline_pressure", "replan"):
