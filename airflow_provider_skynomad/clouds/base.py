@@ -82,12 +82,51 @@ class GroupHandle:
 
 @dataclass(frozen=True)
 class ProbeResult:
+    """What one launch probe saw, and what it cost (`usd`: the instances' minimum billed time)."""
+
     zone: str
     instance_type: str
     requested: int
     available: int
     spot_usd_per_hour: float
     on_demand_usd_per_hour: float
+    usd: float = 0.0
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A free market signal (no instance launched): a spot placement score or a spot price.
+
+    `kind` is ``placement_score`` (AWS: 1-10, how likely a request of `count` succeeds) or
+    ``spot_price`` (USD per instance-hour); stored beside the market table by the probe DAG.
+    """
+
+    observed_at: object  # a UTC pandas Timestamp
+    cloud: str
+    region: str
+    zone: str
+    instance_type: str
+    kind: str
+    value: float
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Something a job or a probe left in a cloud, found by its tags/labels (`skynomad cleanup`).
+
+    `kind` is ``instance``, ``spot_request`` or ``checkpoint`` (a job's checkpoint prefix);
+    `job_id` is the ``skynomad-job`` tag ("" for probes); `detail` is plain words for a listing.
+    """
+
+    cloud: str
+    kind: str
+    id: str
+    region: str
+    zone: str
+    job_id: str
+    tags: dict[str, str] = field(default_factory=dict)
+    detail: str = ""
 
 
 class Cloud(abc.ABC):
@@ -124,6 +163,25 @@ class Cloud(abc.ABC):
     def failure_detail(self, handle: GroupHandle) -> str | None:
         """The workload's last error lines when its group failed, None when unavailable."""
         return None
+
+    def check(self, zones: list[str] | None = None, instance_type: str | None = None) -> list[str]:
+        """Problems that would stop a launch in `zones` (None: every configured zone), found without
+        launching anything: credentials, images/templates, subnets, buckets. Each problem names the
+        setting to fix; [] means ready. The runner calls it before a job's first launch and
+        `test_connection` calls it for the connection form."""
+        return []
+
+    def signals(self, region: str, zones: list[str], instance_type: str, count: int) -> list[Signal]:
+        """Free market signals for `zones` (no instance launched); [] where the cloud has none."""
+        return []
+
+    def resources(self, tags: dict[str, str] | None = None) -> list[Resource]:
+        """Instances, spot requests and checkpoints carrying SkyNomad's tags (and `tags`), any job."""
+        return []
+
+    def release(self, resource: Resource) -> None:
+        """End one `Resource` (terminate, cancel, delete); safe to call twice."""
+        raise NotImplementedError(f"the {self.name} cloud cannot release {resource.kind} {resource.id}")
 
     # -- the interface ---------------------------------------------------------------------------
 
