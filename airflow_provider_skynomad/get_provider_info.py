@@ -96,6 +96,18 @@ def get_provider_info() -> dict:
                         "description": "Project that owns the instances (default: the connection's project).",
                         "schema": {"type": ["string", "null"]},
                     },
+                    "cloud_connections": {
+                        "label": "Several clouds: their connections",
+                        "description": "To plan over AWS and GCP zones at once: the ids of a 'SkyNomad on AWS' "
+                        "and a 'SkyNomad on GCP' connection, comma-separated (Cloud is then ignored).",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "probe_budget_usd_per_day": {
+                        "label": "Probe budget (USD per day)",
+                        "description": "The most the skynomad_probe DAG spends per day on launch probes in "
+                        "this connection's clouds; free signals (placement scores, prices) cost nothing.",
+                        "schema": {"type": ["number", "null"], "minimum": 0},
+                    },
                     "cloud_options": {
                         "label": "Cloud options",
                         "description": "JSON object of further arguments for the cloud, e.g. "

@@ -113,13 +113,14 @@ def test_connection_type_is_the_hooks():
 
 
 def test_connection_fields_are_the_ones_the_hook_reads():
-    from airflow_provider_skynomad.hooks.skynomad import CLOUD_KINDS, SkyNomadConfig
+    from airflow_provider_skynomad.hooks.skynomad import CLOUD_CHOICES, SkyNomadConfig
 
     (connection,) = get_provider_info()["connection-types"]
     fields = connection["conn-fields"]
-    read = set(re.findall(r'pick\("(\w+)"', (PACKAGE / "hooks" / "skynomad.py").read_text()))
+    source = (PACKAGE / "hooks" / "skynomad.py").read_text()
+    read = set(re.findall(r'pick\("(\w+)"', source)) | set(re.findall(r'_extra_of\(conn\)\.get\("(\w+)"', source))
     assert set(fields) == read
-    assert fields["cloud"]["schema"]["enum"] == list(CLOUD_KINDS)
+    assert fields["cloud"]["schema"]["enum"] == list(CLOUD_CHOICES)
     defaults = SkyNomadConfig(market_url="sqlite://")
     for name, field in fields.items():
         if "default" in field["schema"]:

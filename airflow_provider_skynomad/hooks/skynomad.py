@@ -11,6 +11,13 @@ One connection carries both halves so a DAG names a single `skynomad_conn_id`:
   (default: the bundled GCP H100 week), keeps its state in ``state_dir`` so the worker, the
   triggerer and retries share it, and runs ``speed`` simulated seconds per wall second.
 
+Each real cloud also has a connection type of its own, whose form shows that cloud's fields only:
+``skynomad_aws`` ("SkyNomad on AWS") and ``skynomad_gcp`` ("SkyNomad on GCP"). Each field of
+theirs is an argument of the cloud's constructor (`clouds/aws.py`, `clouds/gcp.py`), next to the
+market database fields. To plan over several clouds at once, a ``skynomad`` connection lists
+them in ``cloud_connections`` (``skynomad_aws_prod,skynomad_gcp_prod``): the market table is its
+own, the clouds are theirs.
+
 A missing ``skynomad_default`` connection means "all embedded defaults", so the demo and the
 example DAGs run on a fresh install. Passwords never leave this module unredacted: use
 ``SkyNomadConfig.display_market_url`` in messages.
@@ -29,7 +36,15 @@ from airflow.sdk import BaseHook
 from ..clouds.base import Cloud
 from ..extras import require_extra
 
-CLOUD_KINDS = ("simulated", "aws", "gcp")
+CLOUD_CHOICES = ("simulated", "aws", "gcp")
+"""What a `skynomad` connection's ``cloud`` field may say."""
+CLOUD_KINDS = (*CLOUD_CHOICES, "multi")
+"""Every config's ``cloud``: ``multi`` is a `skynomad` connection with ``cloud_connections``."""
+CLOUD_CONN_TYPES = {"skynomad_aws": "aws", "skynomad_gcp": "gcp"}
+"""The per-cloud connection types and the cloud each one runs."""
+_OWN_FIELDS = {"aws": ("aws_conn_id", "checkpoint_bucket"), "gcp": ("gcp_conn_id", "gcp_project")}
+"""Fields a per-cloud connection keeps on the config itself; every other field is a cloud option."""
+_NOT_CLOUD_OPTIONS = ("market_url", "cloud", "probe_budget_usd_per_day", "cloud_options")
 DEFAULT_CONN_ID = "skynomad_default"
 DEFAULT_TRACE = "gcp-h100-2025-first-week.csv.gz"
 
@@ -59,7 +74,11 @@ class SkyNomadConfig:
     :param gcp_conn_id: gcp cloud: the google provider connection.
     :param gcp_project: gcp cloud: project id (defaults to the connection's project).
     :param checkpoint_bucket: aws cloud: S3 bucket name pattern for checkpoints, ``{region}`` filled in.
-    :param cloud_options: extra keyword arguments for the cloud constructor (advanced/testing).
+    :param cloud_options: extra keyword arguments for the cloud constructor (a per-cloud
+        connection's fields land here).
+    :param probe_budget_usd_per_day: what the probe DAG may spend on launch probes per day in
+        this connection's clouds (None: the probe operator's own default).
+    :param parts: ``multi``: the config of each cloud connection listed in ``cloud_connections``.
     """
 
     market_url: str
@@ -72,12 +91,31 @@ class SkyNomadConfig:
     gcp_project: str | None = None
     checkpoint_bucket: str | None = None
     cloud_options: dict = field(default_factory=dict)
+    probe_budget_usd_per_day: float | None = None
+    parts: tuple = ()
 
     def __post_init__(self) -> None:
         if self.cloud not in CLOUD_KINDS:
             raise SkyNomadConfigError(f"skynomad connection: cloud must be one of {CLOUD_KINDS}, got {self.cloud!r}")
         if not self.speed or float(self.speed) <= 0:
             raise SkyNomadConfigError(f"skynomad connection: speed must be > 0, got {self.speed!r}")
+        budget = self.probe_budget_usd_per_day
+        if budget is not None and not (isinstance(budget, (int, float)) and 0 <= float(budget) < float("inf")):
+            raise SkyNomadConfigError(
+                f"skynomad connection: probe_budget_usd_per_day must be a number of USD ≥ 0, got {budget!r}"
+            )
+        if self.cloud == "multi":
+            kinds = [part.cloud for part in self.parts]
+            if not kinds or len(set(kinds)) != len(kinds) or "simulated" in kinds or "multi" in kinds:
+                raise SkyNomadConfigError(
+                    "skynomad connection: cloud_connections must name one skynomad_aws and/or one skynomad_gcp "
+                    f"connection, got clouds {kinds}"
+                )
+
+    @property
+    def clouds(self) -> tuple[str, ...]:
+        """The real cloud kinds this config runs on (``("simulated",)`` for the simulated one)."""
+        return tuple(part.cloud for part in self.parts) if self.cloud == "multi" else (self.cloud,)
 
     def __repr__(self) -> str:
         """Every field but the market URL's password (a config in a log or a traceback leaks nothing)."""
@@ -99,7 +137,9 @@ class SkyNomadConfig:
         return 3600.0 / float(self.speed) if self.cloud == "simulated" else 3600.0
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        data["parts"] = [part.to_dict() for part in self.parts]
+        return data
 
     @classmethod
     def default(cls) -> SkyNomadConfig:
@@ -108,11 +148,14 @@ class SkyNomadConfig:
         return cls(market_url=default_market_url())
 
     @classmethod
-    def from_connection(cls, conn: Any) -> SkyNomadConfig:
-        """Read a `skynomad` Connection (standard fields + extra), see the module docstring."""
+    def from_connection(cls, conn: Any, parts: tuple[SkyNomadConfig, ...] = ()) -> SkyNomadConfig:
+        """Read a `skynomad`, `skynomad_aws` or `skynomad_gcp` Connection (standard fields + extra),
+        see the module docstring. `parts`: the configs of the connections its ``cloud_connections``
+        lists, already read (the hook reads them)."""
         from ..market.table import default_market_url
 
         extra = _extra_of(conn)
+        conn_type = getattr(conn, "conn_type", None) or "skynomad"
 
         def pick(name: str, default=None):
             # Connection forms store plain keys; older UIs stored extra__skynomad__<name>.
@@ -139,14 +182,27 @@ class SkyNomadConfig:
             speed = float(pick("speed", 3600.0))
         except (TypeError, ValueError):
             raise SkyNomadConfigError(f"skynomad connection: speed must be a number, got {pick('speed')!r}") from None
-        options = pick("cloud_options", {}) or {}
-        if isinstance(options, str):
-            import json
-
-            options = json.loads(options)
+        options = _json_field("cloud_options", pick("cloud_options", {})) or {}
+        if not isinstance(options, dict):
+            raise SkyNomadConfigError(f"skynomad connection: cloud_options must be a JSON object, got {options!r}")
+        cloud = str(pick("cloud", "simulated")).lower()
+        if conn_type in CLOUD_CONN_TYPES:
+            cloud = CLOUD_CONN_TYPES[conn_type]
+            own = ("speed", "trace_path", "state_dir", *_OWN_FIELDS[cloud], *_NOT_CLOUD_OPTIONS)
+            fields = {k.removeprefix(f"extra__{conn_type}__"): v for k, v in extra.items() if v not in (None, "")}
+            options = {**options, **{k: _json_field(k, v) for k, v in fields.items() if k not in own}}
+        elif parts:
+            cloud = "multi"
+        budget = pick("probe_budget_usd_per_day")
+        try:
+            budget = None if budget is None else float(budget)
+        except (TypeError, ValueError):
+            raise SkyNomadConfigError(
+                f"skynomad connection: probe_budget_usd_per_day must be a number, got {budget!r}"
+            ) from None
         return cls(
             market_url=market_url or default_market_url(),
-            cloud=str(pick("cloud", "simulated")).lower(),
+            cloud=cloud,
             trace_path=str(Path(pick("trace_path", defaults["trace_path"])).expanduser()),
             state_dir=str(Path(pick("state_dir", defaults["state_dir"])).expanduser()),
             speed=speed,
@@ -155,11 +211,34 @@ class SkyNomadConfig:
             gcp_project=pick("gcp_project"),
             checkpoint_bucket=pick("checkpoint_bucket"),
             cloud_options=dict(options),
+            probe_budget_usd_per_day=budget,
+            parts=tuple(parts),
         )
 
     @staticmethod
     def default_fields() -> dict:
         return {"trace_path": bundled_trace(), "state_dir": str(skynomad_home() / "cloud")}
+
+
+def _json_field(name: str, value):
+    """A form field holding a JSON object or list arrives as text: parse it, naming the field if it is not JSON."""
+    if isinstance(value, str) and value.strip()[:1] in ("{", "["):
+        import json
+
+        try:
+            return json.loads(value)
+        except ValueError as exc:
+            raise SkyNomadConfigError(f"skynomad connection: {name} is not valid JSON: {exc}") from None
+    return value
+
+
+def cloud_connection_ids(conn: Any) -> list[str]:
+    """The connection ids a `skynomad` connection's ``cloud_connections`` field lists (comma-separated or a list)."""
+    value = _extra_of(conn).get("cloud_connections")
+    if value in (None, "", []):
+        return []
+    ids = value if isinstance(value, list) else str(value).split(",")
+    return [str(i).strip() for i in ids if str(i).strip()]
 
 
 def _extra_of(conn: Any) -> dict:
@@ -180,6 +259,10 @@ def make_cloud(config: SkyNomadConfig) -> Cloud:
     """
     import inspect
 
+    if config.cloud == "multi":
+        from ..clouds.multi import MultiCloud
+
+        return MultiCloud({part.cloud: make_cloud(part) for part in config.parts})
     require_extra(config.cloud)  # aws / gcp without their extra: say which to install
     if config.cloud == "simulated":
         from ..clouds.simulated import SimulatedCloud as cls
@@ -249,28 +332,65 @@ class SkyNomadHook(BaseHook):
             self._config = await asyncio.to_thread(self._config_from, conn)
         return self._config
 
-    def _config_from(self, conn: Any | None) -> SkyNomadConfig:
-        return SkyNomadConfig.default() if conn is None else SkyNomadConfig.from_connection(conn)
+    def _config_from(self, found: tuple[Any, list[Any]] | None) -> SkyNomadConfig:
+        if found is None:
+            return SkyNomadConfig.default()
+        conn, part_conns = found
+        parts = tuple(SkyNomadConfig.from_connection(part) for part in part_conns)
+        return SkyNomadConfig.from_connection(conn, parts=parts)
 
     def _lookup_sync(self):
-        try:
-            return self.get_connection(self.skynomad_conn_id)
-        except Exception as exc:  # AirflowNotFoundException and its SDK twin
-            return self._missing(exc)
+        conn = self._get(self.get_connection, self.skynomad_conn_id)
+        if conn is None:
+            return None
+        return conn, [self._get(self.get_connection, i, part_of=True) for i in self._part_ids(conn)]
 
     async def _lookup_async(self):
-        try:
-            return await self.aget_connection(self.skynomad_conn_id)
-        except Exception as exc:
-            return self._missing(exc)
+        conn = await self._aget(self.skynomad_conn_id)
+        if conn is None:
+            return None
+        return conn, [await self._aget(i, part_of=True) for i in self._part_ids(conn)]
 
-    def _missing(self, exc: Exception):
-        if "not defined" in str(exc) or "NotFound" in type(exc).__name__:
-            if self.skynomad_conn_id == DEFAULT_CONN_ID:
-                return None
+    def _part_ids(self, conn) -> list[str]:
+        ids = cloud_connection_ids(conn)
+        if ids and (getattr(conn, "conn_type", None) or "skynomad") != "skynomad":
             raise SkyNomadConfigError(
-                f"connection {self.skynomad_conn_id!r} is not defined; create a connection of type "
-                f"'skynomad' or use {DEFAULT_CONN_ID!r} (embedded defaults)"
+                f"connection {self.skynomad_conn_id!r}: cloud_connections belongs on a 'skynomad' connection"
+            )
+        return ids
+
+    def _get(self, get, conn_id: str, part_of: bool = False):
+        try:
+            conn = get(conn_id)
+        except Exception as exc:  # AirflowNotFoundException and its SDK twin
+            return self._missing(exc, conn_id, part_of)
+        self._check_type(conn, conn_id, part_of)
+        return conn
+
+    async def _aget(self, conn_id: str, part_of: bool = False):
+        try:
+            conn = await self.aget_connection(conn_id)
+        except Exception as exc:
+            return self._missing(exc, conn_id, part_of)
+        self._check_type(conn, conn_id, part_of)
+        return conn
+
+    def _check_type(self, conn, conn_id: str, part_of: bool) -> None:
+        conn_type = getattr(conn, "conn_type", None)
+        if part_of and conn_type not in CLOUD_CONN_TYPES:
+            raise SkyNomadConfigError(
+                f"connection {self.skynomad_conn_id!r}: cloud_connections lists {conn_id!r}, of type {conn_type!r}; "
+                f"it must be one of {', '.join(CLOUD_CONN_TYPES)}"
+            )
+
+    def _missing(self, exc: Exception, conn_id: str, part_of: bool):
+        if "defined" in str(exc) or "NotFound" in type(exc).__name__:
+            if conn_id == DEFAULT_CONN_ID and not part_of:
+                return None
+            where = f"listed in cloud_connections of {self.skynomad_conn_id!r} " if part_of else ""
+            raise SkyNomadConfigError(
+                f"connection {conn_id!r} {where}is not defined; create a connection of type "
+                f"'skynomad', 'skynomad_aws' or 'skynomad_gcp', or use {DEFAULT_CONN_ID!r} (embedded defaults)"
             ) from exc
         raise exc
 
@@ -288,12 +408,40 @@ class SkyNomadHook(BaseHook):
         return MarketTable(self.get_config().market_url)
 
     def test_connection(self) -> tuple[bool, str]:
-        """Reach the market table (the cloud is reached on first launch)."""
+        """Reach the market table, then ask the cloud what would stop a launch (nothing is launched)."""
+        try:
+            config = self.get_config()
+        except Exception as exc:  # noqa: BLE001 - reported to the UI, not raised
+            return False, str(exc)
         try:
             table = self.get_market_table()
             table.create()
             latest = table.latest_observed_at()
             table.close()
-        except Exception as exc:  # noqa: BLE001 - reported to the UI, not raised
-            return False, f"market table at {self.get_config().display_market_url}: {exc}"
-        return True, f"market table reachable; newest observation: {latest}"
+        except Exception as exc:  # noqa: BLE001
+            return False, f"market table at {config.display_market_url}: {exc}"
+        try:
+            problems = make_cloud(config).check()
+        except Exception as exc:  # noqa: BLE001 - a missing extra, refused options, unreachable API
+            return False, f"{config.cloud} cloud: {type(exc).__name__}: {exc}"
+        if problems:
+            return False, f"{config.cloud} cloud: " + "; ".join(problems)
+        return True, f"market table reachable (newest observation: {latest}); {config.cloud} cloud ready"
+
+
+class SkyNomadAwsHook(SkyNomadHook):
+    """The `skynomad_aws` connection ("SkyNomad on AWS"): market table + the AWS cloud's own fields.
+
+    Reading it is `SkyNomadHook`'s job (any SkyNomad connection type works there); this class
+    exists so Airflow shows a form with the AWS fields only and tests it with `test_connection`.
+    """
+
+    conn_type = "skynomad_aws"
+    hook_name = "SkyNomad on AWS"
+
+
+class SkyNomadGcpHook(SkyNomadHook):
+    """The `skynomad_gcp` connection ("SkyNomad on GCP"): market table + the GCP cloud's own fields."""
+
+    conn_type = "skynomad_gcp"
+    hook_name = "SkyNomad on GCP"

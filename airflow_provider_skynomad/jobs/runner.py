@@ -137,6 +137,7 @@ class JobRunner:
             policy = get_policy(self.params.policy, **self.params.policy_params)
         except (ValueError, TypeError) as exc:
             raise SkyNomadInputError(str(exc)) from exc
+        self._check_cloud(selection.zones, selection.instance_types)
         since = now - pd.Timedelta(hours=self.params.market_lookback_hours)
         record = JobRecord(
             job_id=self.task.job_id,
@@ -170,6 +171,15 @@ class JobRunner:
         self.store.save(record)  # first write: only after every check above passed
         self._carry_out(view, decision, 0.0)
         return self._defer()
+
+    def _check_cloud(self, zones: list[str], instance_types: list[str] | None) -> None:
+        """What the cloud says would stop a launch in these zones fails the task now, naming the
+        setting, before anything is launched or written (a zone with no subnet, a missing bucket)."""
+        problems = []
+        for instance_type in instance_types or [None]:
+            problems += [p for p in self.cloud.check(zones, instance_type) if p not in problems]
+        if problems:
+            raise SkyNomadInputError(f"the {self.config.cloud} cloud cannot run this job yet: " + "; ".join(problems))
 
     def resume(self, record: JobRecord) -> Defer | Finish:
         """A retry of the task: reconnect to what the job already has."""

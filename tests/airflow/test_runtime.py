@@ -67,6 +67,21 @@ def test_bad_arguments_fail_at_once_before_anything_happens(cloud, kwargs, match
     assert cloud.launches == [] and store.writes == 0
 
 
+def test_what_the_cloud_check_finds_fails_the_task_naming_the_setting_before_any_launch(cloud, monkeypatch):  # noqa: F811
+    asked = []
+
+    def check(zones=None, instance_type=None):
+        asked.append(sorted(zones))
+        return [f"cloud_options.subnets has no subnet for {zones[0]}"]
+
+    monkeypatch.setattr(cloud, "check", check, raising=False)
+    store = FakeStore()
+    with pytest.raises(SkyNomadInputError, match="cannot run this job yet: cloud_options.subnets has no subnet for"):
+        make_op().execute(context_for(store))
+    assert asked and asked[0]  # asked about the zones the job would use
+    assert cloud.launches == [] and store.writes == 0
+
+
 def test_on_kill_never_launches_a_pending_request(cloud, monkeypatch):  # noqa: F811
     store = FakeStore()
     real_launch = cloud.launch

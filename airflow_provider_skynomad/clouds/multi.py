@@ -1,0 +1,143 @@
+"""Several clouds behind one Cloud: a job may plan over AWS and GCP zones at once.
+
+Every call goes to the cloud that owns the zone or the group: a launch by its request's
+``cloud`` (the market row's cloud), a group by its handle's ``cloud``, a probe or a checkpoint
+copy by the zone's name. AWS and GCP zone names cannot be confused (``us-east-1a`` has its
+region's number before the letter, ``us-central1-a`` a dash before it), so no table is needed.
+
+A checkpoint copy between two clouds is not a call either cloud offers: the newest complete
+checkpoint is read from the source cloud's store and written to the target's (the agent's
+store format, docs/agent.md), and egress is what the planner priced it at: the source cloud's
+internet egress (market/egress.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+from .base import Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult, Resource, Signal
+
+_AWS_ZONE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d+[a-z]$")  # us-east-1a, us-gov-west-1a
+_GCP_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")  # us-central1-a, europe-west4-b
+
+
+def cloud_of_zone(zone: str) -> str:
+    """``aws`` or ``gcp`` from a zone's name alone; ValueError for a name neither uses."""
+    if _AWS_ZONE.match(zone):
+        return "aws"
+    if _GCP_ZONE.match(zone):
+        return "gcp"
+    raise ValueError(f"zone {zone!r} is neither an AWS zone (like us-east-1a) nor a GCP zone (like us-central1-a)")
+
+
+class MultiCloud(Cloud):
+    """Route each call to one of `clouds` (``{"aws": AwsCloud(...), "gcp": GcpCloud(...)}``)."""
+
+    name = "multi"
+
+    def __init__(self, clouds: dict[str, Cloud]) -> None:
+        if not clouds:
+            raise ValueError("MultiCloud needs at least one cloud")
+        self.clouds = dict(clouds)
+
+    def cloud(self, name: str) -> Cloud:
+        try:
+            return self.clouds[name]
+        except KeyError:
+            has = ", ".join(sorted(self.clouds))
+            raise ValueError(f"no {name!r} cloud in this connection (it has {has})") from None
+
+    def for_zone(self, zone: str) -> Cloud:
+        return self.cloud(cloud_of_zone(zone))
+
+    # -- routed calls ---------------------------------------------------------------------------
+
+    def find(self, client_token: str) -> GroupHandle | None:
+        for cloud in self.clouds.values():
+            handle = cloud.find(client_token)
+            if handle is not None:
+                return handle
+        return None
+
+    def launch(self, request: LaunchRequest) -> GroupHandle:
+        return self.cloud(request.cloud).launch(request)
+
+    def poll(self, handle: GroupHandle) -> GroupStatus:
+        return self.cloud(handle.cloud).poll(handle)
+
+    def terminate(self, handle: GroupHandle) -> None:
+        self.cloud(handle.cloud).terminate(handle)
+
+    def progress(self, handle: GroupHandle) -> float | None:
+        return self.cloud(handle.cloud).progress(handle)
+
+    def probe(
+        self, region: str, zone: str, instance_type: str, count: int, *, tags: dict[str, str] | None = None
+    ) -> ProbeResult:
+        return self.for_zone(zone).probe(region, zone, instance_type, count, tags=tags)
+
+    def signals(self, region: str, zones: list[str], instance_type: str, count: int) -> list[Signal]:
+        if not zones:
+            return []
+        return self.for_zone(zones[0]).signals(region, zones, instance_type, count)
+
+    def copy_checkpoint(
+        self,
+        source_zone: str,
+        target_zone: str,
+        size_gb: float,
+        *,
+        job_id: str,
+        tags: dict[str, str] | None = None,
+    ) -> bool:
+        source, target = self.for_zone(source_zone), self.for_zone(target_zone)
+        if source is target:
+            return source.copy_checkpoint(source_zone, target_zone, size_gb, job_id=job_id, tags=tags)
+        from_uri = source.checkpoint_store(job_id, source_zone)
+        to_uri = target.checkpoint_store(job_id, target_zone)
+        if not from_uri or not to_uri:
+            return False  # one side keeps no checkpoints: the job restarts honestly
+        from ..agent.store import copy_latest
+
+        return copy_latest(from_uri, to_uri)
+
+    def checkpoint_store(self, job_id: str, zone: str) -> str | None:
+        return self.for_zone(zone).checkpoint_store(job_id, zone)
+
+    def check(self, zones: list[str] | None = None, instance_type: str | None = None) -> list[str]:
+        if zones is None:
+            return [p for cloud in self.clouds.values() for p in cloud.check(None, instance_type)]
+        problems: list[str] = []
+        by_cloud: dict[str, list[str]] = {}
+        for zone in zones:
+            try:
+                by_cloud.setdefault(cloud_of_zone(zone), []).append(zone)
+            except ValueError as exc:
+                problems.append(str(exc))
+        for name, its_zones in by_cloud.items():
+            if name not in self.clouds:
+                problems.append(
+                    f"zones {', '.join(its_zones)} are {name} zones, but this connection has no {name} cloud "
+                    f"(it has {', '.join(sorted(self.clouds))})"
+                )
+                continue
+            problems += self.clouds[name].check(its_zones, instance_type)
+        return problems
+
+    def resources(self, tags: dict[str, str] | None = None) -> list[Resource]:
+        return [r for cloud in self.clouds.values() for r in cloud.resources(tags)]
+
+    def release(self, resource: Resource) -> None:
+        self.cloud(resource.cloud).release(resource)
+
+    def bill(self, tags: dict[str, str] | None = None) -> dict | None:
+        return None  # each cloud bills on its own; no cloud here can add them up
+
+    def output_location(self, job_id: str, zone: str) -> str | None:
+        return self.for_zone(zone).output_location(job_id, zone)
+
+    def console_url(self, handle: GroupHandle) -> str | None:
+        return self.cloud(handle.cloud).console_url(handle)
+
+    def failure_detail(self, handle: GroupHandle) -> str | None:
+        return self.cloud(handle.cloud).failure_detail(handle)
