@@ -11,6 +11,7 @@ arguments are plain JSON data mirrored exactly by ``serialize()``.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -25,6 +26,8 @@ from ..hooks.skynomad import SkyNomadHook
 # planner are imported inside the worker threads that use them.
 
 MIN_EVENT_SECONDS = 2.0
+# Task states after which nothing of the job may keep running (a cleared task has none yet).
+_ENDED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 
 
 class SkyNomadTrigger(BaseTrigger):
@@ -96,6 +99,7 @@ class SkyNomadTrigger(BaseTrigger):
         self.rescue = rescue
         self.progress_at_launch = progress_at_launch
         self.on_safety_net = on_safety_net
+        self._rescue_handle: dict | None = None  # an on-demand rescue this trigger launched (for on_kill)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -145,6 +149,7 @@ class SkyNomadTrigger(BaseTrigger):
                     await asyncio.sleep(watch.sleep_seconds(step_wall, wall_per_hour, now_hours))
                 first = False
                 event, words = await asyncio.to_thread(watch.step, cloud, source, policy)
+                self._rescue_handle = (watch.rescued or {}).get("handle")
                 quiet += 1
                 if event is None and self.status_every_steps and quiet >= self.status_every_steps:
                     event = await asyncio.to_thread(watch.status_event, cloud, self.decision_step_hours)
@@ -198,11 +203,55 @@ class SkyNomadTrigger(BaseTrigger):
         return watch, cloud, source, get_policy(self.policy, **self.policy_params)
 
     async def on_kill(self) -> None:
-        """The user killed the deferred task: terminate the group this job runs on."""
-        if not self.group:
+        """The deferred task was acted on: terminate the job's group once Airflow says the task ended.
+
+        Airflow 3.3 calls this when a user marks the task failed or succeeded or clears it, and when
+        its DAG run times out (the scheduler sets the task SKIPPED, the triggerer drops the unused
+        trigger). It also calls it when a triggerer that missed its heartbeat finds its trigger
+        handed to another triggerer: the task is still deferred then and the job must go on. So the
+        task's state is asked first, and only an ended task (success, failed, skipped, ...) has its
+        group — and the on-demand rescue this trigger may have launched — terminated. A cleared task
+        (no state yet, its next try reconnects to the group) and a failed lookup end nothing:
+        `skynomad cleanup` in the probe DAG ends what a job that no longer runs left behind.
+        """
+        handles = [h for h in (self.group, self._rescue_handle) if h]
+        if not handles:
+            return
+        state = await self._task_state()
+        if state not in _ENDED_STATES:
+            self.log.info(
+                "trigger cancelled while the task is %s: the job's group keeps running",
+                state or "without a known state",
+            )
             return
         from ..clouds.base import GroupHandle
 
         config = await SkyNomadHook(self.skynomad_conn_id).aget_config()
         cloud = await asyncio.to_thread(_hooks.make_cloud, config)
-        await asyncio.to_thread(cloud.terminate, GroupHandle.from_dict(self.group))
+        for data in {json.dumps(h, sort_keys=True): h for h in handles}.values():
+            handle = GroupHandle.from_dict(data)
+            self.log.info("the task is %s: terminating group %s in %s", state, list(handle.instance_ids), handle.zone)
+            await asyncio.to_thread(cloud.terminate, handle)
+
+    async def _task_state(self) -> str | None:
+        """This task instance's state from the Airflow API server, None when it cannot be told."""
+        ti = self.task_instance
+        if ti is None:
+            return None
+        try:
+            from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+            states = await asyncio.to_thread(
+                RuntimeTaskInstance.get_task_states,
+                dag_id=ti.dag_id,
+                map_index=ti.map_index,
+                task_ids=[ti.task_id],
+                run_ids=[ti.run_id],
+            )
+        except Exception as exc:  # noqa: BLE001 - an unknown state ends nothing
+            self.log.warning("cannot read the task's state (%s): leaving the group to skynomad cleanup", exc)
+            return None
+        by_task = states.get(ti.run_id, {})
+        key = ti.task_id if ti.map_index is None or ti.map_index < 0 else f"{ti.task_id}_{ti.map_index}"
+        state = by_task.get(key)
+        return None if state is None else str(getattr(state, "value", state))
