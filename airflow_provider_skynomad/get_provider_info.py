@@ -4,6 +4,48 @@ from __future__ import annotations
 
 from . import __version__
 
+MARKET_FORM = {
+    "hidden-fields": ["extra"],
+    "relabeling": {
+        "host": "Market DB host (PostgreSQL; empty = embedded SQLite)",
+        "schema": "Market DB database",
+        "login": "Market DB user",
+        "password": "Market DB password",
+        "port": "Market DB port",
+    },
+    "placeholders": {"host": "127.0.0.1", "port": "5432", "schema": "skynomad"},
+}
+MARKET_URL_FIELD = {
+    "label": "Market table URL",
+    "description": "SQLAlchemy URL of the market table; overrides the host fields. "
+    "Empty and no host: sqlite under $SKYNOMAD_HOME.",
+    "schema": {"type": ["string", "null"]},
+}
+PROBE_BUDGET_FIELD = {
+    "label": "Probe budget (USD per day)",
+    "description": "The most the skynomad_probe DAG spends per day on launch probes in this connection's "
+    "clouds; free signals (placement scores, price history) cost nothing.",
+    "schema": {"type": ["number", "null"], "minimum": 0},
+}
+
+
+def _cloud_connection(conn_type: str, hook: str, name: str, cloud: str) -> dict:
+    """A per-cloud form: the market table's fields, then one field per argument of the cloud's class
+    (generated into `cloud_forms.py` by hooks/forms.py, so nothing heavy is imported here)."""
+    from .cloud_forms import CLOUD_FIELDS
+
+    return {
+        "connection-type": conn_type,
+        "hook-class-name": f"airflow_provider_skynomad.hooks.skynomad.{hook}",
+        "hook-name": name,
+        "ui-field-behaviour": MARKET_FORM,
+        "conn-fields": {
+            "market_url": MARKET_URL_FIELD,
+            "probe_budget_usd_per_day": PROBE_BUDGET_FIELD,
+            **CLOUD_FIELDS[cloud],
+        },
+    }
+
 
 def get_provider_info() -> dict:
     """What ProvidersManager reads without importing the hooks; tests/test_packaging.py checks it against the code."""
@@ -38,27 +80,15 @@ def get_provider_info() -> dict:
                 "connection-type": "skynomad",
                 "hook-class-name": "airflow_provider_skynomad.hooks.skynomad.SkyNomadHook",
                 "hook-name": "SkyNomad",
-                "ui-field-behaviour": {
-                    "hidden-fields": ["extra"],
-                    "relabeling": {
-                        "host": "Market DB host (PostgreSQL; empty = embedded SQLite)",
-                        "schema": "Market DB database",
-                        "login": "Market DB user",
-                        "password": "Market DB password",
-                        "port": "Market DB port",
-                    },
-                    "placeholders": {"host": "127.0.0.1", "port": "5432", "schema": "skynomad"},
-                },
+                "ui-field-behaviour": MARKET_FORM,
                 "conn-fields": {
-                    "market_url": {
-                        "label": "Market table URL",
-                        "description": "SQLAlchemy URL of the market table; overrides the host fields. "
-                        "Empty and no host: sqlite under $SKYNOMAD_HOME.",
-                        "schema": {"type": ["string", "null"]},
-                    },
+                    "market_url": MARKET_URL_FIELD,
+                    "probe_budget_usd_per_day": PROBE_BUDGET_FIELD,
                     "cloud": {
                         "label": "Cloud",
-                        "description": "Where jobs run: simulated (replays a trace, no account), aws or gcp.",
+                        "description": "Where jobs run: simulated (replays a trace, no account). For AWS or GCP "
+                        "use a 'SkyNomad on AWS' / 'SkyNomad on GCP' connection; aws and gcp here take their "
+                        "settings from Cloud options.",
                         "schema": {"type": "string", "enum": ["simulated", "aws", "gcp"], "default": "simulated"},
                     },
                     "trace_path": {
@@ -76,46 +106,22 @@ def get_provider_info() -> dict:
                         "description": "Simulated seconds per wall-clock second (3600 = one hour per second).",
                         "schema": {"type": ["number", "null"], "minimum": 0, "default": 3600},
                     },
-                    "aws_conn_id": {
-                        "label": "AWS: connection id",
-                        "description": "Amazon provider connection used for EC2 (cloud = aws).",
-                        "schema": {"type": ["string", "null"], "default": "aws_default"},
-                    },
-                    "checkpoint_bucket": {
-                        "label": "AWS: checkpoint bucket pattern",
-                        "description": "S3 bucket per region for checkpoints, e.g. my-ckpt-{region}.",
-                        "schema": {"type": ["string", "null"]},
-                    },
-                    "gcp_conn_id": {
-                        "label": "GCP: connection id",
-                        "description": "Google provider connection used for Compute Engine (cloud = gcp).",
-                        "schema": {"type": ["string", "null"], "default": "google_cloud_default"},
-                    },
-                    "gcp_project": {
-                        "label": "GCP: project id",
-                        "description": "Project that owns the instances (default: the connection's project).",
-                        "schema": {"type": ["string", "null"]},
-                    },
                     "cloud_connections": {
                         "label": "Several clouds: their connections",
                         "description": "To plan over AWS and GCP zones at once: the ids of a 'SkyNomad on AWS' "
                         "and a 'SkyNomad on GCP' connection, comma-separated (Cloud is then ignored).",
                         "schema": {"type": ["string", "null"]},
                     },
-                    "probe_budget_usd_per_day": {
-                        "label": "Probe budget (USD per day)",
-                        "description": "The most the skynomad_probe DAG spends per day on launch probes in "
-                        "this connection's clouds; free signals (placement scores, prices) cost nothing.",
-                        "schema": {"type": ["number", "null"], "minimum": 0},
-                    },
                     "cloud_options": {
                         "label": "Cloud options",
                         "description": "JSON object of further arguments for the cloud, e.g. "
-                        '{"source_instance_template": "..."} (gcp) or {"image_id": "ami-..."} (aws); '
-                        "unknown keys are refused, naming the accepted ones.",
+                        '{"preemption_notice_seconds": 120} (simulated); unknown keys are refused, naming the '
+                        "accepted ones.",
                         "schema": {"type": ["object", "null"]},
                     },
                 },
-            }
+            },
+            _cloud_connection("skynomad_aws", "SkyNomadAwsHook", "SkyNomad on AWS", "aws"),
+            _cloud_connection("skynomad_gcp", "SkyNomadGcpHook", "SkyNomad on GCP", "gcp"),
         ],
     }

@@ -105,26 +105,53 @@ def _import_class(path: str):
     return getattr(importlib.import_module(module), name)
 
 
-def test_connection_type_is_the_hooks():
-    (connection,) = get_provider_info()["connection-types"]
-    hook = _import_class(connection["hook-class-name"])
-    assert hook.conn_type == connection["connection-type"] == "skynomad"
-    assert hook.hook_name == connection["hook-name"]
+def test_connection_types_are_the_hooks():
+    types = {c["connection-type"]: c for c in get_provider_info()["connection-types"]}
+    assert set(types) == {"skynomad", "skynomad_aws", "skynomad_gcp"}
+    for conn_type, connection in types.items():
+        hook = _import_class(connection["hook-class-name"])
+        assert hook.conn_type == conn_type
+        assert hook.hook_name == connection["hook-name"]
 
 
 def test_connection_fields_are_the_ones_the_hook_reads():
     from airflow_provider_skynomad.hooks.skynomad import CLOUD_CHOICES, SkyNomadConfig
 
-    (connection,) = get_provider_info()["connection-types"]
-    fields = connection["conn-fields"]
+    types = {c["connection-type"]: c["conn-fields"] for c in get_provider_info()["connection-types"]}
+    fields = types["skynomad"]
     source = (PACKAGE / "hooks" / "skynomad.py").read_text()
     read = set(re.findall(r'pick\("(\w+)"', source)) | set(re.findall(r'_extra_of\(conn\)\.get\("(\w+)"', source))
-    assert set(fields) == read
+    legacy = {"aws_conn_id", "checkpoint_bucket", "gcp_conn_id", "gcp_project"}  # read, shown on the per-cloud forms
+    assert set(fields) == read - legacy
     assert fields["cloud"]["schema"]["enum"] == list(CLOUD_CHOICES)
     defaults = SkyNomadConfig(market_url="sqlite://")
     for name, field in fields.items():
         if "default" in field["schema"]:
             assert getattr(defaults, name) == field["schema"]["default"], name
+
+
+def test_the_generated_cloud_forms_are_current():
+    from airflow_provider_skynomad.cloud_forms import CLOUD_FIELDS
+    from airflow_provider_skynomad.hooks.forms import all_cloud_fields
+
+    assert all_cloud_fields() == CLOUD_FIELDS, "run: python -m airflow_provider_skynomad.hooks.forms"
+
+
+@pytest.mark.parametrize(("conn_type", "cloud"), [("skynomad_aws", "aws"), ("skynomad_gcp", "gcp")])
+def test_each_cloud_form_has_a_described_field_for_every_setting_of_its_cloud(conn_type, cloud):
+    from airflow_provider_skynomad.hooks.forms import NOT_FIELDS
+    from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig, make_cloud
+
+    fields = {c["connection-type"]: c["conn-fields"] for c in get_provider_info()["connection-types"]}[conn_type]
+    cls = type(make_cloud(SkyNomadConfig(market_url="sqlite://", cloud=cloud)))
+    settings = {
+        p.name
+        for p in inspect.signature(cls.__init__).parameters.values()
+        if p.name != "self" and p.name not in NOT_FIELDS and p.kind is not p.VAR_KEYWORD
+    }
+    assert set(fields) - {"market_url", "probe_budget_usd_per_day"} == settings
+    for name in settings:
+        assert len(fields[name]["description"]) > 10, f"{cls.__name__}.{name} has no :param: line"
 
 
 def _operator_classes():

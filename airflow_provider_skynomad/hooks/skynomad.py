@@ -42,8 +42,11 @@ CLOUD_KINDS = (*CLOUD_CHOICES, "multi")
 """Every config's ``cloud``: ``multi`` is a `skynomad` connection with ``cloud_connections``."""
 CLOUD_CONN_TYPES = {"skynomad_aws": "aws", "skynomad_gcp": "gcp"}
 """The per-cloud connection types and the cloud each one runs."""
-_OWN_FIELDS = {"aws": ("aws_conn_id", "checkpoint_bucket"), "gcp": ("gcp_conn_id", "gcp_project")}
-"""Fields a per-cloud connection keeps on the config itself; every other field is a cloud option."""
+CONFIG_FIELDS = {
+    "aws": {"aws_conn_id": "aws_conn_id", "checkpoint_bucket": "checkpoint_bucket"},
+    "gcp": {"gcp_conn_id": "gcp_conn_id", "project_id": "gcp_project"},
+}
+"""Per cloud: constructor argument → the config field that holds it; every other argument is a cloud option."""
 _NOT_CLOUD_OPTIONS = ("market_url", "cloud", "probe_budget_usd_per_day", "cloud_options")
 DEFAULT_CONN_ID = "skynomad_default"
 DEFAULT_TRACE = "gcp-h100-2025-first-week.csv.gz"
@@ -157,9 +160,12 @@ class SkyNomadConfig:
         extra = _extra_of(conn)
         conn_type = getattr(conn, "conn_type", None) or "skynomad"
 
+        if conn_type in CLOUD_CONN_TYPES:  # a per-cloud form names fields as its cloud's arguments
+            extra = {CONFIG_FIELDS[CLOUD_CONN_TYPES[conn_type]].get(k, k): v for k, v in extra.items()}
+
         def pick(name: str, default=None):
-            # Connection forms store plain keys; older UIs stored extra__skynomad__<name>.
-            for key in (name, f"extra__skynomad__{name}"):
+            # Connection forms store plain keys; older UIs stored extra__<conn type>__<name>.
+            for key in (name, f"extra__skynomad__{name}", f"extra__{conn_type}__{name}"):
                 value = extra.get(key)
                 if value not in (None, ""):
                     return value
@@ -188,7 +194,7 @@ class SkyNomadConfig:
         cloud = str(pick("cloud", "simulated")).lower()
         if conn_type in CLOUD_CONN_TYPES:
             cloud = CLOUD_CONN_TYPES[conn_type]
-            own = ("speed", "trace_path", "state_dir", *_OWN_FIELDS[cloud], *_NOT_CLOUD_OPTIONS)
+            own = ("speed", "trace_path", "state_dir", *CONFIG_FIELDS[cloud].values(), *_NOT_CLOUD_OPTIONS)
             fields = {k.removeprefix(f"extra__{conn_type}__"): v for k, v in extra.items() if v not in (None, "")}
             options = {**options, **{k: _json_field(k, v) for k, v in fields.items() if k not in own}}
         elif parts:
@@ -272,13 +278,13 @@ def make_cloud(config: SkyNomadConfig) -> Cloud:
     elif config.cloud == "aws":
         from ..clouds.aws import AwsCloud as cls
 
-        fixed = {"aws_conn_id": config.aws_conn_id, "checkpoint_bucket": config.checkpoint_bucket}
-        fields = {"aws_conn_id": "aws_conn_id", "checkpoint_bucket": "checkpoint_bucket"}
+        fields = CONFIG_FIELDS["aws"]
+        fixed = {arg: getattr(config, name) for arg, name in fields.items()}
     else:
         from ..clouds.gcp import GcpCloud as cls
 
-        fixed = {"gcp_conn_id": config.gcp_conn_id, "project_id": config.gcp_project}
-        fields = {"gcp_conn_id": "gcp_conn_id", "project_id": "gcp_project"}
+        fields = CONFIG_FIELDS["gcp"]
+        fixed = {arg: getattr(config, name) for arg, name in fields.items()}
     parameters = inspect.signature(cls).parameters.values()
     takes = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     accepted = [name for name in takes if name not in fixed]
