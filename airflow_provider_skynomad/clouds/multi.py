@@ -1,9 +1,9 @@
 """Several clouds behind one Cloud: a job may plan over AWS and GCP zones at once.
 
-Every call goes to the cloud that owns the zone or the group: a launch by its request's
-``cloud`` (the market row's cloud), a group by its handle's ``cloud``, a probe or a checkpoint
-copy by the zone's name. AWS and GCP zone names cannot be confused (``us-east-1a`` has its
-region's number before the letter, ``us-central1-a`` a dash before it), so no table is needed.
+Every call goes to the cloud that owns the zone: a launch, a group, a probe or a checkpoint copy
+by its zone's name. AWS and GCP zone names cannot be confused (``us-east-1a`` has its region's
+number before the letter, ``us-central1-a`` a dash before it), so no table is needed, and a
+handle routes the same whichever cloud object made it.
 
 A checkpoint copy between two clouds is not a call either cloud offers: the newest complete
 checkpoint is read from the source cloud's store and written to the target's (the agent's
@@ -40,6 +40,13 @@ class MultiCloud(Cloud):
             raise ValueError("MultiCloud needs at least one cloud")
         self.clouds = dict(clouds)
 
+    def now_hours(self) -> float:
+        """One clock for the job: the first cloud's (real clouds all run on the wall clock)."""
+        return next(iter(self.clouds.values())).now_hours()
+
+    def now_timestamp(self):
+        return next(iter(self.clouds.values())).now_timestamp()
+
     def cloud(self, name: str) -> Cloud:
         try:
             return self.clouds[name]
@@ -60,16 +67,16 @@ class MultiCloud(Cloud):
         return None
 
     def launch(self, request: LaunchRequest) -> GroupHandle:
-        return self.cloud(request.cloud).launch(request)
+        return self.for_zone(request.zone).launch(request)
 
     def poll(self, handle: GroupHandle) -> GroupStatus:
-        return self.cloud(handle.cloud).poll(handle)
+        return self.for_zone(handle.zone).poll(handle)
 
     def terminate(self, handle: GroupHandle) -> None:
-        self.cloud(handle.cloud).terminate(handle)
+        self.for_zone(handle.zone).terminate(handle)
 
     def progress(self, handle: GroupHandle) -> float | None:
-        return self.cloud(handle.cloud).progress(handle)
+        return self.for_zone(handle.zone).progress(handle)
 
     def probe(
         self, region: str, zone: str, instance_type: str, count: int, *, tags: dict[str, str] | None = None
@@ -128,7 +135,8 @@ class MultiCloud(Cloud):
         return [r for cloud in self.clouds.values() for r in cloud.resources(tags)]
 
     def release(self, resource: Resource) -> None:
-        self.cloud(resource.cloud).release(resource)
+        cloud = self.for_zone(resource.zone) if resource.zone else self.cloud(resource.cloud)
+        cloud.release(resource)
 
     def bill(self, tags: dict[str, str] | None = None) -> dict | None:
         return None  # each cloud bills on its own; no cloud here can add them up
@@ -137,7 +145,7 @@ class MultiCloud(Cloud):
         return self.for_zone(zone).output_location(job_id, zone)
 
     def console_url(self, handle: GroupHandle) -> str | None:
-        return self.cloud(handle.cloud).console_url(handle)
+        return self.for_zone(handle.zone).console_url(handle)
 
     def failure_detail(self, handle: GroupHandle) -> str | None:
-        return self.cloud(handle.cloud).failure_detail(handle)
+        return self.for_zone(handle.zone).failure_detail(handle)
