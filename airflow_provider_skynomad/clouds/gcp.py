@@ -1,19 +1,26 @@
-"""GCP Compute Engine behind the Cloud interface, through the google provider's ComputeEngineHook.
+"""GCP Compute Engine behind the Cloud interface, on the google provider's hooks.
 
-- launch: one instance per gang member, named from the client token (``<token>-<i>``), inserted
-  with a ``request_id`` derived from the token, so a retried launch finds or re-sends the same
-  instances; spot members use ``provisioning_model=SPOT`` and are deleted on preemption; labels
-  carry the request's tags, the client token, the job id and the gang size (metadata items carry
-  the exact token and job id); the workload runs from the ``startup-script`` and powers the VM off
-  at the end.
-  A stock-out (``ZONE_RESOURCE_POOL_EXHAUSTED`` and friends) deletes what was created and raises
-  CapacityError: a gang is all or nothing.
-- find: an aggregated (all zones) instance list filtered on the client-token label, so a launch
-  is found from its token alone; the members' names follow from the token and the gang size.
-- poll: a spot member gone or TERMINATED by preemption → preempted; every member TERMINATED after
-  the workload powered it off → succeeded.
-- checkpoints: not managed here yet: `progress` is None and `copy_checkpoint` returns False (the
-  workload is told its job id and keeps its checkpoint where it can reach it from any zone).
+Launched the way GCP users run GPU jobs:
+
+- each region's instances come from its instance template (``source_instance_template``: one
+  name, or ``{region: template}``) or from an image with a network/subnetwork per region; the
+  machine type is always the planner's choice (``LaunchRequest.instance_type``);
+- spot members carry ``scheduling.provisioning_model = SPOT`` and
+  ``instance_termination_action = DELETE``; every member carries labels for the job, DAG, run,
+  task and try (from the request's tags, made label-safe) and SkyNomad's own (client token, gang
+  size, rank); the exact token and job id are also in metadata (label values are cut and lowercased);
+- one insert per member, named ``<token>-<i>``, with a ``request_id`` derived from the token, so a
+  retried launch re-sends the same inserts and Compute Engine creates nothing twice; a stock-out
+  deletes whatever members exist and raises CapacityError: a gang is all or nothing;
+- the ``startup-script`` runs the workload agent (docs/agent.md) against the region's checkpoint
+  bucket and powers the VM off when the agent exits, except after a preemption (exit 3), where
+  Compute Engine ends the VM itself. The script holds no credential: the instance's service
+  account gives the agent its access to the bucket, and `launch` refuses an env that looks like one.
+
+Watching a gang costs one instance list (by the token's label) and one ``progress.json`` read
+per decision step, whatever the gang size; the agent's run record and the zone's
+``compute.instances.preempted`` operations are read only once a member has stopped or gone.
+Checkpoints and progress live in GCS (`gcp_storage.GcsStore`).
 """
 
 from __future__ import annotations
@@ -23,12 +30,21 @@ import shlex
 import uuid
 from typing import Any
 
-from .base import CapacityError, Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult
+from .base import CapacityError, Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult, Resource
+from .gcp_storage import GcsStore
 
 CAPACITY_MARKERS = ("ZONE_RESOURCE_POOL_EXHAUSTED", "STOCKOUT", "does not have enough resources", "QUOTA_EXCEEDED")
 TOKEN_LABEL = "skynomad-client-token"  # label values are lowercased and cut: the exact token is in metadata
 JOB_LABEL = "skynomad-job-id"
 SIZE_LABEL = "skynomad-gang-size"
+RANK_LABEL = "skynomad-rank"
+MANAGED_LABEL = "skynomad-managed"  # on everything this adapter creates: how `resources` finds leftovers
+PREEMPTED_OPERATION = "compute.instances.preempted"
+PREEMPTED_EXIT_CODE = 3  # the agent's "preempted" (docs/agent.md): Compute Engine ends the VM itself
+BILLING_MINIMUM_HOURS = 1.0 / 60.0  # Compute Engine bills at least one minute per VM
+CREDENTIAL_NAME = re.compile(r"SECRET|PASSWORD|TOKEN|CREDENTIAL|PRIVATE_KEY|ACCESS_KEY", re.IGNORECASE)
+STOPPED = ("STOPPING", "STOPPED", "TERMINATED", "SUSPENDING", "SUSPENDED")
+COMPUTE = "https://www.googleapis.com/compute/v1"
 CONSOLE_URL = "https://console.cloud.google.com/compute/instancesDetail/zones/{zone}/instances/{instance_id}"
 
 
@@ -42,17 +58,65 @@ def label_value(value: str) -> str:
     return re.sub(r"[^a-z0-9_-]", "-", str(value).lower())[:63]
 
 
+def label_key(key: str) -> str:
+    """Label keys also start with a lowercase letter."""
+    value = label_value(key)
+    return value if value[:1].isalpha() else f"k-{value}"[:63]
+
+
 def region_of(zone: str) -> str:
     """us-central1-a → us-central1."""
     return zone.rsplit("-", 1)[0]
 
 
-class GcpCloud(Cloud):
-    """Compute Engine through ``ComputeEngineHook(gcp_conn_id)``.
+def run_id(token: str, rank: int) -> str:
+    """The agent's ``--run-id`` of one member: the token for rank 0, ``<token>-<rank>`` after it."""
+    return token if rank == 0 else f"{token}-{rank}"
 
+
+def make_compute_hook(gcp_conn_id: str):
+    """The Compute Engine hook a GcpCloud uses when none is given (tests replace this function)."""
+    from .gcp_hook import GceHook
+
+    return GceHook(gcp_conn_id=gcp_conn_id)
+
+
+def make_storage_hook(gcp_conn_id: str):
+    """The GCS hook for checkpoints, progress and run records."""
+    from airflow.providers.google.cloud.hooks.gcs import GCSHook
+
+    return GCSHook(gcp_conn_id=gcp_conn_id)
+
+
+class GcpCloud(Cloud):
+    """Compute Engine through ``GceHook(gcp_conn_id)`` (a ComputeEngineHook), GCS through ``GCSHook``.
+
+    :param gcp_conn_id: google provider connection (its credentials create and watch the instances).
     :param project_id: project owning the instances (default: the connection's project).
-    :param source_instance_template: template with image, disks and network (required for real use).
-    :param hook: a ready ComputeEngineHook (tests pass one with a fake client).
+    :param source_instance_template: instance template per region: one name (a global template)
+        or ``{region: template}``; a template is a name, or a path such as
+        ``projects/P/regions/R/instanceTemplates/T`` for a regional one. It carries image, disks,
+        network and service account; the machine type is always the planner's.
+    :param image: boot image where no template is set: one image or ``{region: image}``, e.g.
+        ``projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11-py310``.
+    :param network: VPC network for image launches (default ``global/networks/default``).
+    :param subnetwork: subnetwork for image launches: one path or ``{region: path}``
+        (``regions/R/subnetworks/S``).
+    :param service_account: email of the instances' service account for image launches (needs
+        ``roles/storage.objectAdmin`` on the checkpoint bucket; docs/clouds.md).
+    :param boot_disk_gb: boot disk size of image launches.
+    :param checkpoint_bucket: GCS bucket name with ``{region}`` (one bucket per region), or one
+        (multi-region) bucket for every region.
+    :param checkpoint_prefix: key prefix of the jobs' stores (a job's is ``<prefix>/<job_id>``).
+    :param python: python on the instance that runs ``-m airflow_provider_skynomad.agent``.
+    :param work_dir: local disk of the agent; each member uses ``<work_dir>/<instance name>``.
+    :param power_off_command: what the startup script runs when the agent is done.
+    :param spot_usd_per_hour: ``{instance_type: price}`` of one spot VM, for probe costs and reports.
+    :param on_demand_usd_per_hour: ``{instance_type: price}`` for probe reports.
+    :param regions: where `check` and `resources` look when not told (default: the regions of
+        `source_instance_template` / `image` / `subnetwork` when they are dicts).
+    :param hook: a ready GceHook (tests pass one with fake clients).
+    :param gcs_hook: a ready GCSHook.
     :param probe_targets: what the probe DAG asks for (read from the connection by
         ``operators.probe.probe_targets``; listed here so it is an accepted ``cloud_options`` key).
     """
@@ -63,32 +127,94 @@ class GcpCloud(Cloud):
         self,
         gcp_conn_id: str = "google_cloud_default",
         project_id: str | None = None,
-        source_instance_template: str | None = None,
+        source_instance_template: str | dict[str, str] | None = None,
+        image: str | dict[str, str] | None = None,
+        network: str | None = None,
+        subnetwork: str | dict[str, str] | None = None,
+        service_account: str | None = None,
+        boot_disk_gb: int = 200,
+        checkpoint_bucket: str | None = None,
+        checkpoint_prefix: str = "skynomad",
+        python: str = "python3",
+        work_dir: str = "/var/tmp/skynomad",
+        power_off_command: str = "shutdown -h now",
+        spot_usd_per_hour: dict[str, float] | None = None,
+        on_demand_usd_per_hour: dict[str, float] | None = None,
+        regions: list[str] | None = None,
         hook: Any | None = None,
+        gcs_hook: Any | None = None,
         probe_targets: list[dict] | None = None,
     ) -> None:
         self.gcp_conn_id = gcp_conn_id
         self.project_id = project_id
         self.source_instance_template = source_instance_template
+        self.image = image
+        self.network = network
+        self.subnetwork = subnetwork
+        self.service_account = service_account
+        self.boot_disk_gb = int(boot_disk_gb)
+        self.checkpoint_bucket = checkpoint_bucket
+        self.checkpoint_prefix = checkpoint_prefix
+        self.python = python
+        self.work_dir = work_dir
+        self.power_off_command = power_off_command
+        self.spot_usd_per_hour = dict(spot_usd_per_hour or {})
+        self.on_demand_usd_per_hour = dict(on_demand_usd_per_hour or {})
+        self.regions = list(regions) if regions else None
         self.probe_targets = list(probe_targets or [])
         self._hook = hook
+        self._gcs_hook = gcs_hook
+        self._store: GcsStore | None = None
+
+    # -- clients -------------------------------------------------------------------------------
 
     @property
     def hook(self):
         if self._hook is None:
-            from airflow.providers.google.cloud.hooks.compute import ComputeEngineHook
-
-            self._hook = ComputeEngineHook(gcp_conn_id=self.gcp_conn_id)
+            self._hook = make_compute_hook(self.gcp_conn_id)
         return self._hook
+
+    @property
+    def store(self) -> GcsStore | None:
+        """The checkpoint buckets (None when `checkpoint_bucket` is not set)."""
+        if self._store is None and self.checkpoint_bucket:
+            gcs = self._gcs_hook if self._gcs_hook is not None else make_storage_hook(self.gcp_conn_id)
+            self._store = GcsStore(gcs, self.checkpoint_bucket, self.checkpoint_prefix)
+        return self._store
+
+    @property
+    def project(self) -> str:
+        return self.project_id or self.hook.project_id
+
+    # -- per-region settings -------------------------------------------------------------------
+
+    @staticmethod
+    def _per_region(setting, region: str):
+        return setting.get(region) if isinstance(setting, dict) else setting
+
+    def template(self, region: str) -> str | None:
+        """The insert's ``source_instance_template`` for `region` (a bare name is a global template)."""
+        name = self._per_region(self.source_instance_template, region)
+        if not name:
+            return None
+        return name if "/" in name else f"global/instanceTemplates/{name}"
+
+    def configured_regions(self) -> list[str]:
+        if self.regions:
+            return sorted(self.regions)
+        found: set[str] = set()
+        for setting in (self.source_instance_template, self.image, self.subnetwork):
+            if isinstance(setting, dict):
+                found |= set(setting)
+        return sorted(found)
+
+    # -- Cloud interface -----------------------------------------------------------------------
 
     def find(self, client_token: str) -> GroupHandle | None:
         """The instances labelled with `client_token` in any zone of the project; never launches."""
         client = self.hook.get_compute_instance_client()
         pages = client.aggregated_list(
-            request={
-                "project": self.project_id or self.hook.project_id,
-                "filter": f'labels.{TOKEN_LABEL} = "{label_value(client_token)}"',
-            }
+            request={"project": self.project, "filter": f'labels.{TOKEN_LABEL} = "{label_value(client_token)}"'}
         )
         for scope, listed in pages:
             for instance in getattr(listed, "instances", None) or []:
@@ -112,80 +238,106 @@ class GcpCloud(Cloud):
         return None
 
     def launch(self, request: LaunchRequest) -> GroupHandle:
+        """Insert every member (idempotent on the token); a stock-out deletes them all and raises CapacityError."""
+        region = request.region or region_of(request.zone)
+        if request.command and self.store is None:
+            raise ValueError(
+                "gcp cloud: cloud_options.checkpoint_bucket is not set; the workload agent keeps the job's "
+                "checkpoints, progress and outcome there (a bucket name, with {region} for one per region)"
+            )
+        leaked = sorted(k for k in request.env if CREDENTIAL_NAME.search(k))
+        if leaked:
+            raise ValueError(
+                f"gcp cloud: env {', '.join(leaked)} looks like a credential and would be readable in the "
+                "instance's metadata; give the instances' service account the access instead"
+            )
         names = [instance_name(request.client_token, i) for i in range(request.count)]
-        created: list[str] = []
+        existing = self._members(request.zone, request.client_token)
         for i, name in enumerate(names):
-            if self._get(request.zone, name) is not None:
+            if name in existing:
                 continue  # a retried launch: this member exists already
             try:
-                self.hook.insert_instance(
-                    body=self._body(request, name),
-                    zone=request.zone,
-                    project_id=self.project_id,
-                    request_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{request.client_token}/{i}")),
-                    source_instance_template=self.source_instance_template,
-                )
-                created.append(name)
+                self._insert(request, region, i, name)
             except Exception as exc:  # the hook raises AirflowException with the operation's errors
                 if any(marker in str(exc) for marker in CAPACITY_MARKERS):
-                    for done in created:
-                        self._delete(request.zone, done)
+                    for member in names[:i] + [n for n in existing if n not in names[:i]]:
+                        self._delete(request.zone, member)
                     raise CapacityError(f"{request.zone}: {exc}") from exc
-                raise
+                if "alreadyExists" not in str(exc) and "already exists" not in str(exc):
+                    raise
         return GroupHandle(
-            "gcp",
-            request.zone,
-            tuple(names),
-            request.spot,
-            request.client_token,
-            job_id=request.job_id,
-            region=request.region or region_of(request.zone),
+            "gcp", request.zone, tuple(names), request.spot, request.client_token, job_id=request.job_id, region=region
         )
 
     def poll(self, handle: GroupHandle) -> GroupStatus:
-        members = [self._get(handle.zone, name) for name in handle.instance_ids]
-        if any(m is None for m in members):
-            return GroupStatus.PREEMPTED if handle.spot else GroupStatus.TERMINATED
-        statuses = [str(getattr(m, "status", "")) for m in members]
-        stopped = [s in ("STOPPING", "STOPPED", "TERMINATED", "SUSPENDED") for s in statuses]
-        if any(stopped):
-            preempted = any("preempt" in str(getattr(m, "status_message", "")).lower() for m in members)
-            if handle.spot and (preempted or not all(stopped)):
-                return GroupStatus.PREEMPTED
-            return GroupStatus.SUCCEEDED if all(stopped) else GroupStatus.FAILED
-        return GroupStatus.RUNNING if all(s == "RUNNING" for s in statuses) else GroupStatus.STARTING
+        """One instance list while all members run; the run record and preemption operations once one stopped."""
+        members = self._members(handle.zone, handle.client_token)
+        statuses = {name: str(getattr(members.get(name), "status", "") or "") for name in handle.instance_ids}
+        ended = [n for n in handle.instance_ids if n not in members or statuses[n] in STOPPED]
+        if not ended:
+            running = all(s == "RUNNING" for s in statuses.values())
+            return GroupStatus.RUNNING if running else GroupStatus.STARTING
+        record = self._run_record(handle, 0)
+        outcome = (record or {}).get("outcome")
+        if outcome == "finished":
+            return GroupStatus.SUCCEEDED
+        if outcome == "preempted" or (handle.spot and self._preempted(handle.zone, ended)):
+            return GroupStatus.PREEMPTED
+        if outcome == "failed":
+            return GroupStatus.FAILED
+        if len(ended) == len(handle.instance_ids):  # all powered off (or deleted) with no finished record
+            return GroupStatus.FAILED if all(n in members for n in ended) else GroupStatus.TERMINATED
+        return GroupStatus.RUNNING  # members power off one by one at the end: wait for rank 0's record
 
     def terminate(self, handle: GroupHandle) -> None:
         for name in handle.instance_ids:
             self._delete(handle.zone, name)
 
     def progress(self, handle: GroupHandle) -> float | None:
-        """None: this cloud does not read the job's checkpoints yet (and never guesses from run time)."""
+        """``step / total_steps`` from the job's ``progress.json`` in the group's region (one GCS read)."""
+        if self.store is None or not handle.job_id:
+            return None
+        return self.store.progress(handle.region or region_of(handle.zone), handle.job_id)
+
+    def failure_detail(self, handle: GroupHandle) -> str | None:
+        """The workload's stderr tail from the agent's run record of the first member that failed."""
+        for rank in range(len(handle.instance_ids)):
+            record = self._run_record(handle, rank) or {}
+            tail = record.get("stderr_tail") or []
+            if record.get("outcome") == "failed" or tail:
+                lines = tail if isinstance(tail, list) else str(tail).splitlines()
+                return f"rank {rank} exit code {record.get('exit_code')}:\n" + "\n".join(map(str, lines))
         return None
 
     def probe(
         self, region: str, zone: str, instance_type: str, count: int, *, tags: dict[str, str] | None = None
     ) -> ProbeResult:
+        """Insert up to `count` spot VMs with no workload until a stock-out, delete them all at once.
+
+        Cost: every granted VM is billed Compute Engine's one-minute minimum at the spot price.
+        """
         token = f"probe-{uuid.uuid4().hex[:10]}"
-        granted = 0
-        for i in range(count):
-            request = LaunchRequest(
-                "gcp",
-                region,
-                zone,
-                instance_type,
-                1,
-                True,
-                f"{token}-{i}",
-                tags={**(tags or {}), "skynomad-purpose": "probe"},
-            )
-            try:
-                handle = self.launch(request)
-            except CapacityError:
-                break
-            granted += 1
-            self.terminate(handle)
-        return ProbeResult(zone, instance_type, count, granted, 0.0, 0.0)
+        request = LaunchRequest(
+            "gcp", region, zone, instance_type, count, True, token, tags={**(tags or {}), "skynomad-purpose": "probe"}
+        )
+        granted: list[str] = []
+        try:
+            for i in range(count):
+                name = instance_name(token, i)
+                try:
+                    self._insert(request, region, i, name)
+                except Exception as exc:
+                    if any(marker in str(exc) for marker in CAPACITY_MARKERS):
+                        break
+                    raise
+                granted.append(name)
+        finally:
+            for name in granted:
+                self._delete(zone, name)
+        spot = float(self.spot_usd_per_hour.get(instance_type, 0.0))
+        on_demand = float(self.on_demand_usd_per_hour.get(instance_type, 0.0))
+        usd = len(granted) * spot * BILLING_MINIMUM_HOURS
+        return ProbeResult(zone, instance_type, count, len(granted), spot, on_demand, usd=usd)
 
     def copy_checkpoint(
         self,
@@ -196,12 +348,19 @@ class GcpCloud(Cloud):
         job_id: str,
         tags: dict[str, str] | None = None,
     ) -> bool:
-        """False: this cloud cannot move checkpoints yet, so nothing is copied and no egress is paid.
+        """Copy the newest complete checkpoint (+ ``progress.json``) to the target region's bucket.
 
-        The workload must keep its checkpoint where every zone can read it (e.g. a multi-region
-        bucket, under its ``SKYNOMAD_JOB_ID``); no move is counted as a migration.
+        True when a checkpoint existed (with one bucket for every region: nothing to copy, still
+        True); False without one or without a checkpoint bucket. GCS copies carry no labels, so
+        `tags` are not used.
         """
-        return False
+        if self.store is None:
+            return False
+        return self.store.copy(region_of(source_zone), region_of(target_zone), job_id)
+
+    def output_location(self, job_id: str, zone: str) -> str | None:
+        """``gs://<region's bucket>/<prefix>/<job_id>/output`` (the agent uploads the final files there)."""
+        return f"{self.store.uri(region_of(zone), job_id)}/output" if self.store else None
 
     def console_url(self, handle: GroupHandle) -> str | None:
         """The Compute Engine console page of the group's first instance."""
@@ -210,20 +369,73 @@ class GcpCloud(Cloud):
         url = CONSOLE_URL.format(zone=handle.zone, instance_id=handle.instance_ids[0])
         return f"{url}?project={self.project_id}" if self.project_id else url
 
+    def check(self, zones: list[str] | None = None, instance_type: str | None = None) -> list[str]:
+        from .gcp_check import check
+
+        return check(self, zones, instance_type)
+
+    def resources(self, tags: dict[str, str] | None = None) -> list[Resource]:
+        from .gcp_check import resources
+
+        return resources(self, tags)
+
+    def release(self, resource: Resource) -> None:
+        if resource.kind == "instance":
+            self._delete(resource.zone, resource.id)
+        elif resource.kind == "checkpoint" and self.store is not None:
+            self.store.delete_job(self.store.bucket(resource.region), resource.job_id)
+        else:
+            raise NotImplementedError(f"the gcp cloud cannot release {resource.kind} {resource.id}")
+
     # -- helpers -------------------------------------------------------------------------------
 
-    def _body(self, request: LaunchRequest, name: str) -> dict:
-        script = ""
-        if request.command:
-            env = {**request.env, "SKYNOMAD_ZONE": request.zone, "SKYNOMAD_INSTANCE_COUNT": str(request.count)}
-            if request.job_id:
-                env["SKYNOMAD_JOB_ID"] = request.job_id
-            exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items()))
-            script = f"#!/bin/bash\n{exports}{shlex.join(request.command)} && shutdown -h now\n"
-        labels = {label_value(k): label_value(v) for k, v in request.tags.items()}
-        labels |= {TOKEN_LABEL: label_value(request.client_token), SIZE_LABEL: str(request.count)}
+    def startup_script(self, request: LaunchRequest, region: str, rank: int, name: str) -> str:
+        """Run the agent on the region's store, then power off (unless preempted: GCP ends the VM)."""
+        if not request.command:
+            return ""
+        env = {
+            **request.env,
+            "SKYNOMAD_ZONE": request.zone,
+            "SKYNOMAD_INSTANCE_COUNT": str(request.count),
+            "SKYNOMAD_RANK": str(rank),
+        }
+        if request.job_id:
+            env["SKYNOMAD_JOB_ID"] = request.job_id
+        exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items()))
+        agent = [
+            *shlex.split(self.python),
+            "-m",
+            "airflow_provider_skynomad.agent",
+            "run",
+            "--store",
+            self.store.uri(region, request.job_id or request.client_token),
+            "--work-dir",
+            f"{self.work_dir.rstrip('/')}/{name}",
+            "--run-id",
+            run_id(request.client_token, rank),
+            "--notice",
+            "gcp",
+            "--rank",
+            str(rank),
+            "--",
+            *request.command,
+        ]
+        return (
+            f"#!/bin/bash\n{exports}{shlex.join(agent)}\ncode=$?\n"
+            f'if [ "$code" != {PREEMPTED_EXIT_CODE} ]; then {self.power_off_command}; fi\nexit $code\n'
+        )
+
+    def body(self, request: LaunchRequest, region: str, rank: int, name: str) -> dict:
+        """The Instance resource of one member (with a template: what overrides it)."""
+        labels = {label_key(k): label_value(v) for k, v in request.tags.items()}
+        labels |= {
+            TOKEN_LABEL: label_value(request.client_token),
+            SIZE_LABEL: str(request.count),
+            RANK_LABEL: str(rank),
+            MANAGED_LABEL: "true",
+        }
         items = [
-            {"key": "startup-script", "value": script},
+            {"key": "startup-script", "value": self.startup_script(request, region, rank, name)},
             {"key": TOKEN_LABEL, "value": request.client_token},
         ]
         if request.job_id:
@@ -236,23 +448,86 @@ class GcpCloud(Cloud):
             "metadata": {"items": items},
         }
         if request.spot:
-            body["scheduling"] = {"provisioning_model": "SPOT", "instance_termination_action": "DELETE"}
+            body["scheduling"] = {
+                "provisioning_model": "SPOT",
+                "instance_termination_action": "DELETE",
+                "automatic_restart": False,
+                "on_host_maintenance": "TERMINATE",
+            }
+        if self.template(region) is None:
+            body |= self._image_launch(region)
         return body
 
-    def _get(self, zone: str, name: str):
-        try:
-            return self.hook.get_instance(resource_id=name, zone=zone, project_id=self.project_id)
-        except Exception as exc:
-            if "404" in str(exc) or "NotFound" in type(exc).__name__ or "not found" in str(exc).lower():
-                return None
-            raise
+    def _image_launch(self, region: str) -> dict:
+        image = self._per_region(self.image, region)
+        if not image:
+            raise ValueError(
+                f"gcp cloud: cloud_options.source_instance_template has no template for region {region} "
+                "and cloud_options.image has no image for it; set one of them"
+            )
+        subnetwork = self._per_region(self.subnetwork, region)
+        if isinstance(self.subnetwork, dict) and not subnetwork:
+            raise ValueError(f"gcp cloud: cloud_options.subnetwork has no subnetwork for region {region}")
+        nic = {"subnetwork": subnetwork} if subnetwork else {"network": self.network or "global/networks/default"}
+        launch: dict[str, Any] = {
+            "disks": [
+                {
+                    "boot": True,
+                    "auto_delete": True,
+                    "initialize_params": {"source_image": image, "disk_size_gb": self.boot_disk_gb},
+                }
+            ],
+            "network_interfaces": [{**nic, "access_configs": [{"name": "External NAT", "type_": "ONE_TO_ONE_NAT"}]}],
+        }
+        if self.service_account:
+            launch["service_accounts"] = [
+                {"email": self.service_account, "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}
+            ]
+        return launch
+
+    def _insert(self, request: LaunchRequest, region: str, rank: int, name: str) -> None:
+        self.hook.insert_instance(
+            body=self.body(request, region, rank, name),
+            zone=request.zone,
+            project_id=self.project,
+            request_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{request.client_token}/{rank}")),
+            source_instance_template=self.template(region),
+        )
+
+    def _members(self, zone: str, token: str) -> dict[str, Any]:
+        """The zone's instances of the launch with `token`, by name (one list call)."""
+        client = self.hook.get_compute_instance_client()
+        listed = client.list(
+            request={"project": self.project, "zone": zone, "filter": f'labels.{TOKEN_LABEL} = "{label_value(token)}"'}
+        )
+        return {instance.name: instance for instance in listed if _metadata(instance).get(TOKEN_LABEL, token) == token}
+
+    def _run_record(self, handle: GroupHandle, rank: int) -> dict | None:
+        if self.store is None or not handle.job_id:
+            return None
+        region = handle.region or region_of(handle.zone)
+        return self.store.run_record(region, handle.job_id, run_id(handle.client_token, rank))
+
+    def _preempted(self, zone: str, names: list[str]) -> bool:
+        """Whether Compute Engine logged a ``compute.instances.preempted`` operation for one of `names`."""
+        client = self.hook.get_compute_client("ZoneOperationsClient")
+        for name in names:
+            link = f"{COMPUTE}/projects/{self.project}/zones/{zone}/instances/{name}"
+            query = f'(operationType = "{PREEMPTED_OPERATION}") AND (targetLink = "{link}")'
+            if any(True for _ in client.list(request={"project": self.project, "zone": zone, "filter": query})):
+                return True
+        return False
 
     def _delete(self, zone: str, name: str) -> None:
         try:
-            self.hook.delete_instance(resource_id=name, zone=zone, project_id=self.project_id)
+            self.hook.delete_instance(resource_id=name, zone=zone, project_id=self.project)
         except Exception as exc:
-            if not ("404" in str(exc) or "NotFound" in type(exc).__name__ or "not found" in str(exc).lower()):
+            if not _not_found(exc):
                 raise
+
+
+def _not_found(exc: Exception) -> bool:
+    return "404" in str(exc) or "NotFound" in type(exc).__name__ or "not found" in str(exc).lower()
 
 
 def _metadata(instance) -> dict[str, str]:
