@@ -1,0 +1,204 @@
+"""The plugin's FastAPI app, mounted by the api-server under /skynomad: every route goes through the auth manager.
+
+A plugin's FastAPI app is not behind Airflow's auth by itself, so each route depends on the
+api-server's own security dependencies (airflow.api_fastapi.core_api.security):
+
+- a job page: ``requires_access_dag("GET", TASK_INSTANCE)`` on the DAG in its path, as the public
+  task-state-store route does (no session → 401, a bad token → 403, a DAG you may not read → 403);
+- the jobs dashboard: a signed-in user, and only the DAGs ``get_authorized_dag_ids`` gives them;
+- the markets page: a signed-in user (market data belongs to no DAG); its probe button triggers
+  ``skynomad_probe`` only for users allowed to run that DAG (``requires_access_dag("POST", RUN)``).
+
+The session is Airflow's own JWT cookie, which the UI's iframe sends (same site, SameSite=lax, so a
+cross-site form cannot use it to trigger the probe DAG). No page renders a connection: the market
+table is named by its URL with the password hidden.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+from urllib.parse import quote
+
+import pandas as pd
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+from airflow.api_fastapi.core_api import security
+from airflow.api_fastapi.core_api.security import get_user, requires_access_dag
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from ..market.overview import DEFAULT_MAX_AGE_HOURS, availability_heatmap, market_rows
+from . import jobs, pages
+from .facts import job_facts
+
+PREFIX = "/skynomad"
+PROBE_DAG_ID = "skynomad_probe"
+DEFAULT_CONN_ID = "skynomad_default"
+
+# No /docs or /openapi.json: they would be the only routes outside the auth manager.
+app = FastAPI(title="SkyNomad", docs_url=None, redoc_url=None, openapi_url=None)
+
+
+def job_href(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
+    path = f"{PREFIX}/job/{quote(dag_id, safe='')}/{quote(run_id, safe='')}/{quote(task_id, safe='')}"
+    return path + (f"?map_index={map_index}" if map_index >= 0 else "")
+
+
+@app.get(
+    "/job/{dag_id}/{run_id}/{task_id}",
+    response_class=HTMLResponse,
+    dependencies=[Depends(requires_access_dag(method="GET", access_entity=DagAccessEntity.TASK_INSTANCE))],
+)
+def job_page(dag_id: str, run_id: str, task_id: str, map_index: Annotated[int, Query(ge=-1)] = -1) -> HTMLResponse:
+    """One SkyNomad task instance: live while deferred (its status), final after (its summary)."""
+    title = f"{dag_id} / {run_id} / {task_id}" + (f" [{map_index}]" if map_index >= 0 else "")
+    job = jobs.find_job(dag_id, run_id, task_id, map_index)
+    if job is None:
+        raise HTTPException(404, f"no task instance {title}")
+    if job.record is None:
+        note = "This task has no SkyNomad job record (yet): it has not started a job, or its task state was cleared."
+        return HTMLResponse(pages.job_page(title, job.ti_state, None, note))
+    facts = job_facts(job.record, job.status)
+    note = "" if facts.finished else "Live: reload for the latest checkpoint."
+    return HTMLResponse(pages.job_page(title, job.ti_state, facts, note))
+
+
+@app.get("/jobs", response_class=HTMLResponse)
+def jobs_dashboard(
+    user: Annotated[object, Depends(get_user)], days: Annotated[float, Query(gt=0, le=366)] = 7
+) -> HTMLResponse:
+    """Every SkyNomad task of the last `days` days in the DAGs this user may read."""
+    readable = security.get_auth_manager().get_authorized_dag_ids(user=user, method="GET")
+    found = jobs.list_jobs(set(readable), days)
+    return HTMLResponse(pages.dashboard_page(found, days, lambda j: job_href(*j.key)))
+
+
+@app.get("/markets", response_class=HTMLResponse)
+def markets(
+    user: Annotated[object, Depends(get_user)],
+    days: Annotated[float, Query(gt=0, le=366)] = 7,
+    conn_id: str = DEFAULT_CONN_ID,
+    max_age_hours: Annotated[float, Query(gt=0)] = DEFAULT_MAX_AGE_HOURS,
+    probe: str = "",
+) -> HTMLResponse:
+    """The market table behind `conn_id`: availability heatmap, prices, probe ages, forecasts, probe spend."""
+    from ..market.table import MarketTable
+
+    url = market_url(conn_id)
+    now = pd.Timestamp(datetime.now(UTC))
+    since = now - pd.Timedelta(days=days)
+    table = MarketTable(url)
+    try:
+        frame = table.read(since=since)
+    finally:
+        table.close()
+    heat = availability_heatmap(frame)
+    can_probe = security.get_auth_manager().is_authorized_dag(
+        method="POST", access_entity=DagAccessEntity.RUN, details=DagDetails(id=PROBE_DAG_ID), user=user
+    )
+    message = {"started": f"Started a {PROBE_DAG_ID} run.", "missing": f"There is no {PROBE_DAG_ID} DAG."}.get(
+        probe, ""
+    )
+    html = pages.markets_page(
+        market_rows(frame, now, max_age_hours),
+        heat,
+        price_series(frame, heat.bucket_hours),
+        daily_probe_spend(url, since),
+        days=days,
+        max_age_hours=max_age_hours,
+        source=table.display_url,
+        can_probe=can_probe,
+        probe_message=message,
+    )
+    return HTMLResponse(html)
+
+
+@app.post(
+    "/probe",
+    dependencies=[
+        Depends(requires_access_dag(method="POST", access_entity=DagAccessEntity.RUN, param_dag_id=PROBE_DAG_ID))
+    ],
+)
+def trigger_probe(request: Request, user: Annotated[object, Depends(get_user)]) -> RedirectResponse:
+    """Start a run of the probe DAG, then back to the markets page."""
+    from airflow.api.common.trigger_dag import trigger_dag
+    from airflow.exceptions import DagNotFound
+    from airflow.utils.types import DagRunTriggeredByType
+
+    try:
+        trigger_dag(
+            PROBE_DAG_ID,
+            triggered_by=DagRunTriggeredByType.UI,
+            triggering_user_name=getattr(user, "get_name", lambda: None)(),
+            run_id=f"manual__skynomad_ui__{datetime.now(UTC):%Y%m%dT%H%M%S%f}",
+        )
+        outcome = "started"
+    except DagNotFound:
+        outcome = "missing"
+    return RedirectResponse(f"markets?probe={outcome}", status_code=303)
+
+
+def market_url(conn_id: str) -> str:
+    """The market table URL of a `skynomad` connection (with its password: it never leaves this process)."""
+    from airflow.exceptions import AirflowNotFoundException
+    from airflow.models.connection import Connection
+
+    from ..hooks.skynomad import SkyNomadConfig
+
+    try:
+        conn = Connection.get_connection_from_secrets(conn_id)
+    except AirflowNotFoundException:
+        if conn_id == DEFAULT_CONN_ID:
+            return SkyNomadConfig.default().market_url
+        raise HTTPException(404, f"no connection {conn_id!r}") from None
+    try:
+        return SkyNomadConfig.from_connection(conn).market_url
+    except ValueError as exc:
+        raise HTTPException(400, f"connection {conn_id!r}: {exc}") from None
+
+
+def price_series(frame: pd.DataFrame, bucket_hours: float) -> pd.DataFrame:
+    """Mean spot price per market per heatmap bucket (and on-demand), for the price chart."""
+    if frame.empty or not bucket_hours:
+        return pd.DataFrame(columns=["market", "observed_at", "bucket_time", "spot_price", "on_demand_price"])
+    multi_type = frame["instance_type"].nunique() > 1
+    market = frame["zone"] + ":" + frame["instance_type"] if multi_type else frame["zone"]
+    start = frame["observed_at"].min()
+    bucket = ((frame["observed_at"] - start).dt.total_seconds() // (bucket_hours * 3600.0)).astype(int)
+    work = pd.DataFrame(
+        {
+            "market": market,
+            "bucket": bucket,
+            "spot_price": frame["spot_price"],
+            "on_demand_price": frame["on_demand_price"],
+        }
+    )
+    means = work.groupby(["market", "bucket"], sort=True).mean().reset_index()
+    means["observed_at"] = start + pd.to_timedelta(means["bucket"] * bucket_hours, unit="h")
+    means["bucket_time"] = means["observed_at"]
+    return means
+
+
+def daily_probe_spend(url: str, since: pd.Timestamp) -> list[tuple[str, float]] | None:
+    """USD of paid probes per UTC day from the probe-spend record, None when this database has none."""
+    try:
+        from ..market.signals import SignalTable
+    except ImportError:
+        return None
+    try:
+        signals = SignalTable(url)
+        try:
+            spend = signals.read_spend(since=since)
+        finally:
+            signals.close()
+    except Exception:  # noqa: BLE001 - an older database without the record: say so, show the rest
+        return None
+    if spend.empty:
+        return []
+    time_column = next((c for c in ("probed_at", "observed_at") if c in spend.columns), None)
+    usd_column = next((c for c in spend.columns if c.endswith("usd")), None)
+    if time_column is None or usd_column is None:
+        return None
+    days = pd.to_datetime(spend[time_column], utc=True).dt.strftime("%Y-%m-%d")
+    totals = spend.groupby(days)[usd_column].sum()
+    return [(day, round(float(usd), 2)) for day, usd in totals.items()]

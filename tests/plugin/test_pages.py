@@ -1,0 +1,192 @@
+"""The plugin's pages from a seeded market table and a finished and a running job, and who may see them.
+
+The app is called as the api-server mounts it, with a stand-in auth manager behind the api-server's
+own security dependencies (get_user, requires_access_dag): tokens name users, and each user may
+read some DAGs. The real auth manager and api-server are in test_browser.py.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from jwt import InvalidTokenError
+
+from .conftest import CONN_ID, MARKER_PASSWORD
+from .seed import DEADLINE_HOURS, FINISHED, FINISHED_COST_USD, FINISHED_ZONES, HIDDEN, RUNNING
+
+
+class User:
+    def __init__(self, name: str, dags: set[str] | None, can_run: bool = False):
+        self.name, self.dags, self.can_run = name, dags, can_run
+
+    def get_name(self) -> str:
+        return self.name
+
+    def get_id(self) -> str:
+        return self.name
+
+
+USERS = {
+    "admin-token": User("admin", None, can_run=True),
+    "viewer-token": User("viewer", {"skynomad_fine_tune"}),
+}
+ALL_DAGS = {"skynomad_fine_tune", "secret_dag", "skynomad_probe"}
+
+
+class StubAuthManager:
+    """What get_user and requires_access_dag ask of an auth manager."""
+
+    async def get_user_from_token(self, token: str) -> User:
+        try:
+            return USERS[token]
+        except KeyError:
+            raise InvalidTokenError("unknown token") from None
+
+    def is_authorized_dag(self, *, method, user, access_entity=None, details=None) -> bool:
+        dag_id = details.id if details else None
+        readable = user.dags is None or dag_id in user.dags
+        return readable and (method == "GET" or user.can_run)
+
+    def get_authorized_dag_ids(self, *, user, method="GET", session=None) -> set[str]:
+        return set(ALL_DAGS if user.dags is None else user.dags)
+
+
+@pytest.fixture
+def client(seeded, monkeypatch):
+    from airflow.api_fastapi.core_api import security
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from airflow_provider_skynomad.plugin import SkyNomadPlugin
+
+    monkeypatch.setattr(security, "get_auth_manager", lambda: StubAuthManager())
+    root = FastAPI()
+    (mounted,) = SkyNomadPlugin.fastapi_apps
+    root.mount(mounted["url_prefix"], mounted["app"])
+    return TestClient(root)
+
+
+def as_user(name: str) -> dict:
+    return {"headers": {"Cookie": f"_token={name}-token"}}
+
+
+def job_url(dag_id, run_id, task_id):
+    return f"/skynomad/job/{dag_id}/{run_id}/{task_id}"
+
+
+def text_of(html: str) -> str:
+    return re.sub(r"<[^>]+>", " ", html)
+
+
+def test_the_job_page_of_a_finished_run_shows_its_zones_cost_deadline_and_why_it_moved(client):
+    response = client.get(job_url(*FINISHED), **as_user("viewer"))
+    assert response.status_code == 200, response.text
+    html = response.text
+    for zone in FINISHED_ZONES:
+        assert zone in html
+    assert f"${FINISHED_COST_USD:,.2f}" in html
+    assert f"{DEADLINE_HOURS:.2f} h" in html and "deadline met" in text_of(html)
+    assert 'class="chart gantt"' in html and "preempted" in html and "us-west1-a preempted 2 times in 1 h" in html
+    assert "latest safe switch" in html and "uniform progress" in html and "all on-demand" in html
+    assert "V=11.80" in html  # the last decisions' numbers
+    assert "<script" not in html and "http://" not in html and "https://" not in html
+
+
+def test_the_job_page_of_a_running_job_is_live(client):
+    html = client.get(job_url(*RUNNING), **as_user("viewer")).text
+    assert "running for 4.50 h of 16.00 h" in html and "slack" in html and "deferred" in html
+    assert "us-west1-a" in html and "$10.35" in html  # spend so far from the live status
+
+
+def test_a_task_without_a_record_and_an_unknown_task(client):
+    assert client.get(job_url("skynomad_fine_tune", "nope", "fine_tune"), **as_user("admin")).status_code == 404
+
+
+def test_the_dashboard_lists_the_jobs_a_user_may_read_with_totals(client):
+    admin = client.get("/skynomad/jobs", **as_user("admin")).text
+    viewer = client.get("/skynomad/jobs", **as_user("viewer")).text
+    assert "finished_run" in admin and "running_run" in admin and "hidden_run" in admin
+    assert "finished_run" in viewer and "running_run" in viewer
+    assert "hidden_run" not in viewer and "secret_dag" not in viewer and "asia-south2-b" not in viewer
+    assert "deadlines met" in viewer and "saved against on-demand" in viewer and "Preemptions per zone" in viewer
+    assert "/skynomad/job/skynomad_fine_tune/finished_run/fine_tune" in viewer
+
+
+def test_the_markets_page_draws_the_heatmap_and_the_table_and_never_the_password(client, seeded):
+    response = client.get("/skynomad/markets", params={"conn_id": CONN_ID, "days": 3}, **as_user("viewer"))
+    assert response.status_code == 200, response.text
+    html = response.text
+    assert 'id="availability-heatmap"' in html and html.count('class="cell"') > 6
+    assert "Prices (USD per instance-hour)" in html and "<polyline" in html
+    for zone in FINISHED_ZONES:
+        assert zone in html
+    assert "forecast lifetime" in html and "fresh" in html
+    assert MARKER_PASSWORD not in html
+    assert 'id="trigger-probe"' not in html  # the viewer may not run the probe DAG
+    assert 'id="trigger-probe"' in client.get("/skynomad/markets", params={"conn_id": CONN_ID}, **as_user("admin")).text
+
+
+def test_no_page_renders_the_connection_password(client):
+    for url in (job_url(*FINISHED), job_url(*RUNNING), "/skynomad/jobs", f"/skynomad/markets?conn_id={CONN_ID}"):
+        response = client.get(url, **as_user("admin"))
+        assert response.status_code == 200
+        assert MARKER_PASSWORD not in response.text
+
+
+def test_a_market_url_with_a_password_is_named_without_it(seeded):
+    from types import SimpleNamespace
+
+    from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig
+    from airflow_provider_skynomad.market.table import MarketTable
+    from airflow_provider_skynomad.plugin.pages import markets_page
+
+    conn = SimpleNamespace(
+        conn_type="skynomad",
+        host="db.internal",
+        login="market",
+        password=MARKER_PASSWORD,
+        port=5432,
+        schema="m",
+        extra="{}",
+        extra_dejson={},
+    )
+    table = MarketTable(SkyNomadConfig.from_connection(conn).market_url)  # no connection is made
+    import pandas as pd
+
+    from airflow_provider_skynomad.market.overview import availability_heatmap
+
+    html = markets_page(
+        [],
+        availability_heatmap(pd.DataFrame()),
+        pd.DataFrame(),
+        None,
+        days=1,
+        max_age_hours=2,
+        source=table.display_url,
+        can_probe=False,
+    )
+    table.close()
+    assert "db.internal" in html and MARKER_PASSWORD not in html
+
+
+@pytest.mark.parametrize(
+    "url", [job_url(*FINISHED), "/skynomad/jobs", "/skynomad/markets", "/skynomad/openapi.json", "/skynomad/docs"]
+)
+def test_without_a_session_every_page_is_refused(client, url):
+    response = client.get(url)
+    assert response.status_code in (401, 403, 404), url
+    assert response.status_code != 200
+    assert client.get(url, headers={"Cookie": "_token=forged"}).status_code in (403, 404)
+
+
+def test_a_user_cannot_open_the_job_page_of_a_dag_they_may_not_read(client):
+    assert client.get(job_url(*HIDDEN), **as_user("viewer")).status_code == 403
+    assert client.get(job_url(*HIDDEN), **as_user("admin")).status_code == 200
+
+
+def test_only_users_who_may_run_the_probe_dag_can_trigger_it(client):
+    assert client.post("/skynomad/probe").status_code == 401
+    assert client.post("/skynomad/probe", **as_user("viewer")).status_code == 403
+    response = client.post("/skynomad/probe", follow_redirects=False, **as_user("admin"))
+    assert response.status_code == 303 and "markets?probe=" in response.headers["location"]
