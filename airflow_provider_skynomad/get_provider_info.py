@@ -74,7 +74,11 @@ def get_provider_info() -> dict:
             {"integration-name": "SkyNomad", "python-modules": ["airflow_provider_skynomad.triggers.skynomad"]}
         ],
         "hooks": [{"integration-name": "SkyNomad", "python-modules": ["airflow_provider_skynomad.hooks.skynomad"]}],
-        "extra-links": ["airflow_provider_skynomad.links.skynomad.SkyNomadGroupLink"],
+        "extra-links": [
+            "airflow_provider_skynomad.links.skynomad.SkyNomadGroupLink",
+            "airflow_provider_skynomad.links.job.SkyNomadJobLink",
+        ],
+        "plugins": [{"name": "skynomad", "plugin-class": "airflow_provider_skynomad.plugin.SkyNomadPlugin"}],
         "connection-types": [
             {
                 "connection-type": "skynomad",

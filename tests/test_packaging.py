@@ -179,15 +179,22 @@ def test_extra_links_are_the_operators_links():
         assert issubclass(_import_class(path), BaseOperatorLink)
 
 
-def test_no_plugin_is_listed_because_there_is_none():
+def test_the_listed_plugin_is_the_one_in_the_code():
     plugins = [
-        str(path.relative_to(ROOT))
+        f"{'.'.join(path.relative_to(ROOT).with_suffix('').parts).removesuffix('.__init__')}.{node.name}"
         for path in PACKAGE.rglob("*.py")
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.ClassDef) and any("AirflowPlugin" in ast.unparse(base) for base in node.bases)
     ]
-    assert plugins == []
-    assert "plugins" not in get_provider_info()
+    assert plugins == ["airflow_provider_skynomad.plugin.SkyNomadPlugin"]
+    (listed,) = get_provider_info()["plugins"]
+    assert listed["plugin-class"] == plugins[0]
+    from airflow.plugins_manager import AirflowPlugin
+
+    cls = _import_class(listed["plugin-class"])
+    assert issubclass(cls, AirflowPlugin) and cls.name == listed["name"]
+    assert [view["destination"] for view in cls.external_views] == ["task_instance", "nav", "nav"]
+    assert [app["url_prefix"] for app in cls.fastapi_apps] == ["/skynomad"]
 
 
 def test_airflow_discovers_the_provider():
@@ -198,6 +205,8 @@ def test_airflow_discovers_the_provider():
     provider = manager.providers["airflow-provider-skynomad"]
     assert provider.version == airflow_provider_skynomad.__version__
     assert set(get_provider_info()["extra-links"]) <= set(manager.extra_links_class_names)
+    manager.initialize_providers_plugins()
+    assert "airflow_provider_skynomad.plugin.SkyNomadPlugin" in {p.plugin_class for p in manager.plugins}
 
 
 @pytest.mark.parametrize("module", ["airflow_provider_skynomad", "airflow_provider_skynomad.get_provider_info"])

@@ -20,6 +20,7 @@ from ..jobs.events import JobEvent
 from ..jobs.params import validate_params
 from ..jobs.record import StateStore
 from ..jobs.runner import Defer, JobRunner, TaskIdentity
+from ..links.job import SkyNomadJobLink
 from ..links.skynomad import SkyNomadGroupLink, persist_group_links
 from ..triggers.skynomad import SkyNomadTrigger
 
@@ -68,7 +69,7 @@ class SkyNomadOperator(BaseOperator):
     """
 
     template_fields = ("command", "env", "zones", "regions", "deadline", "work_hours")
-    operator_extra_links = (SkyNomadGroupLink(),)
+    operator_extra_links = (SkyNomadGroupLink(), SkyNomadJobLink())
     ui_color = "#e8f4fd"
 
     def __init__(
