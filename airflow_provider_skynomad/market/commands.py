@@ -1,22 +1,26 @@
 """`skynomad market import|export`: move observations between trace files and the market table.
 
 A trace is a dump of the table (docs/market.md), so export(import(file)) must give the file's rows
-back exactly. Import validates the whole file before writing anything, in one transaction,
-so a malformed trace leaves the table as it was. Exit codes: 0 ok, 1 database or "nothing to
-export" trouble, 2 bad input (argparse's own convention). Messages show URLs without passwords.
+back exactly. Both stream: import validates and inserts the file chunk by chunk inside one
+transaction, so a malformed row anywhere rolls everything back and the table stays as it was;
+export writes the rows chunk by chunk to a temporary file renamed at the end. Exit codes: 0 ok,
+1 database or "nothing to export" trouble, 2 bad input (argparse's own convention). Messages show
+URLs without passwords.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from .observations import TraceError, read_observations, write_observations
+from .observations import TraceError, iter_observations, open_trace_for_writing, write_observations
 from .table import MarketSchemaError, MarketTable, default_market_url
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -48,23 +52,32 @@ def add_market_commands(subparsers) -> argparse.ArgumentParser:
 
 
 def run_import(args: argparse.Namespace) -> int:
-    """Validate the whole trace, then insert it in one transaction; existing rows are kept."""
+    """Validate and insert the trace chunk by chunk in one transaction; existing rows are kept."""
     try:
-        frame = read_observations(args.trace)
+        # The header, the file's readability and its first chunk are checked before the database is opened.
+        chunks = iter_observations(args.trace)
+        first = next(chunks)
     except TraceError as exc:
         return _fail(f"skynomad market import: {exc}; nothing was written", EXIT_BAD_INPUT)
     table = _open(args.url, "import")
     if isinstance(table, int):
         return table
+    seen = [0]
+
+    def counted():
+        for chunk in itertools.chain([first], chunks):
+            seen[0] += len(chunk)
+            yield chunk
+
     try:
-        inserted = table.append(frame, source=str(args.trace))
+        inserted = table.append_chunks(counted(), source=str(args.trace), validated=True)
     except TraceError as exc:
         return _fail(f"skynomad market import: {exc}; nothing was written", EXIT_BAD_INPUT)
     except (MarketSchemaError, SQLAlchemyError) as exc:
         return _database_failure("import", table, exc)
     finally:
         table.close()
-    skipped = len(frame) - inserted
+    skipped = seen[0] - inserted
     print(
         f"imported {inserted} new rows from {args.trace} into {table.display_url}"
         + (f" ({skipped} already present, kept as stored)" if skipped else "")
@@ -87,29 +100,37 @@ def run_export(args: argparse.Namespace) -> int:
                     f"known zones: {known}",
                     EXIT_BAD_INPUT,
                 )
-        frame = table.read(zones=args.zones, since=args.since, until=args.until)
+        written = _write_atomically(table.iter_read(zones=args.zones, since=args.since, until=args.until), args.output)
     except (MarketSchemaError, SQLAlchemyError) as exc:
         return _database_failure("export", table, exc)
+    except OSError as exc:
+        return _fail(f"skynomad market export: cannot write {args.output}: {exc.strerror or exc}", EXIT_FAILED)
     finally:
         table.close()
-    if frame.empty:
+    if not written:
         return _fail(
             f"skynomad market export: no rows in {table.display_url} match the filters; {args.output} was not written",
             EXIT_FAILED,
         )
-    _write_atomically(frame, args.output)
-    print(f"exported {len(frame)} rows from {table.display_url} to {args.output}")
+    print(f"exported {written} rows from {table.display_url} to {args.output}")
     return EXIT_OK
 
 
-def _write_atomically(frame: pd.DataFrame, output: Path) -> None:
+def _write_atomically(chunks: Iterable[pd.DataFrame], output: Path) -> int:
+    """Write the chunks as one canonical trace; return the row count (0: no file is left behind)."""
     # Same directory (so os.replace is atomic) and same suffix (so .gz still means gzip).
     temporary = output.with_name(f".tmp-{os.getpid()}-{output.name}")
+    written = 0
     try:
-        write_observations(frame, temporary)
-        os.replace(temporary, output)
+        with open_trace_for_writing(temporary) as handle:
+            for chunk in chunks:
+                write_observations(chunk, handle, header=written == 0)
+                written += len(chunk)
+        if written:
+            os.replace(temporary, output)
     finally:
         temporary.unlink(missing_ok=True)
+    return written
 
 
 def _zone_list(text: str) -> list[str]:

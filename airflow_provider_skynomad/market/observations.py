@@ -7,6 +7,10 @@ column in its errors, because a bad trace silently skews every cost the simulato
 
 from __future__ import annotations
 
+import csv
+import gzip
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +32,7 @@ COLUMNS = [
 ]
 KEY = ["zone", "instance_type", "observed_at"]
 INTEGER_COLUMNS = ("accelerator_count", "requested", "available")
+_CONTROL = r"[\x00-\x1f\x7f]"
 MAX_INTEGER = 2**31 - 1
 """Largest count the format accepts: the market table stores the integer columns as SQL INTEGER,
 32-bit on PostgreSQL, so a larger value could be read from a file but never imported."""
@@ -50,21 +55,118 @@ class _Where:
         return ", ".join(parts)
 
 
+CHUNK_ROWS = 100_000
+"""Rows per chunk when a trace is streamed (import, read): a 10⁶-row file never sits in memory as text."""
+_TEXT_COLUMNS = ("cloud", "region", "zone", "instance_type", "accelerator")
+_READ_ERRORS = (
+    pd.errors.ParserError,
+    pd.errors.EmptyDataError,
+    UnicodeDecodeError,
+    EOFError,  # a truncated gzip stream
+    OSError,  # gzip.BadGzipFile, unreadable file
+    zlib.error,  # a corrupt gzip stream
+    csv.Error,
+)
+
+
 def read_observations(path: str | Path, zones: list[str] | None = None) -> pd.DataFrame:
     """Read and validate a trace CSV (optionally gzipped); optionally keep only `zones`."""
     path = Path(path)
+    frame = pd.concat(list(iter_observations(path)), ignore_index=True)
+    return select_zones(frame, zones, source=str(path))
+
+
+def iter_observations(path: str | Path, chunk_rows: int = CHUNK_ROWS) -> Iterator[pd.DataFrame]:
+    """Validated chunks of a trace, in file order, checked across chunks as if read whole.
+
+    Each chunk is typed as `validate_observations` returns it; a bad row anywhere raises
+    TraceError naming file, line and column when its chunk is reached, so a caller that
+    writes chunk by chunk must do it in one transaction (`MarketTable.append_chunks`).
+    """
+    path = Path(path)
     if not path.exists():
         raise TraceError(f"{path}: no such trace file")
+    if path.is_dir():
+        raise TraceError(f"{path}: is a directory, not a trace file")
+    header = _check_header(path)
+    where = _Where(str(path))
+    last_seen: dict[tuple[str, str], pd.Timestamp] = {}
+    first_line = 2  # file line of the chunk's first row (header = line 1)
+    rows = 0
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, EOFError, OSError) as exc:
-        raise TraceError(f"{path}: not a readable CSV trace ({exc})") from exc
-    # Blank lines are dropped, but errors keep the line numbers an editor shows (header = line 1).
-    blank = (frame == "").all(axis=1) if len(frame.columns) else pd.Series(False, index=frame.index)
-    lines = (np.flatnonzero(~blank.to_numpy()) + 2).tolist()
-    frame = frame[~blank].reset_index(drop=True)
-    frame = validate_observations(frame, source=str(path), line_numbers=lines)
-    return select_zones(frame, zones, source=str(path))
+        reader = pd.read_csv(
+            path, dtype=str, keep_default_na=False, skip_blank_lines=False, chunksize=chunk_rows, encoding="utf-8"
+        )
+        for raw in reader:
+            # Blank lines are dropped, but errors keep the line numbers an editor shows.
+            blank = (raw == "").all(axis=1) if len(raw.columns) else pd.Series(True, index=raw.index)
+            lines = (np.flatnonzero(~blank.to_numpy()) + first_line).tolist()
+            first_line += len(raw)
+            chunk = raw[~blank].reset_index(drop=True)
+            if chunk.empty and set(COLUMNS) <= set(chunk.columns):
+                continue
+            chunk = validate_observations(chunk, source=str(path), line_numbers=lines)
+            _check_across_chunks(chunk, last_seen, where, lines)
+            rows += len(chunk)
+            yield chunk
+    except _READ_ERRORS as exc:
+        raise TraceError(f"{path}: not a readable CSV trace ({_reason(exc)})") from None
+    if rows == 0:
+        missing = [c for c in COLUMNS if c not in header]
+        if missing:
+            raise TraceError(f"{where.at(line=1)}: missing columns {missing}; expected header {','.join(COLUMNS)}")
+        raise TraceError(f"{where.at()}: no observation rows")
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text: byte {exc.object[exc.start : exc.start + 1]!r} at offset {exc.start} of a block"
+    return str(exc).strip() or type(exc).__name__
+
+
+def _check_header(path: Path) -> list[str]:
+    """The header's names, each once: with a name repeated, which column holds the value is ambiguous."""
+    try:
+        with _open_text(path) as handle:
+            first = handle.readline()
+    except _READ_ERRORS as exc:
+        raise TraceError(f"{path}: not a readable CSV trace ({_reason(exc)})") from None
+    names = next(csv.reader([first]), [])
+    names = [name.strip() for name in names]
+    repeated = sorted({name for name in names if name and names.count(name) > 1})
+    if repeated:
+        raise TraceError(f"{path}, line 1: column(s) {repeated} appear more than once in the header; keep one of each")
+    return names
+
+
+def _open_text(path: Path):
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8", newline="")
+    return path.open(encoding="utf-8", newline="")
+
+
+def _check_across_chunks(
+    chunk: pd.DataFrame, last_seen: dict[tuple[str, str], pd.Timestamp], where: _Where, lines: list[int]
+) -> None:
+    """Duplicates and back-in-time rows whose earlier row sits in a previous chunk."""
+    if last_seen:
+        firsts = chunk.assign(_i=range(len(chunk))).drop_duplicates(["zone", "instance_type"], keep="first")
+        for i, zone, instance_type, at in zip(
+            firsts["_i"], firsts["zone"], firsts["instance_type"], firsts["observed_at"], strict=True
+        ):
+            before = last_seen.get((zone, instance_type))
+            if before is None or at > before:
+                continue
+            if at == before:
+                raise TraceError(
+                    f"{where.at(lines[i], 'observed_at')}: duplicate observation for zone {zone!r} at {at.isoformat()}"
+                )
+            raise TraceError(
+                f"{where.at(lines[i], 'observed_at')}: rows for zone {zone!r} go back in time ({at.isoformat()} "
+                f"after {before.isoformat()}); sort the trace by observed_at"
+            )
+    lasts = chunk.drop_duplicates(["zone", "instance_type"], keep="last")
+    last_seen.update(zip(zip(lasts["zone"], lasts["instance_type"], strict=True), lasts["observed_at"], strict=True))
 
 
 def select_zones(frame: pd.DataFrame, zones: list[str] | None, source: str = "trace") -> pd.DataFrame:
@@ -121,6 +223,16 @@ def validate_observations(
         empty = out[column].astype(str).str.strip() == ""
         if empty.any():
             raise TraceError(f"{where.at(line(empty.idxmax()), column)}: empty value")
+    for column in _TEXT_COLUMNS:
+        # NUL cannot be stored in PostgreSQL text, and no cloud names a zone with control characters.
+        text = out[column].astype(str)
+        control = text.str.contains(_CONTROL, regex=True)
+        if control.any():
+            i = control.idxmax()
+            raise TraceError(
+                f"{where.at(line(i), column)}: {text.iloc[i]!r} holds a control character; names are printable text"
+            )
+        out[column] = text
 
     for column in INTEGER_COLUMNS:
         values = pd.to_numeric(out[column], errors="coerce")
@@ -179,11 +291,23 @@ def validate_observations(
     return out
 
 
-def write_observations(frame: pd.DataFrame, path: str | Path) -> None:
-    """Write rows in the canonical format (gzip when the name ends in .gz)."""
+def write_observations(frame: pd.DataFrame, path_or_handle, header: bool = True) -> None:
+    """Write rows in the canonical format (gzip when the name ends in .gz).
+
+    Given an open text handle (`open_trace_for_writing`), append to it: streamed exports write
+    the header with the first chunk only.
+    """
     out = frame[COLUMNS].copy()
     out["observed_at"] = format_times(out["observed_at"])
-    out.to_csv(path, index=False, float_format="%.10g")
+    out.to_csv(path_or_handle, index=False, header=header, float_format="%.10g", lineterminator="\n")
+
+
+def open_trace_for_writing(path: str | Path):
+    """A text handle for a trace file: gzip when the name ends in .gz, LF line ends."""
+    path = Path(path)
+    if path.suffix == ".gz":
+        return gzip.open(path, "wt", encoding="utf-8", newline="")
+    return path.open("w", encoding="utf-8", newline="")
 
 
 def format_times(values: pd.Series) -> pd.Series:

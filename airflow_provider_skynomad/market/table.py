@@ -15,6 +15,7 @@ import random
 import sqlite3
 import time
 import zlib
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -35,16 +36,19 @@ from sqlalchemy import (
     func,
     inspect,
     select,
+    update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.schema import CreateIndex, CreateTable
 from sqlalchemy.types import TypeDecorator
 
+from . import bulk
 from .observations import COLUMNS, KEY, validate_observations
 
-SCHEMA_VERSION = 1
-"""Bump when the table layout changes, and teach `create()` to migrate from the old one."""
+SCHEMA_VERSION = 2
+"""Bump when the table layout changes, and teach `create()` to migrate from the old one.
+Version 2 added the index on (observed_at, zone, instance_type); `create()` adds it to a version-1 table."""
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 60.0
 _COMPONENT = "market"
@@ -109,10 +113,15 @@ market_observations = Table(
     Column("on_demand_price", Double, nullable=False),
     # The primary key is the unique key (zone, instance_type, observed_at) the upsert relies on.
     PrimaryKeyConstraint(*KEY, name="pk_market_observations"),
+    # A job's reads: its zones, a time range (the primary key serves zone + instance type too).
     Index("ix_market_observations_zone_observed_at", "zone", "observed_at"),
+    # Reads across all zones by time (the start-of-job check, the newest row, export in key order,
+    # compaction's cutoff): without it PostgreSQL scans and sorts the whole table for each.
+    Index("ix_market_observations_observed_at", "observed_at", "zone", "instance_type"),
 )
 
 _INSERT = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
+_MIGRATES_FROM = (1,)
 
 
 def default_market_url() -> str:
@@ -210,19 +219,25 @@ class MarketTable:
             if found == SCHEMA_VERSION:
                 self._ready = True
                 return  # fast path: no DDL, so read-only database users work too
-            if found is not None:
+            if found is not None and found not in _MIGRATES_FROM:
                 raise MarketSchemaError(self._version_message(found))
             if self.dialect == "postgresql":
                 conn.execute(select(func.pg_advisory_xact_lock(_PG_CREATE_LOCK)))
             conn.execute(CreateTable(schema_version, if_not_exists=True))
             found = self._current_version(conn)
-            if found is not None and found != SCHEMA_VERSION:
+            if found is not None and found != SCHEMA_VERSION and found not in _MIGRATES_FROM:
                 raise MarketSchemaError(self._version_message(found))
             conn.execute(CreateTable(market_observations, if_not_exists=True))
             for index in market_observations.indexes:
                 conn.execute(CreateIndex(index, if_not_exists=True))
             insert = _INSERT[self.dialect](schema_version).values(component=_COMPONENT, version=SCHEMA_VERSION)
             conn.execute(insert.on_conflict_do_nothing(index_elements=["component"]))
+            # A version-1 table only lacked an index, which the loop above created (under the lock).
+            conn.execute(
+                update(schema_version)
+                .where(schema_version.c.component == _COMPONENT, schema_version.c.version.in_(_MIGRATES_FROM))
+                .values(version=SCHEMA_VERSION)
+            )
             found = self._current_version(conn)
             if found != SCHEMA_VERSION:
                 raise MarketSchemaError(self._version_message(found))
@@ -262,15 +277,25 @@ class MarketTable:
         if len(frame) == 0 and set(COLUMNS) <= set(frame.columns):
             return 0  # e.g. a probe round where every launch failed: nothing to record, not an error
         rows = validate_observations(frame, source=source)
+        return self.append_chunks([rows], validated=True)
+
+    def append_chunks(self, chunks: Iterable[pd.DataFrame], source: str = "appended rows", validated=False) -> int:
+        """Insert chunks of observations in one transaction; return how many rows were new.
+
+        Built for streams (`iter_observations`): each chunk is inserted as it comes, and if any
+        chunk raises (a bad row, a database error), the whole transaction is rolled back, so
+        nothing is written. `validated`: the chunks come from `validate_observations` already.
+        """
         self._ensure()
-        records = _records(rows)
-        statement = (
-            _INSERT[self.dialect](market_observations)
-            .on_conflict_do_nothing(index_elements=KEY)
-            .returning(market_observations.c.zone)
-        )
+        inserted = 0
+        insert_for = _INSERT[self.dialect]
         with self.engine.begin() as conn:
-            return len(conn.execute(statement, records).all())
+            for chunk in chunks:
+                if len(chunk) == 0:
+                    continue
+                rows = chunk if validated else validate_observations(chunk, source=source)
+                inserted += bulk.insert_rows(conn, market_observations, self.dialect, rows, insert_for)
+        return inserted
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -294,11 +319,36 @@ class MarketTable:
         statement = statement.where(*self._filters(zones, since, until, instance_types))
         with self.engine.connect() as conn:
             rows = conn.execute(statement).all()
+        return self._frame(rows)
+
+    def _frame(self, rows) -> pd.DataFrame:
         if not rows:
             return _empty_frame()
         frame = pd.DataFrame(rows, columns=COLUMNS)
         frame["observed_at"] = pd.to_datetime(frame["observed_at"], utc=True).astype("datetime64[us, UTC]")
         return validate_observations(frame, source=f"market table {self.display_url}")
+
+    def iter_read(
+        self,
+        zones: list[str] | None = None,
+        since: datetime | str | pd.Timestamp | None = None,
+        until: datetime | str | pd.Timestamp | None = None,
+        chunk_rows: int = 100_000,
+    ) -> Iterator[pd.DataFrame]:
+        """The rows `read` would return, as typed frames of at most `chunk_rows`, in the same order.
+
+        For dumps of the whole table (`export`): a server-side cursor on PostgreSQL, so memory
+        stays bounded by one chunk whatever the table's size.
+        """
+        self._ensure()
+        table = market_observations
+        statement = select(*(table.c[c] for c in COLUMNS)).order_by(
+            table.c.observed_at, table.c.zone, table.c.instance_type
+        )
+        statement = statement.where(*self._filters(zones, since, until))
+        with self.engine.connect() as conn:
+            for rows in bulk.fetch_chunks(conn, statement, chunk_rows):
+                yield self._frame(rows)
 
     def latest_observed_at(self, zones: list[str] | None = None) -> pd.Timestamp | None:
         """The newest observation time (optionally among `zones`), None for an empty table."""
@@ -328,13 +378,6 @@ class MarketTable:
         if until is not None:
             clauses.append(table.c.observed_at < _utc(until))
         return clauses
-
-
-def _records(rows: pd.DataFrame) -> list[dict]:
-    """Plain Python values for the DB driver (numpy scalars and pandas Timestamps confuse some)."""
-    columns = {c: rows[c].tolist() for c in COLUMNS}
-    columns["observed_at"] = [t.to_pydatetime() for t in rows["observed_at"]]
-    return [dict(zip(COLUMNS, values, strict=True)) for values in zip(*(columns[c] for c in COLUMNS), strict=True)]
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:

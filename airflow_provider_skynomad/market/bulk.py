@@ -1,0 +1,85 @@
+"""Bulk moves in and out of the market table: many rows, bounded memory, no row ever in SQL text.
+
+Why a module of its own: a probe round writes a few hundred rows, a trace import a million. The
+small path (`MarketTable.append`) is one executemany with bound parameters. The large path streams
+validated chunks into one transaction, so a bad row anywhere still leaves the table as it was:
+- PostgreSQL: each chunk goes through COPY into a temporary staging table (the rows travel as
+  COPY data, never as SQL), then one INSERT ... SELECT ... ON CONFLICT DO NOTHING, whose row
+  count is the number of new rows. COPY is ~10× faster than row-by-row inserts.
+- SQLite: executemany of INSERT ... ON CONFLICT DO NOTHING with bound parameters; SQLite sums
+  the changed rows over the batch.
+Reads for `export` use a server-side cursor (PostgreSQL) and fetch in chunks, in key order.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+
+import pandas as pd
+from sqlalchemy import Connection, column, select
+from sqlalchemy import table as sql_table
+
+from .observations import COLUMNS, KEY
+
+COPY_MIN_ROWS = 5_000
+"""Below this many rows, PostgreSQL inserts use executemany too: a staging table per probe round
+would churn the catalog (pg_class, pg_attribute) for nothing."""
+_STAGING = "skynomad_market_import"
+_TEXT = ("cloud", "region", "zone", "instance_type", "accelerator")
+
+
+def records(rows: pd.DataFrame) -> list[dict]:
+    """Plain Python values for the DB driver (numpy scalars and pandas Timestamps confuse some)."""
+    columns = {c: rows[c].tolist() for c in COLUMNS}
+    columns["observed_at"] = [t.to_pydatetime() for t in rows["observed_at"]]
+    return [dict(zip(COLUMNS, values, strict=True)) for values in zip(*(columns[c] for c in COLUMNS), strict=True)]
+
+
+def insert_rows(conn: Connection, table, dialect: str, rows: pd.DataFrame, insert_for) -> int:
+    """Insert validated rows inside the caller's transaction; return how many were new."""
+    if rows.empty:
+        return 0
+    if dialect == "postgresql" and len(rows) >= COPY_MIN_ROWS:
+        return _copy_rows(conn, table, rows, insert_for)
+    statement = insert_for(table).on_conflict_do_nothing(index_elements=KEY)
+    if dialect == "postgresql":
+        # psycopg2's executemany rowcount is the last batch's; RETURNING counts every new row.
+        return len(conn.execute(statement.returning(table.c.zone), records(rows)).all())
+    return conn.execute(statement, records(rows)).rowcount
+
+
+def _copy_rows(conn: Connection, table, rows: pd.DataFrame, insert_for) -> int:
+    """COPY into a per-transaction staging table, then insert the rows whose key is new."""
+    # Both names are constants of this module; the rows themselves travel as COPY data.
+    conn.exec_driver_sql(
+        f"CREATE TEMPORARY TABLE IF NOT EXISTS {_STAGING} (LIKE {table.name} INCLUDING DEFAULTS) ON COMMIT DROP"
+    )
+    conn.exec_driver_sql(f"TRUNCATE {_STAGING}")
+    buffer = io.StringIO()
+    out = rows[COLUMNS].copy()
+    out["observed_at"] = out["observed_at"].dt.strftime("%Y-%m-%d %H:%M:%S.%f+00")
+    # repr-exact floats, so COPY stores the same double an executemany would have sent.
+    out.to_csv(buffer, index=False, header=False)
+    columns = ", ".join(COLUMNS)
+    # FORCE_NOT_NULL: an empty text field (e.g. accelerator) is '', not NULL.
+    copy = f"COPY {_STAGING} ({columns}) FROM STDIN WITH (FORMAT csv, FORCE_NOT_NULL ({', '.join(_TEXT)}))"
+    cursor = conn.connection.dbapi_connection.cursor()
+    try:
+        buffer.seek(0)
+        if hasattr(cursor, "copy_expert"):  # psycopg2
+            cursor.copy_expert(copy, buffer)
+        else:  # psycopg 3
+            with cursor.copy(copy) as stream:
+                stream.write(buffer.getvalue())
+    finally:
+        cursor.close()
+    staging = sql_table(_STAGING, *(column(c) for c in COLUMNS))
+    moved = insert_for(table).from_select(COLUMNS, select(*staging.c)).on_conflict_do_nothing(index_elements=KEY)
+    return conn.execute(moved).rowcount
+
+
+def fetch_chunks(conn: Connection, statement, chunk_rows: int) -> Iterator[list]:
+    """Rows of `statement` in lists of at most `chunk_rows`, from a server-side cursor where the driver has one."""
+    result = conn.execution_options(stream_results=True, yield_per=chunk_rows).execute(statement)
+    yield from result.partitions(chunk_rows)
