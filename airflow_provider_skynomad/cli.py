@@ -14,6 +14,7 @@ from .market.commands import add_market_commands
 from .market.egress import EgressModel, FlatEgress
 from .market.grid import build_grid, default_step_hours
 from .market.observations import TraceError, read_observations
+from .market.prices import add_prices_command
 from .planner.job import JobSpec, JobSpecError
 from .simulation.evaluate import DEFAULT_POLICIES, Evaluation
 
@@ -204,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_evaluate_command(subparsers)
     add_market_commands(subparsers)
     add_demo_command(subparsers)
+    add_prices_command(subparsers)
     return parser
 
 
