@@ -1,0 +1,7 @@
+"""``python -m airflow_provider_skynomad.agent run ...``: what an instance's boot script starts."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

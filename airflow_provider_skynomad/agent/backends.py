@@ -1,0 +1,249 @@
+"""Object stores the agent writes a job's checkpoints to: a local directory, S3 or GCS.
+
+Four verbs are all the checkpoint layout needs (put a file, get a file, list keys under a
+prefix, delete keys), so each backend stays a thin shim over its client. The cloud SDKs are
+imported only when their scheme is used: an instance has one of them installed (``boto3`` on
+AWS, ``google-cloud-storage`` on GCP), the simulated cloud neither, and the import alone of
+boto3 costs a few hundred milliseconds the simulated cloud's agents must not pay.
+
+Credentials are never an argument: boto3 and google-cloud-storage find the instance's own
+(instance profile, service account). ``AWS_ENDPOINT_URL`` (boto3) and ``STORAGE_EMULATOR_HOST``
+(google-cloud-storage) point them at moto or the GCS emulator in tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+
+class StoreError(RuntimeError):
+    """The store URI is malformed, or the store cannot be reached or written (the agent exits 2)."""
+
+
+class Backend:
+    """Keys are '/'-separated paths relative to the store's prefix."""
+
+    uri: str
+
+    def put_file(self, local: Path, key: str) -> None:
+        raise NotImplementedError
+
+    def put_bytes(self, data: bytes, key: str) -> None:
+        raise NotImplementedError
+
+    def get_file(self, key: str, local: Path) -> bool:
+        """Download `key` to `local`; False when there is no such key."""
+        raise NotImplementedError
+
+    def get_bytes(self, key: str) -> bytes | None:
+        raise NotImplementedError
+
+    def list(self, prefix: str) -> list[str]:
+        """Every key under `prefix` (a folder, ending in '/'), relative to the store's prefix."""
+        raise NotImplementedError
+
+    def delete(self, keys: list[str]) -> None:
+        raise NotImplementedError
+
+
+class FileBackend(Backend):
+    """`file:///abs/path`: the simulated cloud's store (and a shared filesystem's)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.uri = root.as_uri()
+
+    def _path(self, key: str) -> Path:
+        return self.root / key
+
+    def put_file(self, local: Path, key: str) -> None:
+        target = self._path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(local, target)
+
+    def put_bytes(self, data: bytes, key: str) -> None:
+        """Replaced atomically: manifests and progress.json are read while they are rewritten.
+
+        Not fsynced: readers need atomicity, not durability across a host crash (which a
+        file:// store, the simulated cloud's, does not model), and at one checkpoint per ~0.1 s
+        two fsyncs per checkpoint were most of an upload's time.
+        """
+        target = self._path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                os.fchmod(handle.fileno(), 0o644)
+                handle.write(data)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def get_file(self, key: str, local: Path) -> bool:
+        try:
+            shutil.copyfile(self._path(key), local)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def get_bytes(self, key: str) -> bytes | None:
+        try:
+            return self._path(key).read_bytes()
+        except (FileNotFoundError, IsADirectoryError):
+            return None
+
+    def list(self, prefix: str) -> list[str]:
+        base = self._path(prefix)
+        if not base.is_dir():
+            return []
+        keys = []
+        for dirpath, _, filenames in os.walk(base):
+            for name in filenames:
+                if not (name.startswith(".") and name.endswith(".tmp")):  # put_bytes' temp files
+                    keys.append(Path(dirpath, name).relative_to(self.root).as_posix())
+        return sorted(keys)
+
+    def delete(self, keys: list[str]) -> None:
+        parents = set()
+        for key in keys:
+            self._path(key).unlink(missing_ok=True)
+            parents.add(self._path(key).parent)
+        for parent in sorted(parents, key=lambda p: len(p.parts), reverse=True):
+            while parent != self.root and parent.is_relative_to(self.root):
+                try:
+                    parent.rmdir()  # only if empty
+                except OSError:
+                    break
+                parent = parent.parent
+
+
+class S3Backend(Backend):
+    """`s3://bucket/prefix`: boto3 with the instance profile's credentials."""
+
+    def __init__(self, bucket: str, prefix: str):
+        try:
+            import boto3
+        except ImportError as exc:
+            raise StoreError("an s3:// store needs boto3 (pip install boto3)") from exc
+        self.bucket, self.prefix = bucket, prefix
+        self.uri = f"s3://{bucket}/{prefix}"
+        self.client = boto3.client("s3")
+        from botocore.exceptions import ClientError
+
+        self._client_error = ClientError
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def put_file(self, local: Path, key: str) -> None:
+        self.client.upload_file(str(local), self.bucket, self._key(key))
+
+    def put_bytes(self, data: bytes, key: str) -> None:
+        self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+
+    def get_file(self, key: str, local: Path) -> bool:
+        try:
+            self.client.download_file(self.bucket, self._key(key), str(local))
+        except self._client_error as exc:
+            if _s3_not_found(exc):
+                return False
+            raise
+        return True
+
+    def get_bytes(self, key: str) -> bytes | None:
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+        except self._client_error as exc:
+            if _s3_not_found(exc):
+                return None
+            raise
+
+    def list(self, prefix: str) -> list[str]:
+        full = self._key(prefix)
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        keys = []
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=full):
+            keys.extend(item["Key"][strip:] for item in page.get("Contents", ()))
+        return sorted(keys)
+
+    def delete(self, keys: list[str]) -> None:
+        for start in range(0, len(keys), 1000):  # DeleteObjects takes at most 1000 keys
+            batch = [{"Key": self._key(k)} for k in keys[start : start + 1000]]
+            self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+
+
+def _s3_not_found(exc) -> bool:
+    return exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound")
+
+
+class GCSBackend(Backend):
+    """`gs://bucket/prefix`: google-cloud-storage with the instance's service account."""
+
+    def __init__(self, bucket: str, prefix: str):
+        try:
+            from google.api_core.exceptions import NotFound
+            from google.cloud import storage
+        except ImportError as exc:
+            raise StoreError("a gs:// store needs google-cloud-storage (pip install google-cloud-storage)") from exc
+        self.prefix = prefix
+        self.uri = f"gs://{bucket}/{prefix}"
+        self.client = storage.Client()
+        self.bucket = self.client.bucket(bucket)
+        self._not_found = NotFound
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def put_file(self, local: Path, key: str) -> None:
+        self.bucket.blob(self._key(key)).upload_from_filename(str(local))
+
+    def put_bytes(self, data: bytes, key: str) -> None:
+        self.bucket.blob(self._key(key)).upload_from_string(data)
+
+    def get_file(self, key: str, local: Path) -> bool:
+        try:
+            self.bucket.blob(self._key(key)).download_to_filename(str(local))
+        except self._not_found:
+            local.unlink(missing_ok=True)  # the client leaves an empty file behind
+            return False
+        return True
+
+    def get_bytes(self, key: str) -> bytes | None:
+        try:
+            return self.bucket.blob(self._key(key)).download_as_bytes()
+        except self._not_found:
+            return None
+
+    def list(self, prefix: str) -> list[str]:
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        return sorted(blob.name[strip:] for blob in self.client.list_blobs(self.bucket, prefix=self._key(prefix)))
+
+    def delete(self, keys: list[str]) -> None:
+        for key in keys:
+            with contextlib.suppress(self._not_found):  # deleted already: deleting is idempotent
+                self.bucket.blob(self._key(key)).delete()
+
+
+def open_backend(uri: str) -> Backend:
+    """The backend for `uri`: ``file:///abs/path``, ``s3://bucket/prefix`` or ``gs://bucket/prefix``."""
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
+        raise StoreError(f"--store {uri!r}: expected file:///abs/path, s3://bucket/prefix or gs://bucket/prefix")
+    if scheme == "file":
+        if not rest.startswith("/"):
+            raise StoreError(f"--store {uri!r}: a file:// store needs an absolute path (file:///abs/path)")
+        from urllib.parse import unquote
+
+        return FileBackend(Path(unquote(rest)))
+    if scheme in ("s3", "gs"):
+        bucket, _, prefix = rest.partition("/")
+        prefix = prefix.strip("/")
+        if not bucket:
+            raise StoreError(f"--store {uri!r}: no bucket name")
+        return S3Backend(bucket, prefix) if scheme == "s3" else GCSBackend(bucket, prefix)
+    raise StoreError(f"--store {uri!r}: unknown scheme {scheme!r}; use file://, s3:// or gs://")

@@ -1,0 +1,229 @@
+"""A job's checkpoints under one store prefix, in the layout of docs/agent.md.
+
+    checkpoints/<seq:010d>/files/<relpath>   one checkpoint's files
+    checkpoints/<seq:010d>/MANIFEST.json     written last: {format, seq, step, total_steps, files, created_at}
+    progress.json                            {step, total_steps, seq, updated_at}: after the manifest
+    output/...  output/MANIFEST.json         the workload's final files, on success
+    runs/<run_id>.json                       how each run ended
+
+Why manifest-last: object stores have no rename and an upload can be cut anywhere (the notice
+ends, the instance dies). A checkpoint therefore counts only once its manifest has landed, and
+restore checks every file's size and sha256 against it, so neither a half-uploaded checkpoint
+nor a file overwritten since is ever restored; it falls back to the previous one, which is why
+the two newest are kept. `progress.json` is written after the manifest it names, so what
+adapters read as progress is always restorable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import NamedTuple
+
+from .backends import Backend, StoreError, open_backend
+
+FORMAT = 1
+CHECKPOINTS = "checkpoints/"
+MANIFEST = "MANIFEST.json"
+PROGRESS = "progress.json"
+OUTPUT = "output/"
+RUNS = "runs/"
+KEEP = 2  # checkpoints kept: the newest, and the one before in case the newest cannot be read
+_CHUNK = 1 << 20
+
+__all__ = ["CheckpointStore", "FileEntry", "StoreError", "copy_hashed", "hash_file", "now_iso"]
+
+
+def now_iso(wall: float | None = None) -> str:
+    """UTC ISO 8601 with milliseconds (what every timestamp in the store looks like)."""
+    moment = datetime.fromtimestamp(time.time() if wall is None else wall, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class FileEntry(NamedTuple):
+    path: str  # relative, '/'-separated
+    size: int
+    sha256: str
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "size": self.size, "sha256": self.sha256}
+
+
+def copy_hashed(source: Path, target: Path) -> tuple[int, str]:
+    """Copy `source` to `target`, returning the size and sha256 of the bytes copied (one read)."""
+    digest, size = hashlib.sha256(), 0
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        while chunk := src.read(_CHUNK):
+            digest.update(chunk)
+            dst.write(chunk)
+            size += len(chunk)
+    return size, digest.hexdigest()
+
+
+def hash_file(path: Path) -> tuple[int, str]:
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    return size, digest.hexdigest()
+
+
+def _safe_relpath(text: object) -> str:
+    """A manifest's path, refused if it could escape the directory it is restored into."""
+    if not isinstance(text, str) or not text:
+        raise ValueError(f"bad path {text!r}")
+    path = PurePosixPath(text)
+    if path.is_absolute() or any(part in ("", ".", "..") for part in path.parts) or "\\" in text:
+        raise ValueError(f"unsafe path {text!r}")
+    return path.as_posix()
+
+
+def _seq_key(seq: int) -> str:
+    return f"{CHECKPOINTS}{seq:010d}/"
+
+
+class CheckpointStore:
+    """One job's checkpoint prefix (`uri`): upload, restore, progress, output and run records."""
+
+    def __init__(self, uri: str, backend: Backend | None = None):
+        self.backend = backend or open_backend(uri)
+        self.uri = uri
+        self._last_seq = 0
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    def _listing(self) -> dict[int, list[str]]:
+        """seq → keys of that checkpoint (complete or not)."""
+        seqs: dict[int, list[str]] = {}
+        for key in self.backend.list(CHECKPOINTS):
+            part = key[len(CHECKPOINTS) :].split("/", 1)[0]
+            if part.isdigit():
+                seqs.setdefault(int(part), []).append(key)
+        return seqs
+
+    def complete_seqs(self, listing: dict[int, list[str]] | None = None) -> list[int]:
+        """Sequence numbers whose manifest has landed, newest first."""
+        listing = self._listing() if listing is None else listing
+        return sorted((s for s, keys in listing.items() if f"{_seq_key(s)}{MANIFEST}" in keys), reverse=True)
+
+    def upload_checkpoint(self, staged: Path, files: list[FileEntry], step: float, total_steps: float) -> int:
+        """Upload the files staged in `staged`, then the manifest, then progress.json; prune. Returns the seq."""
+        listing = self._listing()
+        seq = max([self._last_seq, *listing]) + 1
+        base = _seq_key(seq)
+        for entry in files:
+            self.backend.put_file(staged / entry.path, f"{base}files/{entry.path}")
+        manifest = {
+            "format": FORMAT,
+            "seq": seq,
+            "step": step,
+            "total_steps": total_steps,
+            "files": [e.to_dict() for e in files],
+            "created_at": now_iso(),
+        }
+        self.backend.put_bytes(json.dumps(manifest, indent=1).encode(), f"{base}{MANIFEST}")
+        self._last_seq = seq
+        progress = {"step": step, "total_steps": total_steps, "seq": seq, "updated_at": manifest["created_at"]}
+        self.backend.put_bytes(json.dumps(progress).encode(), PROGRESS)
+        self._prune(listing, seq)
+        return seq
+
+    def _prune(self, listing: dict[int, list[str]], new_seq: int) -> None:
+        """Keep the `KEEP` newest complete checkpoints; drop older ones and older half-uploads."""
+        complete = sorted({new_seq, *self.complete_seqs(listing)}, reverse=True)
+        if len(complete) < KEEP:
+            return
+        oldest_kept = complete[KEEP - 1]
+        stale = [key for seq, keys in listing.items() if seq < oldest_kept for key in keys]
+        # The manifest first, so a checkpoint being deleted stops counting before its files go.
+        stale.sort(key=lambda key: not key.endswith(MANIFEST))
+        if stale:
+            self.backend.delete(stale)
+
+    def restore(self, target: Path, scratch: Path, log=lambda message: None) -> dict | None:
+        """Restore the newest complete checkpoint whose files match its manifest into `target`.
+
+        `target` is replaced only by a fully verified copy (built in `scratch` first). Returns
+        the manifest restored, or None when the store holds no usable checkpoint.
+        """
+        listing = self._listing()
+        if listing:
+            self._last_seq = max(listing)
+        for seq in self.complete_seqs(listing):
+            attempt = scratch / f"restore-{seq:010d}"
+            shutil.rmtree(attempt, ignore_errors=True)
+            try:
+                manifest = self._fetch_verified(seq, attempt)
+            except ValueError as exc:
+                log(f"checkpoint {seq} in {self.uri} is not usable ({exc}); trying the one before")
+                shutil.rmtree(attempt, ignore_errors=True)
+                continue
+            if target.exists():
+                retired = scratch / f"replaced-{seq:010d}"
+                shutil.rmtree(retired, ignore_errors=True)
+                target.rename(retired)
+                shutil.rmtree(retired, ignore_errors=True)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            attempt.rename(target)
+            return manifest
+        return None
+
+    def _fetch_verified(self, seq: int, into: Path) -> dict:
+        base = _seq_key(seq)
+        raw = self.backend.get_bytes(f"{base}{MANIFEST}")
+        if raw is None:
+            raise ValueError("its manifest vanished")
+        try:
+            manifest = json.loads(raw)
+            entries = [FileEntry(_safe_relpath(f["path"]), int(f["size"]), str(f["sha256"])) for f in manifest["files"]]
+            step, total = manifest["step"], manifest["total_steps"]
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (step, total)):
+                raise TypeError(f"step {step!r} and total_steps {total!r} must be numbers")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"unreadable manifest: {exc}") from exc
+        into.mkdir(parents=True)
+        for entry in entries:
+            local = into / entry.path
+            local.parent.mkdir(parents=True, exist_ok=True)
+            if not self.backend.get_file(f"{base}files/{entry.path}", local):
+                raise ValueError(f"{entry.path} is missing")
+            if hash_file(local) != (entry.size, entry.sha256):
+                raise ValueError(f"{entry.path} does not match its sha256 in the manifest")
+        return manifest
+
+    # -- progress, output, run records --------------------------------------------------------
+
+    def read_progress(self) -> dict | None:
+        raw = self.backend.get_bytes(PROGRESS)
+        try:
+            return None if raw is None else json.loads(raw)
+        except ValueError:
+            return None
+
+    def upload_output(self, local: Path, files: list[FileEntry]) -> None:
+        """The workload's final files under output/, manifest last (an older output is replaced)."""
+        self.backend.delete([f"{OUTPUT}{MANIFEST}"])  # an output being replaced is not complete
+        for entry in files:
+            self.backend.put_file(local / entry.path, f"{OUTPUT}{entry.path}")
+        wanted = {f"{OUTPUT}{e.path}" for e in files}
+        stale = [key for key in self.backend.list(OUTPUT) if key not in wanted]
+        if stale:
+            self.backend.delete(stale)
+        manifest = {"format": FORMAT, "files": [e.to_dict() for e in files], "created_at": now_iso()}
+        self.backend.put_bytes(json.dumps(manifest, indent=1).encode(), f"{OUTPUT}{MANIFEST}")
+
+    def write_run(self, run_id: str, record: dict) -> None:
+        self.backend.put_bytes(json.dumps(record, indent=1).encode(), f"{RUNS}{run_id}.json")
+
+    def read_run(self, run_id: str) -> dict | None:
+        raw = self.backend.get_bytes(f"{RUNS}{run_id}.json")
+        try:
+            return None if raw is None else json.loads(raw)
+        except ValueError:
+            return None
