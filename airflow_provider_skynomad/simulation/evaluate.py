@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -10,12 +11,16 @@ import numpy as np
 from ..market.grid import MarketGrid
 from ..planner.job import JobSpec
 from ..planner.registry import POLICIES, get_policy
-from .optimal import optimal_cost
+from .optimal import GAP_WARNING, optimal_cost
 from .simulator import simulate, window_ticks
 
 OPTIMAL = "optimal"
 UNIFORM = "uniform-progress"
 DEFAULT_POLICIES = ("skynomad", OPTIMAL, "on-demand", UNIFORM, "eager-failover")
+
+
+class OptimumGapWarning(UserWarning):
+    """The DP could not be exact in its time budget and its bracket is wider than 0.1 %."""
 
 
 @dataclass
@@ -89,8 +94,21 @@ class Evaluation:
         return run
 
     def _optimal(self, start: int) -> dict:
+        """The exact optimum; where the DP could only bracket it, its lower end, the upper end and the gap."""
         best = optimal_cost(self.job, self.grid, start, self.egress_usd_per_gb)
-        return {"cost_usd": round(best.cost_usd, 6), "met_deadline": best.feasible, "exact": best.exact}
+        out = {"cost_usd": round(best.cost_usd, 6), "met_deadline": best.feasible, "exact": best.exact}
+        if not best.exact:
+            out["upper_usd"] = round(best.upper_usd, 6)
+            out["gap"] = round(best.gap, 6)
+            if best.gap > GAP_WARNING:
+                warnings.warn(
+                    f"the optimum of the window at {self.grid.time_at(start).isoformat()} is only bracketed: "
+                    f"{best.cost_usd:.2f}–{best.upper_usd:.2f} USD (gap {best.gap:.2%}); ratios to it are upper "
+                    "bounds on the true ratios",
+                    OptimumGapWarning,
+                    stacklevel=2,
+                )
+        return out
 
     def run(self, progress: Callable[[], None] | None = None) -> dict:
         windows = []
@@ -129,6 +147,13 @@ def summarise(windows: list[dict]) -> dict:
         }
         for n in zones:
             summary.pop(n)
+    if OPTIMAL in summary:
+        # Exact in every window, or the widest bracket (ratios to the optimum are then upper bounds).
+        gaps = [w["results"][OPTIMAL].get("gap", 0.0) for w in windows]
+        summary[OPTIMAL]["exact"] = all(w["results"][OPTIMAL].get("exact", True) for w in windows)
+        summary[OPTIMAL]["max_gap"] = round(float(max(gaps)), 6)
+        uppers = [w["results"][OPTIMAL].get("upper_usd", w["results"][OPTIMAL]["cost_usd"]) for w in windows]
+        summary[OPTIMAL]["mean_upper_usd"] = round(float(np.mean(uppers)), 6)
     if OPTIMAL in summary and summary[OPTIMAL]["mean_cost_usd"] > 0:
         for row in summary.values():
             row["ratio_to_optimal"] = round(row["mean_cost_usd"] / summary[OPTIMAL]["mean_cost_usd"], 4)

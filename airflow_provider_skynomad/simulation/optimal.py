@@ -4,10 +4,19 @@ Same cost model and decision step as the simulator: at every step the job may ke
 group, go idle, or launch spot (where the market has capacity) or on-demand in any market,
 paying a cold start (plus checkpoint transfer time when moving) and S·egress on moves;
 spot is lost when its market loses capacity. The state is (location/mode, remaining warm-up,
-progress) with progress counted in quanta q = gcd(step, warm-ups) seconds, so the optimum
-is exact whenever the durations are whole seconds. If that lattice would be too fine
-(> `max_levels` levels) the quantum is coarsened *optimistically* (warm-ups rounded down,
-progress per step rounded up), which keeps the result a lower bound, just a looser one.
+progress) with progress counted in quanta q = gcd(step, warm-ups), computed in whole
+milliseconds, so every reachable progress value is a lattice point and the optimum is exact for
+any step, work and cold start given to the millisecond.
+
+What keeps a fine lattice fast is the *band*: at step k a state whose remaining work no longer
+fits before the deadline (p·q < P − (T − t)) can never finish, and one above t − d cannot be
+reached, so each step only touches the levels in between, about (T − P) ÷ q of them, not P ÷ q.
+
+When even the band would exceed `max_band_levels` (e.g. a step and cold start in odd seconds
+make q 1 s), the quantum is coarsened to step ÷ m and two DPs bracket the optimum: warm-ups
+rounded down give a lower bound, warm-ups rounded up (and a checkpoint assumed wherever a group
+ran) give the cost of a schedule that is feasible in the real model, an upper bound.
+`Optimum.cost_usd` is then the lower bound, `upper_usd` the upper one and `gap` their distance.
 """
 
 from __future__ import annotations
@@ -24,18 +33,84 @@ from ..planner.job import JobSpec
 from .simulator import window_ticks
 
 SPOT, ON_DEMAND = 0, 1
+MAX_BAND_LEVELS = 12_000  # progress levels the DP holds at once: ~10 s for 52 h × 13 zones at the worst band
+GAP_WARNING = 0.001  # evaluate warns when a bracket is wider than this share of its lower bound
 
 
 @dataclass(frozen=True)
 class Optimum:
-    cost_usd: float
-    feasible: bool
-    quantum_seconds: int
+    """The optimum (exact) or a certified bracket [cost_usd, upper_usd] around it (not exact)."""
+
+    cost_usd: float  # the optimum, or a lower bound on it when not exact
+    feasible: bool  # the lower bound is finite (when exact: the deadline can be met)
+    quantum_seconds: float
     exact: bool
+    upper_usd: float | None = None  # when not exact: the cost of a feasible schedule (inf if none was found)
+
+    @property
+    def gap(self) -> float:
+        """(upper − lower) ÷ lower: 0 when exact, inf when no feasible schedule was found."""
+        if self.exact or not self.feasible:
+            return 0.0
+        upper = self.upper_usd if self.upper_usd is not None else math.inf
+        return (upper - self.cost_usd) / self.cost_usd if self.cost_usd > 0 else 0.0
 
 
-def _seconds(hours: float) -> int:
-    return int(round(hours * 3600))
+@dataclass(frozen=True)
+class _Lattice:
+    quantum_s: float
+    step_q: int  # progress quanta of a step without warm-up
+    cold_q: int
+    move_q: int
+    levels: int  # quanta of the whole work (rounded up)
+    banded: bool  # step_q·q equals the step, so the band's lower edge is valid
+    checkpoint_where_run: bool  # a group that made no progress (on the lattice) still leaves a checkpoint
+
+
+def _ms(hours: float) -> int | None:
+    """Hours as whole milliseconds, or None when they are not."""
+    ms = hours * 3_600_000
+    whole = round(ms)
+    return whole if abs(ms - whole) <= 1e-6 * max(1.0, abs(ms)) else None
+
+
+def _band(job: JobSpec, quantum_s: float) -> int:
+    """Levels the DP holds at once: the slack T − P over q, never more than the whole work."""
+    slack_s = max(0.0, (job.deadline_hours - job.work_hours) * 3600)
+    return min(math.ceil(job.work_hours * 3600 / quantum_s), math.ceil(slack_s / quantum_s) + 2)
+
+
+def _lattices(
+    job: JobSpec, step_hours: float, max_levels: int | None, max_band_levels: int
+) -> tuple[_Lattice, _Lattice | None]:
+    """The exact lattice (and None), or the optimistic and pessimistic lattices of a bracket."""
+    step_s = step_hours * 3600
+    cold_h, move_h = job.cold_start_hours, job.launch_hours(True)
+    work_s = job.work_hours * 3600
+    whole = [_ms(h) for h in (step_hours, cold_h, move_h)]
+    if all(w is not None for w in whole):
+        quantum = (reduce(math.gcd, whole) or whole[0]) / 1000.0
+        levels = math.ceil(work_s / quantum - 1e-9)
+        if (max_levels is None or levels <= max_levels) and _band(job, quantum) <= max_band_levels:
+            step_q = round(step_s / quantum)
+            cold_q, move_q = round(cold_h * 3600 / quantum), round(move_h * 3600 / quantum)
+            return _Lattice(quantum, step_q, cold_q, move_q, levels, True, False), None
+    # Coarsen to step ÷ m (progress per step stays exact), m as large as the budgets allow.
+    m = max_band_levels * step_s / max(1.0, (job.deadline_hours - job.work_hours) * 3600 + 2 * step_s)
+    if max_levels is not None:
+        m = min(m, max_levels * step_s / work_s)
+    m = int(math.floor(m)) if max_levels is not None else max(1, int(math.floor(m)))
+    if m >= 1:
+        quantum, step_q = step_s / m, m
+    else:  # coarser than one step (only with a tiny max_levels): progress per step rounded up / down
+        quantum = math.ceil(work_s / max_levels)
+        step_q = 0
+    levels = math.ceil(work_s / quantum - 1e-9)
+    cold, move = cold_h * 3600 / quantum, move_h * 3600 / quantum
+    down, up = (math.ceil(step_s / quantum), math.floor(step_s / quantum)) if not step_q else (step_q, step_q)
+    lower = _Lattice(quantum, down, math.floor(cold + 1e-9), math.floor(move + 1e-9), levels, m >= 1, False)
+    upper = _Lattice(quantum, up, math.ceil(cold - 1e-9), math.ceil(move - 1e-9), levels, True, True)
+    return lower, upper
 
 
 def optimal_cost(
@@ -43,104 +118,110 @@ def optimal_cost(
     grid: MarketGrid,
     start_tick: int = 0,
     egress_usd_per_gb: np.ndarray | None = None,
-    max_levels: int = 6000,
+    max_levels: int | None = None,
+    max_band_levels: int = MAX_BAND_LEVELS,
 ) -> Optimum:
-    """Minimum cost of finishing `job` by its deadline on the window starting at `start_tick`."""
+    """Minimum cost of finishing `job` by its deadline on the window starting at `start_tick`.
+
+    :param max_levels: cap on progress levels over the whole work (coarsens the lattice; for tests).
+    :param max_band_levels: cap on progress levels held at once (the time budget); past it the
+        result is a bracket, `Optimum.exact` False.
+    """
     ticks = window_ticks(job, grid.step_hours)
     if start_tick < 0 or start_tick + ticks > grid.ticks:
         raise ValueError(f"window of {ticks} steps from tick {start_tick} does not fit the trace's {grid.ticks} steps")
-    markets = len(grid.markets)
     egress = egress_usd_per_gb if egress_usd_per_gb is not None else EgressModel().matrix(grid.markets)
+    lower, upper = _lattices(job, grid.step_hours, max_levels, max_band_levels)
+    best = _solve(job, grid, start_tick, ticks, egress, lower)
+    if upper is None:
+        return Optimum(cost_usd=best, feasible=math.isfinite(best), quantum_seconds=lower.quantum_s, exact=True)
+    high = _solve(job, grid, start_tick, ticks, egress, upper) if math.isfinite(best) else math.inf
+    return Optimum(best, math.isfinite(best), lower.quantum_s, exact=False, upper_usd=max(high, best))
 
-    step_s = _seconds(grid.step_hours)
-    cold_s = _seconds(job.cold_start_hours)
-    move_s = cold_s + _seconds(job.transfer_hours(True))
+
+def _solve(job: JobSpec, grid: MarketGrid, start_tick: int, ticks: int, egress: np.ndarray, lat: _Lattice) -> float:
+    """The DP on one lattice: min cost over (market, mode, warm-up left, progress) step by step."""
+    markets = len(grid.markets)
+    q, step_q, levels = lat.quantum_s, lat.step_q, lat.levels
+    if step_q < 1:
+        return math.inf
+    step_s = grid.step_hours * 3600
     work_s = job.work_hours * 3600
-    quantum = reduce(math.gcd, [step_s, cold_s, move_s]) or step_s
-    exact = True
-    if work_s / quantum > max_levels:
-        exact = False
-        quantum = int(math.ceil(work_s / max_levels))
-    step_q = -(-step_s // quantum)  # progress per step rounded up (optimistic)
-    cold_q, move_q = cold_s // quantum, move_s // quantum  # warm-ups rounded down (optimistic)
-    levels = int(math.ceil(work_s / quantum - 1e-9))
+    deadline_s = job.deadline_hours * 3600 + 1e-6
 
     # Remaining warm-up values a group can have at the start of a step.
-    warmups = sorted({w for start in (cold_q, move_q) for w in range(start, -1, -step_q)} | {0})
+    warmups = sorted({w for first in (lat.cold_q, lat.move_q) for w in range(first, -1, -step_q)} | {0})
     slot = {w: j for j, w in enumerate(warmups)}
-    gain = np.array([max(0, step_q - w) for w in warmups])
-    after = np.array([slot[max(0, w - step_q)] for w in warmups])
+    gain = [max(0, step_q - w) for w in warmups]
+    after = [slot[max(0, w - step_q)] for w in warmups]
 
     inf = np.inf
     # idle[loc, p]: loc = market index of the checkpoint, or `markets` for "no checkpoint yet".
     idle = np.full((markets + 1, levels), inf)
     idle[markets, 0] = 0.0
     run = np.full((markets, 2, len(warmups), levels), inf)
-    move_cost = np.zeros((markets + 1, markets))
-    move_cost[:markets] = job.checkpoint_gb * egress
-    moved = np.ones((markets + 1, markets), dtype=bool)
-    moved[markets] = False
-    moved[np.arange(markets), np.arange(markets)] = False
+    spare = np.full_like(run, inf)
+    fee = job.checkpoint_gb * np.asarray(egress, dtype=float)
+    stay_fee = np.diag(fee).copy()  # launching where the checkpoint is (normally 0)
+    move_fee = fee.copy()
+    np.fill_diagonal(move_fee, inf)  # moves only: a launch where the checkpoint is pays a cold start
+    cold_j, move_j = slot[lat.cold_q], slot[lat.move_q]
 
     best = inf
     usable = grid.usable(job.instances)
-    deadline_s = job.deadline_hours * 3600 + 1e-6
+    spot_price = grid.spot_usd_per_hour * job.instances
+    od_price = grid.on_demand_usd_per_hour * job.instances
+    hi = 1  # levels [lo, hi) can hold a finite cost this step
     for k in range(ticks):
         g = start_tick + k
+        t0 = k * step_s
+        lo = max(0, math.floor((work_s - deadline_s + t0) / q) - 1) if lat.banded else 0
+        if lo >= hi:
+            break  # nothing left can finish in time
+        band = slice(lo, hi)
         avail = usable[g]
-        # Preemption: spot groups in markets without capacity are lost; their checkpoint stays there.
-        lost = ~avail
-        if lost.any():
-            _end(idle, lost, run[lost, SPOT].min(axis=1))
-            run[lost, SPOT] = inf
-        # Any group can be stopped: the best way to be "free" with the checkpoint at loc.
-        free = idle.copy()
-        _end(free, slice(None), run.min(axis=(1, 2)))
-        # Launch anywhere: min over checkpoint locations of free cost + egress, split by warm-up.
-        via = free[:, None, :] + move_cost[:, :, None]  # (loc, market, p)
-        for warm, mask in ((cold_q, ~moved), (move_q, moved)):
-            launch = np.where(mask[:, :, None], via, inf).min(axis=0)  # (market, p)
-            j = slot[warm]
-            run[:, ON_DEMAND, j] = np.minimum(run[:, ON_DEMAND, j], launch)
-            spot_launch = np.where(avail[:, None], launch, inf)
-            run[:, SPOT, j] = np.minimum(run[:, SPOT, j], spot_launch)
-        idle = free
+        # Any group can be stopped (a spot group without capacity must be): the best way to be free.
+        ended = run[:, :, :, band].min(axis=(1, 2))
+        idle_band = idle[:, band]
+        if lo == 0:
+            # A group that made no progress leaves no checkpoint (pessimistic lattice: it may have one).
+            if lat.checkpoint_where_run:
+                np.minimum(idle_band[:markets], ended, out=idle_band[:markets])
+            else:
+                idle_band[markets, 0] = min(idle_band[markets, 0], float(ended[:, 0].min()))
+                np.minimum(idle_band[:markets, 1:], ended[:, 1:], out=idle_band[:markets, 1:])
+        else:
+            np.minimum(idle_band[:markets], ended, out=idle_band[:markets])
+        run[~avail, SPOT, :, band] = inf
+
+        # Launch anywhere: where the checkpoint is (or none yet) with a cold start, elsewhere with a move.
+        stay = np.minimum(idle_band[:markets] + stay_fee[:, None], idle_band[markets][None, :])
+        moved = (idle_band[:markets, None, :] + move_fee[:, :, None]).min(axis=0)
+        for j, launch in ((cold_j, stay), (move_j, moved)):
+            np.minimum(run[:, ON_DEMAND, j, band], launch, out=run[:, ON_DEMAND, j, band])
+            spot = run[:, SPOT, j, band]
+            np.minimum(spot, np.where(avail[:, None], launch, inf), out=spot)
 
         # Run one step: bill, progress, and record finishes within the deadline.
-        t0 = k * step_s
-        price = np.stack([grid.spot_usd_per_hour[g], grid.on_demand_usd_per_hour[g]], axis=1) * job.instances
-        price = price[:, :, None, None]
-        new_run = np.full_like(run, inf)
+        price = np.stack([spot_price[g], od_price[g]], axis=1)[:, :, None]
+        nxt_hi = min(levels, hi + step_q)
+        spare[:, :, :, lo:nxt_hi] = inf
         for j, w in enumerate(warmups):
             d = gain[j]
-            cost = run[:, :, j, :]
-            if not np.isfinite(cost).any():
-                continue
+            cost = run[:, :, j, band]
             # Finishing this step from progress p ≥ levels − d: pay only the time needed.
-            first = max(0, levels - d)
-            if first < levels:
-                p = np.arange(first, levels)
-                need_s = min(w * quantum, step_s) + (work_s - p * quantum)
-                need_s = np.maximum(need_s, 0.0)
+            first = max(lo, levels - d)
+            if first < hi:
+                p = np.arange(first, hi)
+                need_s = np.maximum(min(w * q, step_s) + (work_s - p * q), 0.0)
                 ok = t0 + need_s <= deadline_s
                 if ok.any():
-                    total = cost[:, :, first:] + price[:, :, 0] * (need_s / 3600.0)
+                    total = cost[:, :, first - lo :] + price * (need_s / 3600.0)
                     best = min(best, float(np.where(ok, total, inf).min()))
-            if first > 0:
-                new_run[:, :, after[j], d : first + d] = np.minimum(
-                    new_run[:, :, after[j], d : first + d],
-                    cost[:, :, :first] + price[:, :, 0] * (step_s / 3600.0),
-                )
-        run = new_run
-
-    return Optimum(cost_usd=best, feasible=math.isfinite(best), quantum_seconds=quantum, exact=exact)
-
-
-def _end(idle: np.ndarray, where, ended: np.ndarray) -> None:
-    """Fold groups that end (lost or stopped) into `idle`: location × progress, last row "no checkpoint".
-
-    `ended` holds the groups' costs (market × progress) for the markets `where`. Their checkpoint
-    stays where they ran, except that a group that made no progress leaves no checkpoint at all.
-    """
-    idle[-1, 0] = min(idle[-1, 0], float(ended[:, 0].min(initial=np.inf)))
-    idle[:-1][where, 1:] = np.minimum(idle[:-1][where, 1:], ended[:, 1:])
+            stop = min(hi, levels - d)
+            if stop > lo:
+                target = spare[:, :, after[j], lo + d : stop + d]
+                np.minimum(target, cost[:, :, : stop - lo] + price * (step_s / 3600.0), out=target)
+        run, spare = spare, run
+        hi = nxt_hi
+    return float(best)

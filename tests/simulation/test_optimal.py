@@ -128,6 +128,76 @@ def test_coarsened_optimum_is_still_a_lower_bound(case, max_levels):
         assert got.quantum_seconds * max_levels >= job.work_hours * 3600 - 1e-6
 
 
+@st.composite
+def odd(draw):
+    """2 markets, 6–10 steps of an odd size (195 s, 7 or 13 minutes), cold starts and work in odd seconds."""
+    step_s = draw(st.sampled_from([195, 420, 780, 333]))
+    work_s = draw(st.integers(2 * step_s, 6 * step_s))
+    cold_s = draw(st.sampled_from([0, 100, 555, 720, 301]))
+    slack_s = draw(st.integers(-step_s, 3 * step_s))
+    deadline_s = max(work_s + cold_s + slack_s, step_s)
+    job = JobSpec(
+        work_s / 3600,
+        deadline_s / 3600,
+        cold_s / 3600,
+        checkpoint_gb=draw(st.sampled_from([0.0, 50.0])),
+        bandwidth_gb_per_hour=draw(st.sampled_from([None, 1000.0, 700.0])),  # 50 GB: 180 s or 257.14… s
+    )
+    ticks = window_ticks(job, step_s / 3600) + 2
+    base = draw(grids(ticks=ticks, n_markets=2))
+    grid = make_grid(base.available, base.spot_usd_per_hour, base.on_demand_usd_per_hour, step_hours=step_s / 3600)
+    egress = np.array([[0.0, draw(st.sampled_from([0.01, 0.05]))], [draw(st.sampled_from([0.01, 0.08])), 0.0]])
+    return job, grid, draw(st.integers(0, 2)), egress
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(odd())
+def test_optimum_is_exact_or_a_bracket_at_odd_step_sizes(case):
+    """Odd steps and warm-ups: exact when the lattice is whole milliseconds, else a bracket around the truth."""
+    job, grid, start, egress = case
+    expected = brute_force(job, grid, start, egress)
+    got = optimal_cost(job, grid, start, egress)
+    assert got.feasible == math.isfinite(expected) or not got.exact
+    if got.exact:
+        assert got.gap == 0.0
+        if got.feasible:
+            assert got.cost_usd == pytest.approx(expected, abs=1e-9, rel=1e-9)
+    elif math.isfinite(expected):
+        assert got.cost_usd <= expected + 1e-9 <= got.upper_usd + 2e-9
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(odd(), st.integers(2, 40))
+def test_a_forced_bracket_holds_the_optimum_and_its_upper_end_is_a_real_schedule(case, band):
+    """With a tiny level budget the result is a certified bracket: lower ≤ brute force ≤ upper."""
+    job, grid, start, egress = case
+    expected = brute_force(job, grid, start, egress)
+    got = optimal_cost(job, grid, start, egress, max_band_levels=band)
+    if got.exact:
+        return  # the lattice already fits the budget
+    if math.isfinite(expected):
+        assert got.feasible and got.cost_usd <= expected + 1e-9
+        assert expected <= got.upper_usd + 1e-9
+        assert got.gap >= 0.0
+    if math.isfinite(got.upper_usd):
+        assert math.isfinite(expected)  # the upper end is the cost of a schedule that meets the deadline
+
+
+def test_195_second_steps_against_a_720_second_cold_start_stay_exact():
+    """The AWS trace's step with the default cold start: quantum 15 s, exact, no coarsening."""
+    rng = np.random.default_rng(3)
+    step = 195 / 3600
+    job = JobSpec(work_hours=10.0, deadline_hours=11.0, cold_start_hours=0.2, checkpoint_gb=50)
+    ticks = window_ticks(job, step)
+    avail = np.repeat(rng.random((ticks // 10 + 1, 3)) < 0.7, 10, axis=0)[:ticks]
+    grid = make_grid(avail, [0.9, 1.1, 1.0], [3.06, 3.06, 3.06], step_hours=step)
+    best = optimal_cost(job, grid, 0, flat_egress(3))
+    assert best.exact and best.quantum_seconds == 15 and best.gap == 0.0
+    coarse = optimal_cost(job, grid, 0, flat_egress(3), max_band_levels=40)
+    assert not coarse.exact
+    assert coarse.cost_usd <= best.cost_usd + 1e-9 <= coarse.upper_usd + 2e-9
+
+
 def test_one_always_available_cheap_spot_market_costs_price_times_work_plus_cold_start():
     available = np.zeros((60, 3), bool)
     available[:, 1] = True
