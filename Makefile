@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test evaluate benchmarks clean
+.PHONY: demo test evaluate benchmarks clean browser
 
 $(STAMP): pyproject.toml setup.cfg
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,7 +14,12 @@ $(STAMP): pyproject.toml setup.cfg
 demo: $(STAMP)
 	$(BIN)/skynomad demo
 
-test: $(STAMP)
+# The plugin's browser test (tests/plugin/test_browser.py) drives Debian's chromium through chromium-driver.
+browser:
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver)
+
+test: $(STAMP) browser
 	$(BIN)/ruff check --no-cache --quiet .
 	$(BIN)/ruff format --no-cache --check --quiet .
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
