@@ -104,7 +104,7 @@ class MultiCloud(Cloud):
         to_uri = target.checkpoint_store(job_id, target_zone)
         if not from_uri or not to_uri:
             return False  # one side keeps no checkpoints: the job restarts honestly
-        from ..agent.store import copy_latest
+        from ..agent.transfer import copy_latest
 
         return copy_latest(from_uri, to_uri)
 

@@ -114,3 +114,31 @@ def test_check_asks_each_cloud_about_its_own_zones_and_names_a_cloud_that_is_mis
     only_aws = MultiCloud({"aws": Recording("aws")})
     (problem,) = only_aws.check(["us-central1-a"])
     assert "us-central1-a are gcp zones, but this connection has no gcp cloud" in problem
+
+
+def test_a_copy_across_clouds_moves_the_newest_complete_checkpoint_between_their_stores(tmp_path):
+    from airflow_provider_skynomad.agent.snapshot import hash_all
+    from airflow_provider_skynomad.agent.store import CheckpointStore
+
+    cloud, aws, gcp = multi()
+    stores = {"aws": (tmp_path / "s3").as_uri(), "gcp": (tmp_path / "gcs").as_uri()}
+    for part in (aws, gcp):
+        part.checkpoint_store = lambda job_id, zone, name=part.name: f"{stores[name]}/{job_id}"
+    assert cloud.copy_checkpoint("us-east-1a", "us-central1-a", 1, job_id="job") is False  # nothing yet
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "weights.bin").write_bytes(b"\x00\x01" * 1000)
+    source = CheckpointStore(f"{stores['aws']}/job")
+    source.upload_checkpoint(work, hash_all(work), 7, 10)
+    (work / "weights.bin").write_bytes(b"half-written")  # files without a manifest never count
+    (tmp_path / "s3" / "job" / "checkpoints" / "0000000002" / "files").mkdir(parents=True)
+
+    assert cloud.copy_checkpoint("us-east-1a", "us-central1-a", 1, job_id="job") is True
+    target = CheckpointStore(f"{stores['gcp']}/job")
+    restored = tmp_path / "restored"
+    manifest = target.restore(restored, tmp_path)
+    assert manifest["step"] == 7 and manifest["total_steps"] == 10
+    assert (restored / "weights.bin").read_bytes() == b"\x00\x01" * 1000
+    assert target.read_progress()["step"] == 7
+    assert aws.calls == [] and gcp.calls == []  # neither cloud's own copy was asked
