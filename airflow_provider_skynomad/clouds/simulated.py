@@ -18,11 +18,18 @@ Layout of `state_dir`::
     launches/<hash>.lock       one per client token: one launcher at a time; held by a new group's
                                supervisor until its pgid.json exists (see `SimulatedCloud.launch`)
     groups/<id>/               the supervisor's launch.json, pgid.json, exit.json, alive.lock,
-                               workload.log (the workload's stdout and stderr), home/ (its HOME)
-    jobs/<job_id>/<zone>/      the workload's cwd
+                               workload.log (the agent's and the workload's stdout and stderr),
+                               home/ (its HOME), work/ (the instance's local disk: the workload's
+                               cwd; work/checkpoint is its SKYNOMAD_CHECKPOINT_DIR)
     jobs/<job_id>/<zone>/checkpoint/
-                               SKYNOMAD_CHECKPOINT_DIR: the job's checkpoint in that zone
-                               (progress.json there is what `progress` reads)
+                               the job's checkpoint store in that zone (`file://` prefix of the
+                               workload agent, docs/agent.md): checkpoints/, progress.json (what
+                               `progress` reads), output/, runs/<client token>.json
+
+Every group runs the workload agent around its command, as an instance does: it restores the
+job's newest complete checkpoint from the zone's store into the group's work dir, uploads each
+checkpoint the workload completes, and on the notice (the supervisor's SIGTERM) stops the
+workload and uploads its last checkpoint. So the demo and the tests exercise the agent.
 
 Checkpoints belong to a job: two jobs in one zone never see each other's files, and a copy
 moves one job's checkpoint only. Every launch must name its job (`LaunchRequest.job_id`).
@@ -41,6 +48,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -48,11 +56,21 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..agent.notice import NOTICE_SECONDS_ENV
 from ..market.egress import EgressModel
-from .base import CapacityError, Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult
+from .base import CapacityError, Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult, Resource
 from .simulated_clock import SimClock, open_shared_clock, read_shared_settings
-from .simulated_groups import CLIENT_TOKEN_TAG, SPAWNING, GroupTracker, end, handle_of, new_record, same_request
-from .simulated_launcher import group_alive, log_tail, spawn_group
+from .simulated_groups import (
+    CLIENT_TOKEN_TAG,
+    NOT_ENDED,
+    SPAWNING,
+    GroupTracker,
+    end,
+    handle_of,
+    new_record,
+    same_request,
+)
+from .simulated_launcher import WORK_DIR, group_alive, log_tail, spawn_group
 from .simulated_market import TraceMarket
 from .simulated_store import StateStore
 
@@ -240,11 +258,17 @@ class SimulatedCloud(Cloud):
         )
         home = group_dir / "home"
         home.mkdir(parents=True, exist_ok=True)
+        store = self.checkpoint_dir(request.job_id, request.zone)
+        run_id = run_id_of(request.client_token)
         return spawn_group(
             group_dir,
-            list(request.command),
-            cwd=self.job_dir(request.job_id, request.zone),
-            env=self._workload_env(request, record["group_id"], home),
+            _agent_command(store, group_dir / WORK_DIR, run_id, request.command),
+            cwd=group_dir,
+            env={
+                **self._workload_env(request, record["group_id"], home),
+                NOTICE_SECONDS_ENV: repr(self._groups.notice_wall_seconds),
+            },
+            run_record=store / "runs" / f"{run_id}.json",
             start_at_wall=self.clock.wall_at_hours(launched_at + record["cold_start_hours"]),
             notice_wall_seconds=self._groups.notice_wall_seconds,
             preempt_at_wall=None if loss is None else self.clock.wall_at_hours(loss),
@@ -376,14 +400,15 @@ class SimulatedCloud(Cloud):
             return True
 
     def output_location(self, job_id: str, zone: str) -> str | None:
-        """The job's checkpoint directory in `zone` (the workload leaves its final files there), if any."""
+        """`<store>/output`, where the agent uploaded the workload's final files, once it has (else None)."""
         self.market.zone(zone)
         _check_job_id(job_id)
-        path = self.checkpoint_dir(job_id, zone)
-        return str(path) if path.is_dir() else None
+        path = self.checkpoint_dir(job_id, zone) / "output"
+        return str(path) if (path / "MANIFEST.json").is_file() else None
 
     def failure_detail(self, handle: GroupHandle) -> str | None:
-        """The last lines the workload wrote (stdout and stderr, groups/<id>/workload.log) if its group failed."""
+        """The workload's stderr tail as the agent recorded it (runs/<token>.json) if its group failed;
+        else the end of groups/<id>/workload.log (the agent could not record it: it never ran, or died)."""
         with self._store.update() as state:
             record = self._record(state, handle)
             now_wall = time.time()
@@ -392,8 +417,87 @@ class SimulatedCloud(Cloud):
             group_dir = Path(record["group_dir"])
         if not failed:
             return None
+        runs = self.checkpoint_dir(record["job_id"], record["zone"]) / "runs"
+        run = runs / f"{run_id_of(record['client_token'])}.json"
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            tail = json.loads(run.read_text()).get("stderr_tail") or []
+            if tail:
+                return "\n".join(str(line) for line in tail[-FAILURE_DETAIL_LINES:])
         lines = log_tail(group_dir, FAILURE_DETAIL_LINES)
         return "\n".join(lines) if lines else None
+
+    # -- leftovers (`skynomad cleanup`) -------------------------------------------------------
+
+    def resources(self, tags: dict[str, str] | None = None) -> list[Resource]:
+        """Live groups (kind ``instance``, id = group id) and every job's checkpoint store per zone
+        (kind ``checkpoint``, id = ``<job_id>/<zone>``, tagged like the job's latest group)."""
+        wanted = (tags or {}).items()
+        found: list[Resource] = []
+        job_tags: dict[str, dict[str, str]] = {}
+        with self._store.update() as state:
+            now_wall = time.time()
+            for record in sorted(state["groups"].values(), key=lambda r: r["launched_at_hours"]):
+                self._groups.refresh(record, now_wall)
+                own = {k: v for k, v in record["tags"].items() if k != CLIENT_TOKEN_TAG}
+                job_tags[record.get("job_id", "")] = {"skynomad-job": record.get("job_id", ""), **own}
+                if record["state"] in NOT_ENDED and wanted <= record["tags"].items():
+                    status = self._groups.status(record, self.clock.hours_at_wall(now_wall)).value
+                    found.append(
+                        Resource(
+                            cloud=record["cloud"],
+                            kind="instance",
+                            id=record["group_id"],
+                            region=record["region"],
+                            zone=record["zone"],
+                            job_id=record.get("job_id", ""),
+                            tags=dict(record["tags"]),
+                            detail=f"{record['count']}× {record['instance_type']} "
+                            f"{'spot' if record['spot'] else 'on-demand'}, {status}",
+                        )
+                    )
+        jobs = self.state_dir / "jobs"
+        for store in sorted(jobs.glob("*/*/checkpoint")) if jobs.is_dir() else ():
+            job_id, zone = store.parent.parent.name, store.parent.name
+            if not (_JOB_ID.fullmatch(job_id) and zone in {m.zone for m in self.market.grid.markets}):
+                continue
+            tagged = job_tags.get(job_id, {"skynomad-job": job_id})
+            if wanted <= tagged.items():
+                market = self.market.zone(zone)
+                found.append(
+                    Resource(
+                        cloud=market.cloud,
+                        kind="checkpoint",
+                        id=f"{job_id}/{zone}",
+                        region=market.region,
+                        zone=zone,
+                        job_id=job_id,
+                        tags=dict(tagged),
+                        detail=f"checkpoint store {store.as_uri()}",
+                    )
+                )
+        return found
+
+    def release(self, resource: Resource) -> None:
+        """Terminate a group / delete a job's checkpoint store in a zone; releasing twice is harmless."""
+        if resource.kind == "instance":
+            with self._store.update() as state:
+                record = state["groups"].get(resource.id)
+                if record is not None:
+                    self._groups.terminate(record, time.time())
+            return
+        if resource.kind == "checkpoint":
+            job_id, _, zone = resource.id.partition("/")
+            self.market.zone(zone)  # a zone of this trace: the id names no other directory
+            store = self.checkpoint_dir(job_id, zone)
+            with self._store.update():  # not while a copy_checkpoint writes it
+                if store.exists():
+                    retired = store.parent / f".{store.name}.{uuid.uuid4().hex[:8]}.released"
+                    os.rename(store, retired)
+                    shutil.rmtree(retired, ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    store.parent.rmdir()  # the zone's directory, if nothing else is in it
+            return
+        raise ValueError(f"the simulated cloud has no {resource.kind!r} resources (only instance and checkpoint)")
 
     # -- bill and inspection ----------------------------------------------------------------
 
@@ -451,12 +555,17 @@ class SimulatedCloud(Cloud):
         return self.bill(tags)["groups"]
 
     def job_dir(self, job_id: str, zone: str) -> Path:
-        """The workload's working directory for `job_id` in `zone`."""
+        """`job_id`'s directory in `zone` (its checkpoint store is `checkpoint_dir`)."""
         return self.state_dir / "jobs" / _check_job_id(job_id) / zone
 
     def checkpoint_dir(self, job_id: str, zone: str) -> Path:
-        """`SKYNOMAD_CHECKPOINT_DIR` of `job_id`'s workload in `zone`."""
+        """`job_id`'s checkpoint store in `zone`: the agent's `file://` prefix (docs/agent.md)."""
         return self.job_dir(job_id, zone) / "checkpoint"
+
+    def work_dir(self, handle: GroupHandle) -> Path:
+        """The group's local disk: the workload's cwd; `work_dir/checkpoint` is its SKYNOMAD_CHECKPOINT_DIR."""
+        with self._store.update() as state:
+            return Path(self._record(state, handle)["group_dir"]) / WORK_DIR
 
     def default_egress_usd_per_gb(self, source_zone: str, target_zone: str) -> float:
         """The public list prices the planner plans with (market.egress), so bill and plan agree."""
@@ -519,7 +628,6 @@ class SimulatedCloud(Cloud):
             **kept,
             "HOME": str(home),
             **request.env,
-            "SKYNOMAD_CHECKPOINT_DIR": str(self.checkpoint_dir(request.job_id, request.zone)),
             "SKYNOMAD_JOB_ID": request.job_id,
             "SKYNOMAD_SIM_SPEED": repr(self.speed),
             "SKYNOMAD_ZONE": request.zone,
@@ -537,6 +645,19 @@ class SimulatedCloud(Cloud):
         ):
             raise ValueError(f"unknown group {handle.to_dict()}: it was not launched through {self.state_dir}")
         return record
+
+
+def run_id_of(client_token: str) -> str:
+    """The agent's --run-id for a group: its client token if that is a safe file name, else a digest of it."""
+    if _JOB_ID.fullmatch(client_token):
+        return client_token
+    return "token-" + hashlib.sha256(client_token.encode()).hexdigest()[:32]
+
+
+def _agent_command(store: Path, work_dir: Path, run_id: str, command: tuple[str, ...]) -> list[str]:
+    """The workload agent around the workload, as an instance's boot script starts it (docs/agent.md)."""
+    agent = [sys.executable, "-m", "airflow_provider_skynomad.agent", "run", "--store", store.as_uri()]
+    return [*agent, "--work-dir", str(work_dir), "--run-id", run_id, "--notice", "simulated", "--", *command]
 
 
 def _cold_start_hours(env: dict[str, str]) -> float:
@@ -595,7 +716,16 @@ def _replace_dir(source: Path, target: Path) -> None:
     suffix = uuid.uuid4().hex[:8]
     staging = target.parent / f".{target.name}.{suffix}.tmp"
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(source, staging, ignore=shutil.ignore_patterns(".*.tmp"))
+    for attempt in range(3):
+        try:
+            shutil.copytree(source, staging, ignore=shutil.ignore_patterns(".*.tmp"))
+            break
+        except shutil.Error:
+            # An agent still running in the source zone (a preempted group's notice) pruned an old
+            # checkpoint under the copy: copy again (what it leaves is complete or has no manifest).
+            shutil.rmtree(staging, ignore_errors=True)
+            if attempt == 2:
+                raise
     if target.exists():
         retired = target.parent / f".{target.name}.{suffix}.old"
         os.rename(target, retired)

@@ -6,7 +6,10 @@ Why a supervisor rather than launching the command directly:
   simulated clock; the supervisor sleeps until that wall time, then starts it;
 - **exit status across processes** — only a parent can reap a child, but the trigger that
   polls is not the worker that launched; the supervisor records the exit code and the wall
-  time of the exit in `exit.json`, which any process can read;
+  time of the exit in `exit.json`, which any process can read. The command it runs is the
+  workload agent around the workload (`SimulatedCloud` builds it); the code recorded is the
+  *workload's*, from the agent's run record (`run_record`), so "exited 3" means what the
+  workload said, not the agent's code for it; the agent's own code is kept beside it;
 - **preempted on time** — the trace's next capacity loss is known at launch; the supervisor
   SIGTERMs the group at that instant and SIGKILLs it after the notice, so the workload makes
   no progress the trace would not allow, however rarely anyone polls;
@@ -43,6 +46,7 @@ EXIT_FILE = "exit.json"
 ALIVE_FILE = "alive.lock"
 LOG_FILE = "workload.log"
 PGID_FILE = "pgid.json"
+WORK_DIR = "work"  # the group's local disk, the agent's --work-dir
 _LAUNCHER_TIMEOUT_SECONDS = 60
 
 
@@ -55,6 +59,7 @@ def spawn_group(
     notice_wall_seconds: float,
     preempt_at_wall: float | None = None,
     hold_fd: int | None = None,
+    run_record: Path | None = None,
 ) -> int:
     """Start the supervisor for one group; return its process group id (to signal the group).
 
@@ -64,6 +69,9 @@ def spawn_group(
 
     `env` reaches the workload through the process environment only: it is never written to
     disk (it holds the job's own variables, which are the job's business).
+
+    `run_record` is where the agent records how the workload ended (its exit code is what
+    `exit.json` reports); without one, the command's own exit code is reported.
     """
     group_dir.mkdir(parents=True, exist_ok=True)
     spec = {
@@ -72,6 +80,7 @@ def spawn_group(
         "start_at_wall": start_at_wall,
         "notice_wall_seconds": notice_wall_seconds,
         "preempt_at_wall": preempt_at_wall,
+        "run_record": None if run_record is None else str(run_record),
     }
     atomic_write_json(group_dir / SPEC_FILE, spec)
     with open(group_dir / LOG_FILE, "ab") as log:
@@ -209,11 +218,31 @@ def _supervise(group_dir: Path, alive_fd: int) -> None:
             signal.setitimer(signal.ITIMER_REAL, max(preempt_at - time.time(), 1e-3))
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _HANDLED)
         returncode = state["child"].wait()
-    atomic_write_json(group_dir / EXIT_FILE, {"returncode": returncode, "ended_at_wall": time.time()})
+    ended = {"returncode": returncode, "ended_at_wall": time.time()}
+    if spec.get("run_record"):
+        ended.update(_workload_exit(Path(spec["run_record"]), returncode))
+    atomic_write_json(group_dir / EXIT_FILE, ended)
     os.killpg(0, signal.SIGKILL)  # the group ends with its workload: no stragglers, no orphans
 
 
 _HANDLED = {signal.SIGTERM, signal.SIGALRM}
+
+
+def _workload_exit(run_record: Path, agent_code: int) -> dict:
+    """The workload's exit code from the agent's run record, beside the agent's own code.
+
+    Only a record written by this run counts (the agent writes it just before it exits): with no
+    readable record — the agent failed on its own arguments or store (exit 2), or was killed —
+    the agent's code is the group's.
+    """
+    try:
+        record = json.loads(run_record.read_text())
+        code = record["exit_code"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {"agent_exit_code": agent_code}
+    if agent_code not in (0, 1, 3) or not isinstance(code, int) or isinstance(code, bool):
+        return {"agent_exit_code": agent_code}
+    return {"returncode": code, "agent_exit_code": agent_code, "outcome": record.get("outcome")}
 
 
 def _unblock() -> None:

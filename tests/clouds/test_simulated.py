@@ -19,9 +19,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from airflow_provider_skynomad.agent.store import CheckpointStore
 from airflow_provider_skynomad.clouds import simulated
 from airflow_provider_skynomad.clouds.base import CapacityError, GroupHandle, GroupStatus, LaunchRequest
 from airflow_provider_skynomad.clouds.simulated import CLIENT_TOKEN_TAG, SimulatedCloud, TraceEndedError
+from airflow_provider_skynomad.clouds.simulated_launcher import group_alive
 from airflow_provider_skynomad.market.egress import EgressModel
 from airflow_provider_skynomad.market.grid import Market
 from airflow_provider_skynomad.market.observations import read_observations
@@ -164,7 +166,7 @@ def test_preemption_at_the_traces_capacity_loss_gives_notice_then_kills(trace, t
         """
     )
     handle = cloud.launch(request("r1-a", command=(sys.executable, "-c", ignores_sigterm)))
-    zone_dir = cloud.job_dir(JOB, "r1-a")
+    zone_dir = cloud.work_dir(handle)  # the group's local disk: the workload's cwd
     wait_for(lambda: (zone_dir / "started").exists(), what="workload start")
     pgid = cloud.describe(handle)["pgid"]
     assert cloud.now_hours() < 2.0 and cloud.poll(handle) is GroupStatus.RUNNING
@@ -174,6 +176,7 @@ def test_preemption_at_the_traces_capacity_loss_gives_notice_then_kills(trace, t
     wait_for(lambda: (zone_dir / "got-sigterm").exists(), what="SIGTERM notice")
     # It ignores SIGTERM; the supervisor SIGKILLs the whole group once the notice (300 s = 0.08 s) is over.
     wait_for(lambda: not live_members(pgid), what="group killed after the notice")
+    assert not group_alive(zone_dir.parent)  # no member of it (the workload included) holds its lock
 
     record = cloud.describe(handle)
     assert record["ended_at_hours"] == 2.0
@@ -309,12 +312,13 @@ def test_workload_starts_after_the_cold_start_in_its_job_and_zone_directory(clou
     handle = cloud.launch(request(command=(sys.executable, "-c", reports), env=env))
     record = cloud.describe(handle)
     assert cloud.poll(handle) is GroupStatus.STARTING
-    report_path = cloud.job_dir(JOB, "r1-b") / "started.json"
+    report_path = cloud.work_dir(handle) / "started.json"
     wait_for(lambda: cloud.poll(handle) is GroupStatus.SUCCEEDED, what="success")
     started = json.loads(report_path.read_text())
     assert started["wall"] >= cloud.clock.wall_at_hours(record["launched_at_hours"] + 10)
-    assert started["cwd"] == str(cloud.job_dir(JOB, "r1-b"))
-    assert started["checkpoint_dir"] == str(cloud.checkpoint_dir(JOB, "r1-b"))
+    # The agent runs it on the group's local disk, from its checkpoint restored there.
+    assert started["cwd"] == str(Path(record["group_dir"]) / "work") == str(cloud.work_dir(handle))
+    assert started["checkpoint_dir"] == str(cloud.work_dir(handle) / "checkpoint")
     assert started["job"] == "j1"
     ended = cloud.describe(handle)
     assert ended["exit_code"] == 0 and ended["ended_at_hours"] >= record["launched_at_hours"] + 10
@@ -482,7 +486,9 @@ def test_training_moved_to_another_region_mid_run_ends_bit_identical(trace, tmp_
     wait_for(lambda: cloud.poll(second) is GroupStatus.SUCCEEDED, timeout_s=120, what="resumed run to finish")
 
     reference = train(tmp_path / "uninterrupted", 30)
-    resumed_bytes = (cloud.checkpoint_dir(JOB, "r2-a") / MODEL_FILE).read_bytes()
+    assert cloud.output_location(JOB, "r1-b") is None  # the stopped run never finished
+    assert cloud.output_location(JOB, "r2-a") == str(cloud.checkpoint_dir(JOB, "r2-a") / "output")
+    resumed_bytes = (Path(cloud.output_location(JOB, "r2-a")) / MODEL_FILE).read_bytes()
     resumed = pickle.loads(resumed_bytes)
     assert (resumed.coef_ == reference.coef_).all() and (resumed.intercept_ == reference.intercept_).all()
     assert resumed_bytes == (tmp_path / "uninterrupted" / MODEL_FILE).read_bytes()
@@ -504,7 +510,14 @@ WRITES_PROGRESS = textwrap.dedent(
 )
 
 
-def test_two_jobs_in_one_zone_never_see_each_others_checkpoints(cloud):
+def restored(cloud, job_id: str, zone: str, tmp_path: Path) -> dict[str, str]:
+    """The files a launch of `job_id` in `zone` would restore (the agent's newest complete checkpoint)."""
+    target = tmp_path / f"restored-{job_id}-{zone}-{time.monotonic_ns()}"
+    assert CheckpointStore(cloud.checkpoint_dir(job_id, zone).as_uri()).restore(target, tmp_path / "scratch")
+    return {p.name: p.read_text() for p in target.iterdir() if p.is_file()}
+
+
+def test_two_jobs_in_one_zone_never_see_each_others_checkpoints(cloud, tmp_path):
     """Checkpoints belong to a job: same zone, different jobs, separate progress, copies and output."""
     env = {"SKYNOMAD_COLD_START_HOURS": "0"}
     a = cloud.launch(
@@ -525,17 +538,45 @@ def test_two_jobs_in_one_zone_never_see_each_others_checkpoints(cloud):
     theirs.mkdir(parents=True)
     (theirs / "weights.bin").write_text("B, older")
     assert cloud.copy_checkpoint("r1-b", "r2-a", 10, job_id="job-a") is True
-    assert (cloud.checkpoint_dir("job-a", "r2-a") / "weights.bin").read_text() == "A"
+    assert restored(cloud, "job-a", "r2-a", tmp_path)["weights.bin"] == "A"  # what a launch there restores
     assert (theirs / "weights.bin").read_text() == "B, older"
-    assert (cloud.checkpoint_dir("job-b", "r1-b") / "weights.bin").read_text() == "B"
+    assert restored(cloud, "job-b", "r1-b", tmp_path)["weights.bin"] == "B"
     # A job with no checkpoint there copies nothing and pays nothing; so does a copy onto itself.
     assert cloud.copy_checkpoint("r1-b", "r2-a", 10, job_id="job-c") is False
     assert cloud.copy_checkpoint("r1-b", "r1-b", 10, job_id="job-a") is False
     bill = cloud.bill()
     assert [(e["job_id"], e["target_zone"]) for e in bill["egress"]] == [("job-a", "r2-a")]
     assert bill["egress_usd"] == pytest.approx(10 * CROSS_REGION_USD_PER_GB)
-    assert cloud.output_location("job-a", "r1-b") == str(cloud.checkpoint_dir("job-a", "r1-b"))
+    assert cloud.output_location("job-a", "r1-b") == str(cloud.checkpoint_dir("job-a", "r1-b") / "output")
+    assert (Path(cloud.output_location("job-b", "r1-b")) / "weights.bin").read_text() == "B"
     assert cloud.output_location("job-c", "r1-b") is None
+
+
+def test_resources_are_live_groups_and_checkpoint_stores_and_release_ends_them(cloud):
+    """What `skynomad cleanup` finds (by tags) and ends; ending a thing twice is harmless."""
+    env = {"SKYNOMAD_COLD_START_HOURS": "0"}
+    writes = (sys.executable, "-c", WRITES_PROGRESS, "A", "1")
+    done = cloud.launch(request("r1-b", "a-1", job_id="job-a", command=writes, env=env, tags={"dag": "d1"}))
+    wait_for(lambda: cloud.poll(done) is GroupStatus.SUCCEEDED, what="workload to finish")
+    live = cloud.launch(request("r1-a", "b-1", job_id="job-b", command=SLEEPER, tags={"dag": "d2"}))
+    live_id = cloud.describe(live)["group_id"]
+
+    found = {(r.kind, r.id): r for r in cloud.resources()}
+    assert sorted(found) == [("checkpoint", "job-a/r1-b"), ("checkpoint", "job-b/r1-a"), ("instance", live_id)]
+    instance = found[("instance", live_id)]
+    assert (instance.job_id, instance.zone, instance.region, instance.tags["dag"]) == ("job-b", "r1-a", "r1", "d2")
+    assert found[("checkpoint", "job-a/r1-b")].tags == {"skynomad-job": "job-a", "dag": "d1"}
+    assert [(r.kind, r.id) for r in cloud.resources({"dag": "d1"})] == [("checkpoint", "job-a/r1-b")]
+
+    for _ in range(2):  # idempotent
+        cloud.release(instance)
+        cloud.release(found[("checkpoint", "job-a/r1-b")])
+    assert cloud.poll(live) is GroupStatus.TERMINATED
+    wait_for(lambda: not live_members(cloud.describe(live)["pgid"]), timeout_s=5, what="the group to be killed")
+    assert not cloud.checkpoint_dir("job-a", "r1-b").exists() and cloud.progress(done) is None
+    assert [(r.kind, r.id) for r in cloud.resources()] == [("checkpoint", "job-b/r1-a")]
+    with pytest.raises(ValueError, match="no zone"):
+        cloud.release(simulated.Resource("gcp", "checkpoint", "job-a/../../x", "r1", "x", "job-a"))
 
 
 def test_a_launch_must_name_a_path_safe_job(cloud):
@@ -555,13 +596,13 @@ def test_workload_gets_the_jobs_environment_not_the_hosts(cloud, monkeypatch):
     dumps_env = (sys.executable, "-c", "import json, os; open('env.json', 'w').write(json.dumps(dict(os.environ)))")
     handle = cloud.launch(request(command=dumps_env, env={"SKYNOMAD_COLD_START_HOURS": "0", "WANDB_MODE": "offline"}))
     wait_for(lambda: cloud.poll(handle) is GroupStatus.SUCCEEDED, what="workload to finish")
-    env = json.loads((cloud.job_dir(JOB, "r1-b") / "env.json").read_text())
+    env = json.loads((cloud.work_dir(handle) / "env.json").read_text())
     assert "AIRFLOW_CONN_X" not in env and "AWS_SECRET_ACCESS_KEY" not in env
     assert not any("secret" in value for value in env.values())
     assert env["PATH"] == os.environ["PATH"] and env["LC_TIME"] == "C"
     assert env["WANDB_MODE"] == "offline"  # the request's own env
     assert env["HOME"] == str(Path(cloud.describe(handle)["group_dir"]) / "home")  # the group's, not the host's
-    assert env["SKYNOMAD_CHECKPOINT_DIR"] == str(cloud.checkpoint_dir(JOB, "r1-b"))
+    assert env["SKYNOMAD_CHECKPOINT_DIR"] == str(cloud.work_dir(handle) / "checkpoint")  # restored by the agent
     assert env["SKYNOMAD_JOB_ID"] == JOB
     provided = {"HOME", "WANDB_MODE", "SKYNOMAD_COLD_START_HOURS", "PWD", "_"}  # PWD, _: set by shells only
     unexpected = {
