@@ -1,10 +1,19 @@
-"""skynomad_probe: keep the market table fresh, one mapped probe task per cloud/region.
+"""skynomad_probe: keep the market table fresh for cents a day, and end what finished jobs left behind.
 
 Every interval (``SKYNOMAD_PROBE_INTERVAL_MINUTES``, default 10) the first task lists what the
-`skynomad` connection's cloud can be asked about (the simulated cloud's catalog is its trace),
-then one ``SkyNomadProbeOperator`` per cloud/region launches spot instances in each zone,
-releases them at once and appends the observations to the market table. A region that fails
-fails only its own mapped task: the other regions' rows are already written.
+`skynomad` connection's clouds can be asked about (the simulated cloud's catalog is its trace) and
+plans this run's launch probes over all of them at once, within the day's probe budget. Then one
+``SkyNomadProbeOperator`` per cloud/region stores the region's free signals (AWS spot placement
+scores and spot prices) and launch-probes only the zones the plan gave it: markets jobs use before they pass
+``max_market_age``, uncertain ones more often, calm or dear ones less, never above the budget. Each
+probe asks for ``count`` instances (1 by default: set it to your largest job's ``instances``) and
+releases them at once; its cost goes to the probe-spend record (``skynomad market spend``).
+A region that fails fails only its own mapped task. Last, ``cleanup`` ends instances, spot
+requests and old checkpoints of jobs that no longer run (``skynomad cleanup`` does the same by hand).
+
+Params: ``regions`` (default all), ``count`` (instances per probe), ``probe_budget_usd_per_day``
+(default the connection's, else 10 USD), ``job_zones`` (zones your jobs may use: kept fresh first;
+default every zone). ``SKYNOMAD_MAX_MARKET_AGE_HOURS`` (default 2) is your jobs' ``max_market_age``.
 """
 
 from __future__ import annotations
@@ -15,9 +24,10 @@ from datetime import datetime, timedelta
 from airflow.sdk import DAG, task
 
 from airflow_provider_skynomad.hooks.skynomad import SkyNomadHook
-from airflow_provider_skynomad.operators.probe import SkyNomadProbeOperator, probe_targets
+from airflow_provider_skynomad.operators.probe import SkyNomadProbeOperator, plan_probes, probe_targets
 
 PROBE_INTERVAL = timedelta(minutes=float(os.environ.get("SKYNOMAD_PROBE_INTERVAL_MINUTES", "10")))
+MAX_MARKET_AGE = timedelta(hours=float(os.environ.get("SKYNOMAD_MAX_MARKET_AGE_HOURS", "2")))
 
 with DAG(
     dag_id="skynomad_probe",
@@ -25,19 +35,59 @@ with DAG(
     start_date=datetime(2025, 1, 1),
     catchup=False,
     max_active_runs=1,
-    params={"regions": None, "count": 16},
+    params={"regions": None, "count": 1, "probe_budget_usd_per_day": None, "job_zones": None},
     tags=["skynomad", "example"],
     doc_md=__doc__,
 ) as dag:
 
     @task
-    def list_targets(params=None) -> list[dict]:
-        config = SkyNomadHook().get_config()
-        return probe_targets(config, regions=params.get("regions"), count=int(params.get("count") or 16))
+    def plan_targets(params=None) -> list[dict]:
+        """What each region probes this run: one plan over every market, within the day's budget."""
+        import logging
 
-    SkyNomadProbeOperator.partial(
+        from airflow_provider_skynomad.market.probing import DEFAULT_BUDGET_USD_PER_DAY
+
+        config = SkyNomadHook().get_config()
+        budget = params.get("probe_budget_usd_per_day")
+        if budget is None:
+            budget = config.probe_budget_usd_per_day
+        targets = probe_targets(
+            config,
+            regions=params.get("regions"),
+            count=int(params.get("count") or 1),
+            job_zones=params.get("job_zones"),
+        )
+        return plan_probes(
+            config,
+            targets,
+            budget_usd_per_day=DEFAULT_BUDGET_USD_PER_DAY if budget is None else float(budget),
+            max_market_age=MAX_MARKET_AGE,
+            probe_interval=PROBE_INTERVAL,
+            log=logging.getLogger("airflow.task"),
+        )
+
+    @task(trigger_rule="all_done")
+    def cleanup() -> dict:
+        """End what jobs that no longer run left behind (after the probes: never a probe in flight)."""
+        import logging
+
+        from airflow_provider_skynomad.clouds.cleanup_commands import cleanup as run_cleanup
+        from airflow_provider_skynomad.clouds.cleanup_commands import jobs_from_task_api
+        from airflow_provider_skynomad.hooks.skynomad import make_cloud
+
+        log = logging.getLogger("airflow.task")
+        cloud = make_cloud(SkyNomadHook().get_config())
+        plan, failures = run_cleanup(cloud, jobs_from_task_api, say=log.info)
+        if failures:
+            raise RuntimeError(f"cleanup could not end {sorted(failures)}: {failures}")
+        return {"ended": len(plan.release), "kept": len(plan.keep)}
+
+    probes = SkyNomadProbeOperator.partial(
         task_id="probe",
         map_index_template="{{ task.target['cloud'] }}/{{ task.target['region'] }}",
+        max_market_age=MAX_MARKET_AGE,
+        probe_interval=PROBE_INTERVAL,
         retries=1,
         retry_delay=timedelta(seconds=5),
-    ).expand(target=list_targets())
+    ).expand(target=plan_targets())
+    probes >> cleanup()

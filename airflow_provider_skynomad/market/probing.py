@@ -257,14 +257,15 @@ class ProbePlanner:
 def observation_stats(rows: pd.DataFrame, count: int, now: pd.Timestamp) -> dict[tuple[str, str], dict]:
     """Per (zone, instance type): newest usable observation, recent count and flips, last up/down,
     latest prices, from market-observation rows (any source). Rows asking for fewer than `count`
-    instances cannot show the gang up, so they are left out."""
+    instances cannot show the gang up, so they are left out of all but the prices."""
     out: dict[tuple[str, str], dict] = {}
     if rows.empty:
         return out
-    usable = rows[rows["requested"] >= count]
+    rows = rows.sort_values("observed_at", kind="stable")
     recent_since = now - pd.Timedelta(hours=RECENT_HOURS)
-    for (zone, instance_type), group in rows.groupby(["zone", "instance_type"], sort=False):
-        group = group.sort_values("observed_at")
+    usable = rows[rows["requested"] >= count]
+    usable_by_market = dict(tuple(usable.groupby(["zone", "instance_type"], sort=False)))
+    for key, group in rows.groupby(["zone", "instance_type"], sort=False):
         last = group.iloc[-1]
         stats = {
             "spot_usd_per_hour": float(last["spot_price"]),
@@ -274,18 +275,18 @@ def observation_stats(rows: pd.DataFrame, count: int, now: pd.Timestamp) -> dict
             "flips": 0,
             "up": None,
         }
-        mine = usable[(usable["zone"] == zone) & (usable["instance_type"] == instance_type)].sort_values("observed_at")
-        if len(mine):
+        mine = usable_by_market.get(key)
+        if mine is not None and len(mine):
             ups = (mine["available"] >= count).to_numpy()
-            recent = mine["observed_at"] >= recent_since
-            recent_ups = ups[recent.to_numpy()]
+            recent = (mine["observed_at"] >= recent_since).to_numpy()
+            recent_ups = ups[recent]
             stats.update(
                 last_observed_at=pd.Timestamp(mine["observed_at"].iloc[-1]),
                 observations=int(recent.sum()),
-                flips=int((recent_ups[1:] != recent_ups[:-1]).sum()) if len(recent_ups) > 1 else 0,
+                flips=int((recent_ups[1:] != recent_ups[:-1]).sum()),
                 up=bool(ups[-1]),
             )
-        out[(zone, instance_type)] = stats
+        out[key] = stats
     return out
 
 

@@ -1,0 +1,136 @@
+"""The probe DAG and its operator: free signals first, launch probes planned within a daily budget,
+every probe's cost recorded, markets in use kept fresher than max_market_age; then cleanup."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import timedelta
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from airflow_provider_skynomad.clouds.base import Signal
+from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig, SkyNomadHook
+from airflow_provider_skynomad.market.signals import SignalTable
+from airflow_provider_skynomad.market.table import MarketTable
+from airflow_provider_skynomad.operators.probe import SkyNomadProbeOperator, plan_probes, probe_targets
+
+from .conftest import seed_market
+from .fakes import FakeCloud
+from .test_dag_runs import SPEED, TRACE_START_HOURS, load_dag
+
+SIX_ZONES = ["us-central1-a", "us-west1-a", "europe-west1-c", "europe-west3-c", "asia-southeast1-b", "asia-south2-b"]
+MAX_AGE = timedelta(hours=2)
+INTERVAL = timedelta(minutes=10)
+RUNS = 25 * 6  # 25 hours of 10-minute runs from 12:10 UTC: crosses a UTC midnight
+
+
+@pytest.fixture
+def simulated(airflow_db, skynomad_home, gcp_frame, monkeypatch):
+    extra = {"cloud": "simulated", "speed": SPEED, "cloud_options": {"trace_start": TRACE_START_HOURS}}
+    monkeypatch.setenv("AIRFLOW_CONN_SKYNOMAD_DEFAULT", json.dumps({"conn_type": "skynomad", "extra": extra}))
+    start = gcp_frame["observed_at"].min() + pd.Timedelta(hours=TRACE_START_HOURS)
+    seed_market(gcp_frame, until=start)
+    return SimpleNamespace(home=skynomad_home, trace_start=start)
+
+
+def test_the_probe_dag_probes_each_zone_once_for_one_instance_and_records_the_cost(simulated):
+    from airflow_provider_skynomad.demo import run_dag_test
+
+    state, _ = run_dag_test(load_dag("skynomad_probe"))
+    assert state == "success"
+    with MarketTable() as table:
+        probed = table.read(since=simulated.trace_start)
+        spend = SignalTable(market=table).read_spend()
+    # first run: every zone is new to the planner, so each is probed once, for 1 instance (not 16)
+    assert sorted(probed["zone"]) == sorted(set(probed["zone"])) and len(probed) == 13
+    assert set(probed["requested"]) == {1}
+    assert sorted(spend["zone"]) == sorted(probed["zone"])
+    assert spend["usd"].sum() < 13 * 8.74 / 60 + 1e-9  # at most a minute of one instance per zone
+    assert all("never probed" in reason or "fresh" in reason for reason in spend["reason"])
+
+
+class SteppedClock:
+    """The simulated cloud's clock, moved by the test: a day of 10-minute runs in seconds."""
+
+    def __init__(self, start: pd.Timestamp):
+        self.start, self.hours = start, 0.0
+
+    def now_hours(self) -> float:
+        return self.hours
+
+    def now(self) -> pd.Timestamp:
+        return (self.start + pd.Timedelta(hours=self.hours)).floor("us")
+
+
+def _simulated_cloud(home, start_hours: float):
+    from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+    from airflow_provider_skynomad.hooks.skynomad import bundled_trace
+
+    cloud = SimulatedCloud(bundled_trace(), home / "cloud", speed=1.0, trace_start=start_hours)
+    cloud.clock = SteppedClock(cloud.clock.now() - pd.Timedelta(hours=cloud.clock.now_hours()))
+    return cloud
+
+
+def test_a_day_of_probing_stays_within_budget_and_keeps_used_markets_fresh(skynomad_home, monkeypatch):
+    """Jobs on the benchmarks' six GCP zones (one of them asia-south2-b at $8.74/h), $5 a day."""
+    budget, job_zones = 5.0, SIX_ZONES
+    cloud = _simulated_cloud(skynomad_home, start_hours=60.0)
+    monkeypatch.setattr("airflow_provider_skynomad.operators.probe.make_cloud", lambda config: cloud)
+    config = SkyNomadConfig.default()
+    monkeypatch.setattr(SkyNomadHook, "get_config", lambda self: config)
+    targets = probe_targets(config, count=1, job_zones=job_zones)
+    used = set(job_zones or [z for t in targets for z in t["zones"]])
+    log = logging.getLogger("test")
+    worst_age = pd.Timedelta(0)
+    with MarketTable() as table:
+        for run in range(RUNS):  # 26 hours of 10-minute runs: crosses a UTC midnight
+            cloud.clock.hours = run * INTERVAL.total_seconds() / 3600
+            now = cloud.now_timestamp()
+            if run > 0:  # before this run's probes: how stale may a used market get
+                latest = table.read(since=now - pd.Timedelta(hours=6)).groupby("zone")["observed_at"].max()
+                worst_age = max(worst_age, max(now - latest.get(z, now - pd.Timedelta(days=1)) for z in used))
+            for target in plan_probes(config, targets, budget_usd_per_day=budget, log=log):
+                if target["probe_zones"]:  # (a region with nothing planned only stores free signals: none here)
+                    op = SkyNomadProbeOperator(task_id=f"probe_{run}_{target['region']}", target=target)
+                    op.execute({})
+        spend = SignalTable(market=table).read_spend()
+    per_day = spend.groupby(spend["probed_at"].dt.floor("D"))["usd"].sum()
+    assert len(per_day) == 2 and (per_day <= budget + 1e-9).all(), per_day
+    assert worst_age < MAX_AGE, worst_age
+    # adaptive, not every zone every run: far below 13 zones × 156 runs
+    assert len(spend) < 13 * RUNS / 4
+    print(f"budget ${budget}/day: spent {per_day.round(2).to_dict()}, {len(spend)} probes, worst age {worst_age}")
+
+
+class SignallingCloud(FakeCloud):
+    def signals(self, region, zones, instance_type, count):
+        now = self.now_timestamp()
+        return [Signal(now, "gcp", region, z, instance_type, "placement_score", 3.0, count) for z in zones] + [
+            Signal(now, "gcp", region, zones[0], instance_type, "spot_price", 1.5, count)
+        ]
+
+
+def test_free_signals_land_in_the_table_and_price_the_probes(skynomad_home, monkeypatch):
+    cloud = SignallingCloud(pd.Timestamp("2025-10-05T12:00:00Z"))
+    monkeypatch.setattr("airflow_provider_skynomad.operators.probe.make_cloud", lambda config: cloud)
+    target = {"cloud": "gcp", "region": "us-east4", "zones": ["us-east4-a", "us-east4-b"], "instance_type": "t"}
+    op = SkyNomadProbeOperator(task_id="probe", target=target, probe_budget_usd_per_day=1.0)
+    op.execute({})
+    with SignalTable() as records:
+        signals = records.read_signals()
+        spend = records.read_spend()
+    assert sorted(signals["kind"]) == ["placement_score", "placement_score", "spot_price"]
+    # us-east4-a is priced by its free spot-price signal before any launch; us-east4-b has no price yet
+    assert list(spend["zone"]) == ["us-east4-a"] and cloud.probes == ["us-east4-a"]
+    assert spend["usd"].iloc[0] == pytest.approx(2.0 / 60)  # the fake grants 1 at $2/h for a minute
+
+
+def test_a_zero_budget_probes_nothing(skynomad_home, monkeypatch):
+    cloud = SignallingCloud(pd.Timestamp("2025-10-05T12:00:00Z"))
+    monkeypatch.setattr("airflow_provider_skynomad.operators.probe.make_cloud", lambda config: cloud)
+    target = {"cloud": "gcp", "region": "us-east4", "zones": ["us-east4-a"], "instance_type": "t"}
+    SkyNomadProbeOperator(task_id="probe", target=target, probe_budget_usd_per_day=0.0).execute({})
+    assert cloud.probes == []
