@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from .agent.cli import add_agent_command
 from .cli_common import UsageError, number
 from .demo import add_demo_command
 from .market.commands import add_market_commands
@@ -206,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_market_commands(subparsers)
     add_demo_command(subparsers)
     add_prices_command(subparsers)
+    add_agent_command(subparsers)
     return parser
 
 

@@ -87,3 +87,15 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         notice_seconds=seconds,
     )
     return Agent(config).run()
+
+
+def add_agent_command(subparsers) -> None:
+    """``skynomad agent run ...``: the same command, for images that have the ``skynomad`` script."""
+    p = subparsers.add_parser(
+        "agent",
+        help="the workload agent an instance runs around the job's command (docs/agent.md)",
+        add_help=False,
+        prefix_chars="+",  # every argument, --help too, is the agent's own parser's
+    )
+    p.add_argument("agent_argv", nargs=argparse.REMAINDER)
+    p.set_defaults(func=lambda args: main(args.agent_argv, prog="skynomad agent"))

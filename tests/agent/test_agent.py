@@ -351,3 +351,13 @@ def test_the_helper_checkpoints_on_sigterm_and_resumes(file_uri, tmp_path):
     code, stderr = finish(start_agent(file_uri, tmp_path / "w2", "grp-2", small))
     assert code == 0 and f"resuming at step {step} with value {sum(range(step))}" in stderr, stderr
     assert open_backend(file_uri).get_bytes("output/final.txt") == str(sum(range(step + 3))).encode()
+
+
+def test_skynomad_agent_run_is_the_same_command(file_uri, tmp_path):
+    skynomad = [sys.executable, "-m", "airflow_provider_skynomad.cli", "agent"]
+    argv = [*skynomad, "run", "--store", file_uri, "--work-dir", str(tmp_path / "w"), "--run-id", "grp-1"]
+    result = subprocess.run([*argv, "--", *stepper(2, on_term="die")], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert CheckpointStore(file_uri).read_run("grp-1")["outcome"] == "finished"
+    helped = subprocess.run([*skynomad, "run", "--help"], capture_output=True, text=True, timeout=120)
+    assert helped.returncode == 0 and "--store" in helped.stdout and "--notice" in helped.stdout
