@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .agent.cli import add_agent_command
 from .cli_common import UsageError, number
+from .clouds.cleanup_commands import add_cleanup_command
 from .demo import add_demo_command
 from .market.commands import add_market_commands
 from .market.egress import EgressModel, FlatEgress
@@ -207,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_market_commands(subparsers)
     add_demo_command(subparsers)
     add_prices_command(subparsers)
+    add_cleanup_command(subparsers)
     add_agent_command(subparsers)
     return parser
 

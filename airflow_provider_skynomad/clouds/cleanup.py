@@ -62,13 +62,17 @@ class CleanupPlan:
     release: tuple[Release, ...]
     keep: tuple[Release, ...]
 
-    def summary(self, dry_run: bool = False) -> str:
+    def summary(self, dry_run: bool = False, failed: set[str] | frozenset[str] = frozenset()) -> str:
+        """One line: what was (or would be) ended, what could not be, what was kept."""
         kinds: dict[str, int] = {}
         for item in self.release:
-            kinds[item.resource.kind] = kinds.get(item.resource.kind, 0) + 1
+            if item.resource.id not in failed:
+                kinds[item.resource.kind] = kinds.get(item.resource.kind, 0) + 1
         ended = ", ".join(f"{n} {k.replace('_', ' ')}{'s' if n != 1 else ''}" for k, n in sorted(kinds.items()))
-        verb = "would end" if dry_run else "ended"
-        return f"{verb} {ended or 'nothing'}; kept {len(self.keep)} resource(s) of jobs that run or may resume"
+        words = f"{'would end' if dry_run else 'ended'} {ended or 'nothing'}"
+        if failed:
+            words += f"; {len(failed)} could not be ended"
+        return f"{words}; kept {len(self.keep)} resource(s) of jobs that run or may resume"
 
 
 def plan_cleanup(

@@ -66,7 +66,7 @@ def cleanup(
         say(item.words("ended"))
     for item in plan.keep:
         say(item.words("kept"))
-    say(plan.summary(dry_run))
+    say(plan.summary(dry_run, set(failures)))
     return plan, failures
 
 

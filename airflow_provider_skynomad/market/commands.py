@@ -1,4 +1,5 @@
-"""`skynomad market import|export`: move observations between trace files and the market table.
+"""`skynomad market import|export`: move observations between trace files and the market table;
+`skynomad market spend`: what the probe DAG's launch probes cost, per day per market.
 
 A trace is a dump of the table (docs/market.md), so export(import(file)) must give the file's rows
 back exactly. Both stream: import validates and inserts the file chunk by chunk inside one
@@ -33,7 +34,7 @@ def add_market_commands(subparsers) -> argparse.ArgumentParser:
         help="import/export the market table (observations in the market-observation trace format)",
         description="Move market observations between trace files and the market table.",
     )
-    commands = market.add_subparsers(dest="market_command", metavar="{import,export}", required=True)
+    commands = market.add_subparsers(dest="market_command", metavar="{import,export,spend}", required=True)
     url_help = f"SQLAlchemy URL of the market database (default: {default_market_url()})"
 
     load = commands.add_parser("import", help="load a trace file into the market table")
@@ -48,7 +49,36 @@ def add_market_commands(subparsers) -> argparse.ArgumentParser:
     dump.add_argument("--since", type=_timestamp, default=None, help="first time to include (ISO 8601, UTC)")
     dump.add_argument("--until", type=_timestamp, default=None, help="first time to exclude (ISO 8601, UTC)")
     dump.set_defaults(func=run_export)
+
+    spend = commands.add_parser("spend", help="what launch probes cost, per day per market")
+    spend.add_argument("--url", default=None, help=url_help)
+    spend.add_argument("--since", type=_timestamp, default=None, help="first time to include (ISO 8601, UTC)")
+    spend.add_argument("--until", type=_timestamp, default=None, help="first time to exclude (ISO 8601, UTC)")
+    spend.set_defaults(func=run_spend)
     return market
+
+
+def run_spend(args: argparse.Namespace) -> int:
+    """Print the probe-spend record: USD and probes per UTC day per market, and each day's total."""
+    from .signals import SignalTable
+
+    table = _open(args.url, "spend")
+    if isinstance(table, int):
+        return table
+    try:
+        daily = SignalTable(market=table).daily_spend(since=args.since, until=args.until)
+    except (MarketSchemaError, SQLAlchemyError) as exc:
+        return _database_failure("spend", table, exc)
+    finally:
+        table.close()
+    if daily.empty:
+        print(f"no launch probes recorded in {table.display_url}")
+        return EXIT_OK
+    for day, rows in daily.groupby("day", sort=True):
+        print(f"{day}: ${rows['usd'].sum():.2f} for {int(rows['probes'].sum())} probes")
+        for row in rows.itertuples():
+            print(f"  {row.cloud} {row.zone} {row.instance_type}: ${row.usd:.2f} for {row.probes} probes")
+    return EXIT_OK
 
 
 def run_import(args: argparse.Namespace) -> int:

@@ -134,3 +134,34 @@ def test_a_zero_budget_probes_nothing(skynomad_home, monkeypatch):
     target = {"cloud": "gcp", "region": "us-east4", "zones": ["us-east4-a"], "instance_type": "t"}
     SkyNomadProbeOperator(task_id="probe", target=target, probe_budget_usd_per_day=0.0).execute({})
     assert cloud.probes == []
+
+
+def test_skynomad_cleanup_ends_a_group_whose_task_instance_is_gone(simulated, monkeypatch, capsys):
+    import sys
+
+    from airflow_provider_skynomad.cli import main
+    from airflow_provider_skynomad.clouds.base import GroupStatus, LaunchRequest
+    from airflow_provider_skynomad.hooks.skynomad import make_cloud
+    from airflow_provider_skynomad.jobs.record import job_id_for
+
+    monkeypatch.setenv("SKYNOMAD_COLD_START_HOURS", "0")
+    cloud = make_cloud(SkyNomadHook().get_config())
+    job = job_id_for("no_such_dag", "manual__1", "job", -1)
+    tags = {"skynomad-job": job, "skynomad-dag": "no_such_dag", "skynomad-run": "manual__1", "skynomad-task": "job"}
+    sleeper = (sys.executable, "-c", "import time; time.sleep(120)")
+    request = LaunchRequest(
+        "gcp", "us-central1", "us-central1-a", "a3-highgpu-1g", 1, False, "tok-gone", command=sleeper, tags=tags,
+        job_id=job,
+    )  # fmt: skip
+    handle = cloud.launch(request)
+    try:
+        assert main(["cleanup", "--dry-run"]) == 0
+        out = capsys.readouterr().out
+        assert "would end simulated instance" in out or "would end gcp instance" in out, out
+        assert cloud.poll(handle) in (GroupStatus.STARTING, GroupStatus.RUNNING)
+        assert main(["cleanup"]) == 0
+        out = capsys.readouterr().out
+        assert f"job {job} no longer runs" in out and "ended 1 instance" in out, out
+        assert cloud.poll(handle) is GroupStatus.TERMINATED
+    finally:
+        cloud.terminate(handle)

@@ -73,3 +73,23 @@ def test_probe_spend_per_day_and_market(url):
         {"day": "2025-10-05", "cloud": "gcp", "zone": "us-central1-a", "instance_type": "a3", "probes": 1, "usd": 0.0},
         {"day": "2025-10-05", "cloud": "gcp", "zone": "us-east4-a", "instance_type": "a3", "probes": 1, "usd": 0.03},
     ]
+
+
+def test_skynomad_market_spend_prints_cost_per_day_per_market(url, capsys):
+    from airflow_provider_skynomad.cli import main
+
+    assert main(["market", "spend", "--url", url]) == 0
+    assert "no launch probes recorded" in capsys.readouterr().out
+    with SignalTable(url) as table:
+        table.record_probes(
+            [
+                ProbeSpend(T0, "gcp", "us-central1", "us-central1-a", "a3", 1, 1, 0.04, "in use"),
+                ProbeSpend(T0 + pd.Timedelta(minutes=1), "gcp", "us-east4", "us-east4-a", "a3", 1, 1, 0.03, "x"),
+            ]
+        )
+    assert main(["market", "spend", "--url", url]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "2025-10-04: $0.07 for 2 probes",
+        "  gcp us-central1-a a3: $0.04 for 1 probes",
+        "  gcp us-east4-a a3: $0.03 for 1 probes",
+    ]
