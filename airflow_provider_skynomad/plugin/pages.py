@@ -111,13 +111,18 @@ def job_page(title: str, ti_state: str | None, facts: JobFacts | None, note: str
             ],
             "cloud hours since start",
             "work hours done",
-            verticals=[(facts.deadline_hours, "deadline"), (max(0.0, safe), "latest safe switch")],
+            verticals=[(facts.deadline_hours, "deadline")]
+            + ([] if facts.finished else [(max(0.0, safe), "latest safe switch to on-demand")]),
         ),
-        f'<p class="sub">Checkpointed progress: {facts.progress_hours:.2f} of {facts.work_hours:.2f} h. '
-        f"Switching to on-demand later than {safe:.2f} h would miss the deadline.</p>",
+        f'<p class="sub">Checkpointed progress: {facts.progress_hours:.2f} of {facts.work_hours:.2f} h.'
+        + ("" if facts.finished else f" Switching to on-demand later than {safe:.2f} h would miss the deadline.")
+        + "</p>",
         "<h2>Cost so far against all on-demand</h2>",
         svg.lines(
-            [("this job", facts.cost_points, ""), ("all on-demand", facts.on_demand_points, "6 4")],
+            [
+                ("this job (at launch-time prices)", facts.cost_points, ""),
+                ("all on-demand", facts.on_demand_points, "6 4"),
+            ],
             "cloud hours since start",
             "USD",
         ),
@@ -168,6 +173,7 @@ def markets_page(
     body += [
         f"<h2>Availability (share of probes that found capacity, {heat.bucket_hours:.1f} h per cell)</h2>",
         svg.heatmap(heat.markets, heat.share, labels),
+        svg.heatmap_legend() if heat.markets else "",
     ]
     if not prices.empty:
         t0 = prices["observed_at"].min()

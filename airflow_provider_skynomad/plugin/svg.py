@@ -104,9 +104,12 @@ def lines(
         out.append(
             f'<text x="{sx(t):.1f}" y="{height - 10}" text-anchor="middle" class="tick">{esc(x_format(t))}</text>'
         )
-    for v, label in verticals:
+    for k, (v, label) in enumerate(verticals):  # labels one under the other: close rules stay readable
         out.append(f'<line x1="{sx(v):.1f}" x2="{sx(v):.1f}" y1="{top}" y2="{height - bottom}" class="rule"/>')
-        out.append(f'<text x="{sx(v) + 3:.1f}" y="{top + 10}" class="rule-label">{esc(label)}</text>')
+        out.append(
+            f'<text x="{sx(v) - 4:.1f}" y="{top + 10 + 13 * k}" text-anchor="end" class="rule-label">'
+            f"{esc(label)}</text>"
+        )
     for i, (label, pts, dash) in enumerate(series):
         pts = [p for p in pts if all(map(math.isfinite, p))]
         if not pts:
@@ -161,6 +164,16 @@ def heatmap(rows: list[str], share: np.ndarray, column_labels: list[str], width:
         out.append(f'<text x="{left + j * cell_w:.1f}" y="{height - 6}" class="tick">{esc(column_labels[j])}</text>')
     out.append("</svg>")
     return "".join(out)
+
+
+def heatmap_legend() -> str:
+    shades = ["#e03131", "#f76707", "#fcc419", "#94d82d", "#2f9e44"]
+    labels = ["none", "¼", "½", "¾", "all"]
+    keys = "".join(
+        f'<span class="swatch" style="background:{c}"></span>{t}' for c, t in zip(shades, labels, strict=True)
+    )
+    none = '<span class="swatch" style="background:#e9ecef"></span>no probe'
+    return f'<div class="legend">probes that found capacity: {keys}{none}</div>'
 
 
 def _cell_colour(value: float) -> str:

@@ -142,6 +142,21 @@ def running_record(job_id: str = "sn-running00000001", zone: str = "us-west1-a")
     return record.to_dict(), live_status(record, 4.5, 10.35)
 
 
+def insert_dag(dag_id: str) -> None:
+    """The DAG's row (auth managers list readable DAGs from it), unless a parsed DAG put it there already."""
+    from airflow.models.dag import DagModel
+    from airflow.models.dagbundle import DagBundleModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        if session.get(DagModel, dag_id) is not None:
+            return
+        if session.get(DagBundleModel, "dags-folder") is None:
+            session.add(DagBundleModel(name="dags-folder"))
+            session.flush()
+        session.add(DagModel(dag_id=dag_id, bundle_name="dags-folder", is_paused=False, is_stale=False))
+
+
 def insert_task(dag_id: str, run_id: str, task_id: str, state: str, *, when: datetime | None = None) -> None:
     """A DAG run and one SkyNomadOperator task instance, as rows (the api-server reads them, never runs them)."""
     from airflow.models.dagrun import DagRun
@@ -149,6 +164,7 @@ def insert_task(dag_id: str, run_id: str, task_id: str, state: str, *, when: dat
     from airflow.utils.session import create_session
     from sqlalchemy import insert
 
+    insert_dag(dag_id)
     when = when or datetime.now(UTC) - timedelta(hours=2)
     with create_session() as session:
         session.execute(
@@ -221,3 +237,28 @@ def add_connection(conn_id: str, market_url: str, password: str) -> None:
                 extra=json.dumps({"market_url": market_url, "cloud": "simulated"}),
             )
         )
+
+
+def main() -> None:
+    """Seed the Airflow home of the environment (the browser test runs this beside its api-server)."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--market-url", required=True)
+    parser.add_argument("--conn-id", required=True)
+    parser.add_argument("--password", required=True)
+    parser.add_argument("--markets", type=int, default=6)
+    parser.add_argument("--days", type=float, default=2.0)
+    parser.add_argument("--jobs", type=int, default=0, help="extra finished jobs (the benchmark's dashboard)")
+    args = parser.parse_args()
+    seed_market(args.market_url, market_frame(markets=args.markets, days=args.days))
+    seed_jobs()
+    for i in range(args.jobs):
+        run = ("skynomad_fine_tune", f"bench_run_{i:04d}", "fine_tune")
+        insert_task(*run, "success", when=datetime.now(UTC) - timedelta(minutes=5 + i))
+        write_state(*run, finished_record())
+    add_connection(args.conn_id, args.market_url, args.password)
+
+
+if __name__ == "__main__":
+    main()

@@ -88,7 +88,7 @@ def test_the_job_page_of_a_finished_run_shows_its_zones_cost_deadline_and_why_it
     assert f"${FINISHED_COST_USD:,.2f}" in html
     assert f"{DEADLINE_HOURS:.2f} h" in html and "deadline met" in text_of(html)
     assert 'class="chart gantt"' in html and "preempted" in html and "us-west1-a preempted 2 times in 1 h" in html
-    assert "latest safe switch" in html and "uniform progress" in html and "all on-demand" in html
+    assert "latest safe on-demand finish" in html and "uniform progress" in html and "all on-demand" in html
     assert "V=11.80" in html  # the last decisions' numbers
     assert "<script" not in html and "http://" not in html and "https://" not in html
 
@@ -97,6 +97,7 @@ def test_the_job_page_of_a_running_job_is_live(client):
     html = client.get(job_url(*RUNNING), **as_user("viewer")).text
     assert "running for 4.50 h of 16.00 h" in html and "slack" in html and "deferred" in html
     assert "us-west1-a" in html and "$10.35" in html  # spend so far from the live status
+    assert "latest safe switch to on-demand" in html and "would miss the deadline" in html
 
 
 def test_a_task_without_a_record_and_an_unknown_task(client):
