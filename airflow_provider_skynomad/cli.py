@@ -17,6 +17,7 @@ from .market.egress import EgressModel, FlatEgress
 from .market.grid import build_grid, default_step_hours
 from .market.observations import TraceError, read_observations
 from .market.prices import add_prices_command
+from .plan_command import add_plan_command
 from .planner.job import JobSpec, JobSpecError
 from .simulation.evaluate import DEFAULT_POLICIES, Evaluation
 
@@ -210,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_prices_command(subparsers)
     add_cleanup_command(subparsers)
     add_agent_command(subparsers)
+    add_plan_command(subparsers)
     return parser
 
 

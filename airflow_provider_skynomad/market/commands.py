@@ -34,7 +34,7 @@ def add_market_commands(subparsers) -> argparse.ArgumentParser:
         help="import/export the market table (observations in the market-observation trace format)",
         description="Move market observations between trace files and the market table.",
     )
-    commands = market.add_subparsers(dest="market_command", metavar="{import,export,spend}", required=True)
+    commands = market.add_subparsers(dest="market_command", metavar="{import,export,spend,show}", required=True)
     url_help = f"SQLAlchemy URL of the market database (default: {default_market_url()})"
 
     load = commands.add_parser("import", help="load a trace file into the market table")
@@ -55,6 +55,11 @@ def add_market_commands(subparsers) -> argparse.ArgumentParser:
     spend.add_argument("--since", type=_timestamp, default=None, help="first time to include (ISO 8601, UTC)")
     spend.add_argument("--until", type=_timestamp, default=None, help="first time to exclude (ISO 8601, UTC)")
     spend.set_defaults(func=run_spend)
+
+    from .show import add_show_arguments
+
+    show = commands.add_parser("show", help="each market now: capacity, prices, forecast lifetime, last probe age")
+    add_show_arguments(show, url_help)
     return market
 
 

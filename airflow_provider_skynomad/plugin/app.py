@@ -180,7 +180,7 @@ def price_series(frame: pd.DataFrame, bucket_hours: float) -> pd.DataFrame:
 
 
 def daily_probe_spend(url: str, since: pd.Timestamp) -> list[tuple[str, float]] | None:
-    """USD of paid probes per UTC day from the probe-spend record, None when this database has none."""
+    """USD of paid probes per UTC day from the probe-spend record (market/signals.py), None when unreadable."""
     try:
         from ..market.signals import SignalTable
     except ImportError:
@@ -188,17 +188,11 @@ def daily_probe_spend(url: str, since: pd.Timestamp) -> list[tuple[str, float]] 
     try:
         signals = SignalTable(url)
         try:
-            spend = signals.read_spend(since=since)
+            daily = signals.daily_spend(since=since)
         finally:
             signals.close()
     except Exception:  # noqa: BLE001 - an older database without the record: say so, show the rest
         return None
-    if spend.empty:
+    if daily.empty:
         return []
-    time_column = next((c for c in ("probed_at", "observed_at") if c in spend.columns), None)
-    usd_column = next((c for c in spend.columns if c.endswith("usd")), None)
-    if time_column is None or usd_column is None:
-        return None
-    days = pd.to_datetime(spend[time_column], utc=True).dt.strftime("%Y-%m-%d")
-    totals = spend.groupby(days)[usd_column].sum()
-    return [(day, round(float(usd), 2)) for day, usd in totals.items()]
+    return [(day, round(float(usd), 2)) for day, usd in daily.groupby("day", sort=True)["usd"].sum().items()]
