@@ -154,3 +154,11 @@ def test_every_call_the_adapter_makes_is_allowed(monkeypatch):
     ]:
         assert needed in calls, sorted(calls)
     assert uncovered(calls) == [], sorted(calls)
+
+
+def test_docs_show_the_policies_the_files_hold():
+    import re
+
+    text = (DOCS.parent / "clouds.md").read_text()
+    blocks = [json.loads(b) for b in re.findall(r"```json\n(.*?)\n```", text, flags=re.S)]
+    assert blocks == [json.loads(AIRFLOW_POLICY.read_text()), json.loads(INSTANCE_POLICY.read_text())]
