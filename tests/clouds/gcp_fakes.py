@@ -97,6 +97,7 @@ class FakeCompute:
         self.instances: dict[tuple[str, str], compute_v1.Instance] = {}
         self.inserts: list[dict] = []  # every insert request, as the hook sent it
         self.created: list[dict] = []  # the inserts that created an instance (not deduplicated by request_id)
+        self.created_wall: list[float] = []  # time.time() of each of `created`
         self.request_ids: dict[str, str] = {}  # request_id -> operation name
         self.operations: dict[str, dict] = {}  # name -> {"error": ...}
         self.zone_operations: list[compute_v1.Operation] = []
@@ -168,6 +169,7 @@ class FakeCompute:
             instance.self_link = f"{instance.zone}/instances/{body['name']}"
             self.instances[(zone, body["name"])] = instance
             self.created.append(request)
+            self.created_wall.append(time.time())
             if left is not None:
                 self.capacity[zone] = left - 1
             op = self._op()
