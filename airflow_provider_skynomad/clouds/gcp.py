@@ -112,7 +112,8 @@ class GcpCloud(Cloud):
     :param work_dir: local disk of the agent; each member uses ``<work_dir>/<instance name>``.
     :param power_off_command: what the startup script runs when the agent is done.
     :param spot_usd_per_hour: ``{instance_type: price}`` of one spot VM, for probe costs and reports.
-    :param on_demand_usd_per_hour: ``{instance_type: price}`` for probe reports.
+    :param price_table: an on-demand price table file (``skynomad prices refresh --output``) instead
+        of the refreshed or shipped one (market/prices.py).
     :param regions: where `check` and `resources` look when not told (default: the regions of
         `source_instance_template` / `image` / `subnetwork` when they are dicts).
     :param hook: a ready GceHook (tests pass one with fake clients).
@@ -139,7 +140,7 @@ class GcpCloud(Cloud):
         work_dir: str = "/var/tmp/skynomad",
         power_off_command: str = "shutdown -h now",
         spot_usd_per_hour: dict[str, float] | None = None,
-        on_demand_usd_per_hour: dict[str, float] | None = None,
+        price_table: str | None = None,
         regions: list[str] | None = None,
         hook: Any | None = None,
         gcs_hook: Any | None = None,
@@ -159,7 +160,8 @@ class GcpCloud(Cloud):
         self.work_dir = work_dir
         self.power_off_command = power_off_command
         self.spot_usd_per_hour = dict(spot_usd_per_hour or {})
-        self.on_demand_usd_per_hour = dict(on_demand_usd_per_hour or {})
+        self.price_table = price_table
+        self._prices = None
         self.regions = list(regions) if regions else None
         self.probe_targets = list(probe_targets or [])
         self._hook = hook
@@ -335,9 +337,17 @@ class GcpCloud(Cloud):
             for name in granted:
                 self._delete(zone, name)
         spot = float(self.spot_usd_per_hour.get(instance_type, 0.0))
-        on_demand = float(self.on_demand_usd_per_hour.get(instance_type, 0.0))
         usd = len(granted) * spot * BILLING_MINIMUM_HOURS
+        on_demand = self.on_demand_usd_per_hour(region, instance_type)
         return ProbeResult(zone, instance_type, count, len(granted), spot, on_demand, usd=usd)
+
+    def on_demand_usd_per_hour(self, region: str, instance_type: str) -> float:
+        """From the price table (market/prices.py); 0.0 when the table has no such row."""
+        if self._prices is None:
+            from ..market.prices import load_prices
+
+            self._prices = load_prices("gcp", self.price_table)
+        return float(self._prices.usd_per_hour(region, instance_type) or 0.0)
 
     def copy_checkpoint(
         self,

@@ -245,11 +245,15 @@ def test_gcp_preemption_moves_the_job_to_another_region_and_the_model_is_bit_ide
     )
 
 
-def test_bad_settings_fail_before_any_launch_naming_the_setting(gcp_env):
+def test_bad_settings_fail_before_any_launch_naming_the_setting(gcp_env, capfd):
     module = load_dag("skynomad_gcp_e2e")
     gcp_env.connect(source_instance_template={"us-central1": "no-such-template"}, checkpoint_bucket="missing-{region}")
     state, run_id = run_dag_test(module.dag)
     assert state == "failed"
+    log = capfd.readouterr().out
+    assert "the gcp cloud cannot run this job yet" in log
+    assert "template 'no-such-template' (region us-central1) does not exist in project proj" in log
+    assert "bucket 'missing-europe-west4' for region europe-west4 does not exist" in log
     assert gcp_env.compute.inserts == [] and gcp_env.boot.processes == {}
     cloud = gcp.GcpCloud(
         project_id="proj",

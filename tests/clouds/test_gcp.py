@@ -309,6 +309,7 @@ def test_probe_costs_the_granted_vms_one_minute_each(compute, emulator):
     result = cloud.probe("us-central1", "us-central1-a", "a3-highgpu-1g", 3, tags={"skynomad-job": "j"})
     assert (result.requested, result.available) == (3, 2)
     assert result.usd == pytest.approx(2 * 2.4 / 60)
+    assert result.on_demand_usd_per_hour == pytest.approx(10.3157)  # the shipped price table's us-central1 row
     assert compute.instances == {}  # released at once
     labels = compute.inserts[0]["instance_resource"]["labels"]
     assert labels["skynomad-purpose"] == "probe" and labels["skynomad-job"] == "j"
