@@ -1,0 +1,131 @@
+"""What the probe DAG costs per day, before (16 instances per zone every 10 minutes) and after (the
+probe planner, 1 instance per probe, within the default $10/day budget), at real H100 and V100 prices.
+
+The example configuration: the ``skynomad_probe`` DAG every 10 minutes over every zone of the trace,
+every zone a job may use (``job_zones`` unset), ``max_market_age`` 2 h, no connection budget.
+
+- **before, asked**: what the old DAG asked for, 16 × spot price × the minimum billed minute per
+  zone per run, 144 runs a day: the bill if every instance were granted (AWS and GCP both bill a
+  granted instance at least 60 s).
+- **before, granted**: the same, billed only for what the trace says a probe of 16 got (GCP trace
+  only: it was recorded with 16-instance probes; the AWS trace's probes asked for 1).
+- **after**: a day of the new DAG replayed on the simulated cloud over the same trace (the same
+  planner, operator and tables as under Airflow; the clock stepped 10 minutes per run): what the
+  probes really cost (the simulated cloud bills what it granted for one minute), how many probes,
+  and the oldest any zone's newest observation got before a run.
+
+Run: ``python benchmarks/bench_probing.py`` (a few minutes on 2 busy cores).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+OLD_COUNT = 16
+RUNS_PER_DAY = 144
+TRACES = {
+    "H100 (GCP a3-highgpu-1g, 13 zones)": ("gcp-h100-2025-first-week.csv.gz", 60.0),
+    "V100 (AWS p3.2xlarge, 9 zones)": ("aws-v100-2023.csv.gz", 240.0),
+}
+
+
+def before(frame: pd.DataFrame, start: pd.Timestamp) -> dict:
+    """The old DAG's day: every zone, every 10 minutes, 16 instances for a minute each."""
+    day = frame[(frame["observed_at"] >= start) & (frame["observed_at"] < start + pd.Timedelta(days=1))]
+    spot = day.groupby("zone")["spot_price"].mean()
+    asked = float(spot.sum() * OLD_COUNT / 60.0 * RUNS_PER_DAY)
+    granted = None
+    if (day["requested"] >= OLD_COUNT).all():
+        grid = day.set_index("observed_at").groupby("zone").resample("10min")[["available", "spot_price"]].last()
+        grid = grid.dropna()
+        granted = float((grid["available"].clip(upper=OLD_COUNT) * grid["spot_price"] / 60.0).sum())
+    return {"asked": asked, "granted": granted, "zones": int(spot.size)}
+
+
+class SteppedClock:
+    """The simulated cloud's clock, moved by the benchmark (a day of runs in minutes, not a day)."""
+
+    def __init__(self, start: pd.Timestamp):
+        self.start, self.hours = start, 0.0
+
+    def now_hours(self) -> float:
+        return self.hours
+
+    def now(self) -> pd.Timestamp:
+        return (self.start + pd.Timedelta(hours=self.hours)).floor("us")
+
+
+def after(trace: str, start_hours: float, home: Path) -> dict:
+    """A day of the new DAG on the simulated cloud over `trace`."""
+    from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+    from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig, SkyNomadHook, bundled_trace
+    from airflow_provider_skynomad.market.probing import DEFAULT_BUDGET_USD_PER_DAY
+    from airflow_provider_skynomad.market.signals import SignalTable
+    from airflow_provider_skynomad.market.table import MarketTable
+    from airflow_provider_skynomad.operators import probe as probe_module
+    from airflow_provider_skynomad.operators.probe import SkyNomadProbeOperator, plan_probes, probe_targets
+
+    path = bundled_trace(trace)
+    cloud = SimulatedCloud(path, home / "cloud", speed=1.0, trace_start=start_hours)
+    cloud.clock = SteppedClock(cloud.clock.now() - pd.Timedelta(hours=cloud.clock.now_hours()))
+    probe_module.make_cloud = lambda config: cloud
+    config = SkyNomadConfig(market_url=f"sqlite:///{home / 'probing.db'}", trace_path=path)
+    SkyNomadHook.get_config = lambda self: config
+    targets = probe_targets(config, count=1)
+    zones = [z for t in targets for z in t["zones"]]
+    log = logging.getLogger("bench")
+    worst = pd.Timedelta(0)
+    started = time.perf_counter()
+    with MarketTable(config.market_url) as table:
+        for run in range(RUNS_PER_DAY):
+            cloud.clock.hours = run / 6.0
+            now = cloud.now_timestamp()
+            if run:
+                latest = table.read(since=now - pd.Timedelta(hours=6)).groupby("zone")["observed_at"].max()
+                worst = max(worst, max(now - latest.get(z, now - pd.Timedelta(days=1)) for z in zones))
+            for target in plan_probes(config, targets, budget_usd_per_day=DEFAULT_BUDGET_USD_PER_DAY, log=log):
+                if target["probe_zones"]:
+                    SkyNomadProbeOperator(task_id=f"probe_{run}", target=target).execute({})
+        spend = SignalTable(market=table).read_spend()
+    return {
+        "usd": float(spend["usd"].sum()),
+        "probes": len(spend),
+        "budget": DEFAULT_BUDGET_USD_PER_DAY,
+        "worst_age": worst,
+        "wall_seconds": time.perf_counter() - started,
+        "start": cloud.clock.start,
+    }
+
+
+def main() -> int:
+    logging.disable(logging.INFO)
+    os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")  # the operators' own lines
+    from airflow_provider_skynomad.hooks.skynomad import bundled_trace
+    from airflow_provider_skynomad.market.observations import read_observations
+
+    print(f"{'GPU':<36} {'before, asked':>14} {'before, granted':>16} {'after':>8}  after: probes, oldest zone")
+    for label, (trace, start_hours) in TRACES.items():
+        with tempfile.TemporaryDirectory(prefix="bench-probing-") as tmp:
+            home = Path(tmp)
+            os.environ["SKYNOMAD_HOME"] = str(home)  # an empty market table: the DAG's first day
+            new = after(trace, start_hours, home)
+            old = before(read_observations(bundled_trace(trace)), new["start"])
+        granted = "-" if old["granted"] is None else f"${old['granted']:,.2f}"
+        print(
+            f"{label:<36} {'$' + format(old['asked'], ',.2f'):>14} {granted:>16} {'$' + format(new['usd'], '.2f'):>8}"
+            f"  {new['probes']} probes (of {old['zones'] * RUNS_PER_DAY} before), oldest {new['worst_age']}, "
+            f"budget ${new['budget']:.0f}/day ({new['wall_seconds']:.0f} s)"
+        )
+    print(f"per day; before = {OLD_COUNT} instances per zone every 10 min, each billed a minimum minute")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
