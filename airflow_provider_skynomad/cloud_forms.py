@@ -172,10 +172,12 @@ CLOUD_FIELDS = {
             "description": "``{instance_type: price}`` of one spot VM, for probe costs and reports.",
             "schema": {"type": ["object", "null"]},
         },
-        "on_demand_usd_per_hour": {
-            "label": "GCP: On demand usd per hour",
-            "description": "``{instance_type: price}`` for probe reports.",
-            "schema": {"type": ["object", "null"]},
+        "price_table": {
+            "label": "GCP: Price table",
+            "description": "an on-demand price table file (``skynomad prices refresh "
+            "--output``) instead of the refreshed or shipped one "
+            "(market/prices.py).",
+            "schema": {"type": ["string", "null"]},
         },
         "regions": {
             "label": "GCP: Regions",
