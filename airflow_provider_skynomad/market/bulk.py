@@ -26,6 +26,8 @@ COPY_MIN_ROWS = 5_000
 """Below this many rows, PostgreSQL inserts use executemany too: a staging table per probe round
 would churn the catalog (pg_class, pg_attribute) for nothing."""
 _STAGING = "skynomad_market_import"
+SQLITE_TIME_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
+"""How SQLAlchemy's SQLite DateTime writes a time (and so how `UtcDateTime` stores one there)."""
 _TEXT = ("cloud", "region", "zone", "instance_type", "accelerator")
 
 
@@ -42,11 +44,26 @@ def insert_rows(conn: Connection, table, dialect: str, rows: pd.DataFrame, inser
         return 0
     if dialect == "postgresql" and len(rows) >= COPY_MIN_ROWS:
         return _copy_rows(conn, table, rows, insert_for)
+    if dialect == "sqlite":
+        return _sqlite_rows(conn, table, rows)
     statement = insert_for(table).on_conflict_do_nothing(index_elements=KEY)
-    if dialect == "postgresql":
-        # psycopg2's executemany rowcount is the last batch's; RETURNING counts every new row.
-        return len(conn.execute(statement.returning(table.c.zone), records(rows)).all())
-    return conn.execute(statement, records(rows)).rowcount
+    # psycopg2's executemany rowcount is the last batch's; RETURNING counts every new row.
+    return len(conn.execute(statement.returning(table.c.zone), records(rows)).all())
+
+
+def _sqlite_rows(conn: Connection, table, rows: pd.DataFrame) -> int:
+    """executemany with `?` parameters and plain tuples: SQLAlchemy's per-row parameter processing
+    costs more than SQLite's insert. Times go in as `UtcDateTime` stores them on SQLite (UTC text,
+    microseconds always written), so keys and range filters compare the same."""
+    columns = {c: rows[c].tolist() for c in COLUMNS}
+    columns["observed_at"] = rows["observed_at"].dt.tz_convert("UTC").dt.strftime(SQLITE_TIME_FORMAT).tolist()
+    values = list(zip(*(columns[c] for c in COLUMNS), strict=True))
+    # The table and column names are this module's constants; every value is a bound parameter.
+    statement = (
+        f"INSERT INTO {table.name} ({', '.join(COLUMNS)}) VALUES ({', '.join('?' for _ in COLUMNS)}) "
+        f"ON CONFLICT ({', '.join(KEY)}) DO NOTHING"
+    )
+    return conn.exec_driver_sql(statement, values).rowcount
 
 
 def _copy_rows(conn: Connection, table, rows: pd.DataFrame, insert_for) -> int:

@@ -34,7 +34,7 @@ def add_market_commands(subparsers) -> argparse.ArgumentParser:
         help="import/export the market table (observations in the market-observation trace format)",
         description="Move market observations between trace files and the market table.",
     )
-    commands = market.add_subparsers(dest="market_command", metavar="{import,export,spend,show}", required=True)
+    commands = market.add_subparsers(dest="market_command", metavar="{import,export,compact,spend,show}", required=True)
     url_help = f"SQLAlchemy URL of the market database (default: {default_market_url()})"
 
     load = commands.add_parser("import", help="load a trace file into the market table")
@@ -56,11 +56,55 @@ def add_market_commands(subparsers) -> argparse.ArgumentParser:
     spend.add_argument("--until", type=_timestamp, default=None, help="first time to exclude (ISO 8601, UTC)")
     spend.set_defaults(func=run_spend)
 
+    squeeze = commands.add_parser(
+        "compact",
+        help="retention: before the last N days keep only rows that change something, and one per market per hour",
+    )
+    squeeze.add_argument("--url", default=None, help=url_help)
+    squeeze.add_argument(
+        "--keep-full-days",
+        type=float,
+        default=7.0,
+        help="days before the newest row kept at full resolution (default 7, at least 1)",
+    )
+    squeeze.add_argument("--dry-run", action="store_true", help="count the rows that would go; delete nothing")
+    squeeze.set_defaults(func=run_compact)
+
     from .show import add_show_arguments
 
     show = commands.add_parser("show", help="each market now: capacity, prices, forecast lifetime, last probe age")
     add_show_arguments(show, url_help)
     return market
+
+
+def run_compact(args: argparse.Namespace) -> int:
+    """Delete old rows that repeat their market's previous row (docs/market.md#retention)."""
+    from .retention import MIN_KEEP_FULL_DAYS, compact
+
+    days = args.keep_full_days
+    if not days >= MIN_KEEP_FULL_DAYS or days == float("inf"):
+        return _fail(
+            f"skynomad market compact: --keep-full-days must be a number of days ≥ {MIN_KEEP_FULL_DAYS:g}, got {days}",
+            EXIT_BAD_INPUT,
+        )
+    table = _open(args.url, "compact")
+    if isinstance(table, int):
+        return table
+    try:
+        report = compact(table, keep_full_days=days, dry_run=args.dry_run)
+    except (MarketSchemaError, SQLAlchemyError) as exc:
+        return _database_failure("compact", table, exc)
+    finally:
+        table.close()
+    if report.cutoff is None:
+        print(f"the market table at {table.display_url} is empty; nothing to compact")
+        return EXIT_OK
+    verb = "would delete" if report.dry_run else "deleted"
+    print(
+        f"{verb} {report.deleted} of {report.examined} rows older than {report.cutoff.isoformat()} in "
+        f"{table.display_url} (kept: every change, each market's first row per hour and its last row)"
+    )
+    return EXIT_OK
 
 
 def run_spend(args: argparse.Namespace) -> int:

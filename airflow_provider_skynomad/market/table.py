@@ -358,6 +358,12 @@ class MarketTable:
             latest = conn.execute(statement).scalar_one_or_none()
         return None if latest is None else pd.Timestamp(_utc(latest))
 
+    def count(self) -> int:
+        """How many observations the table holds."""
+        self._ensure()
+        with self.engine.connect() as conn:
+            return conn.execute(select(func.count()).select_from(market_observations)).scalar_one()
+
     def zones(self) -> list[str]:
         """Zones with at least one observation, sorted."""
         self._ensure()
