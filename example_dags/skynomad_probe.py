@@ -8,8 +8,9 @@ scores and spot prices) and launch-probes only the zones the plan gave it: marke
 ``max_market_age``, uncertain ones more often, calm or dear ones less, never above the budget. Each
 probe asks for ``count`` instances (1 by default: set it to your largest job's ``instances``) and
 releases them at once; its cost goes to the probe-spend record (``skynomad market spend``).
-A region that fails fails only its own mapped task. Last, ``cleanup`` ends instances, spot
-requests and old checkpoints of jobs that no longer run (``skynomad cleanup`` does the same by hand).
+A region that fails fails only its own mapped task. Beside them, ``cleanup`` ends instances, spot
+requests and old checkpoints of jobs that no longer run (``skynomad cleanup`` does the same by hand,
+and also ends what probes left).
 
 Params: ``regions`` (default all), ``count`` (instances per probe), ``probe_budget_usd_per_day``
 (default the connection's, else 10 USD), ``job_zones`` (zones your jobs may use: kept fresh first;
@@ -66,9 +67,10 @@ with DAG(
             log=logging.getLogger("airflow.task"),
         )
 
-    @task(trigger_rule="all_done")
+    @task
     def cleanup() -> dict:
-        """End what jobs that no longer run left behind (after the probes: never a probe in flight)."""
+        """End what jobs that no longer run left behind. It runs beside the probes, so what a probe
+        holds (maybe in flight) is left to ``skynomad cleanup``; a failed region still fails the run."""
         import logging
 
         from airflow_provider_skynomad.clouds.cleanup_commands import cleanup as run_cleanup
@@ -77,12 +79,12 @@ with DAG(
 
         log = logging.getLogger("airflow.task")
         cloud = make_cloud(SkyNomadHook().get_config())
-        plan, failures = run_cleanup(cloud, jobs_from_task_api, say=log.info)
+        plan, failures = run_cleanup(cloud, jobs_from_task_api, probe_leftovers=False, say=log.info)
         if failures:
             raise RuntimeError(f"cleanup could not end {sorted(failures)}: {failures}")
         return {"ended": len(plan.release), "kept": len(plan.keep)}
 
-    probes = SkyNomadProbeOperator.partial(
+    SkyNomadProbeOperator.partial(
         task_id="probe",
         map_index_template="{{ task.target['cloud'] }}/{{ task.target['region'] }}",
         max_market_age=MAX_MARKET_AGE,
@@ -90,4 +92,4 @@ with DAG(
         retries=1,
         retry_delay=timedelta(seconds=5),
     ).expand(target=plan_targets())
-    probes >> cleanup()
+    cleanup()

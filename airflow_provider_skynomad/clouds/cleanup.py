@@ -83,6 +83,7 @@ def plan_cleanup(
     unknown: set[str] | frozenset[str] = frozenset(),
     now: pd.Timestamp | None = None,
     checkpoint_retention: timedelta = DEFAULT_CHECKPOINT_RETENTION,
+    probe_leftovers: bool = True,
 ) -> CleanupPlan:
     """Decide what to release.
 
@@ -92,6 +93,7 @@ def plan_cleanup(
     :param unknown: job ids whose state could not be told (kept whole).
     :param now: for the checkpoint retention (UTC; default the wall clock).
     :param checkpoint_retention: how long an ended job's checkpoints are kept.
+    :param probe_leftovers: end what probes left (False while probes may be in flight).
     """
     ended = dict(ended or {})
     now = pd.Timestamp.now(tz="UTC") if now is None else pd.Timestamp(now)
@@ -102,6 +104,8 @@ def plan_cleanup(
             keep.append(Release(resource, f"job {job} still runs"))
         elif job and job in unknown:
             keep.append(Release(resource, f"cannot tell whether job {job} still runs"))
+        elif not job and not probe_leftovers and resource.kind != "checkpoint":
+            keep.append(Release(resource, "a probe's, maybe still in flight (skynomad cleanup ends it)"))
         elif resource.kind != "checkpoint":
             why = f"job {job} no longer runs" if job else "left by a probe, which releases at once"
             release.append(Release(resource, why))

@@ -39,9 +39,11 @@ def cleanup(
     *,
     dry_run: bool = False,
     checkpoint_retention: timedelta = DEFAULT_CHECKPOINT_RETENTION,
+    probe_leftovers: bool = True,
     say: Callable[[str], None] = print,
 ) -> tuple[CleanupPlan, dict[str, str]]:
-    """List, decide, release (unless `dry_run`); return the plan and the releases that failed."""
+    """List, decide, release (unless `dry_run`); return the plan and the releases that failed.
+    `probe_leftovers=False` keeps what probes left (the probe DAG's task runs beside its probes)."""
     resources = list(cloud.resources())
     live, ended, unknown = lookup(resources)
     plan = plan_cleanup(
@@ -51,6 +53,7 @@ def cleanup(
         unknown=unknown,
         now=cloud.now_timestamp(),
         checkpoint_retention=checkpoint_retention,
+        probe_leftovers=probe_leftovers,
     )
     failures: dict[str, str] = {}
     for item in plan.release:

@@ -48,6 +48,8 @@ def test_checkpoints_are_kept_for_the_retention_then_deleted():
 def test_a_job_that_cannot_be_told_keeps_everything_and_a_probes_leftover_is_ended():
     released, kept = _plan([_r("instance", "mystery"), _r("instance", "")], unknown={"mystery"})
     assert released == {"instance-probe"} and "cannot tell" in kept["instance-mystery"]
+    plan = plan_cleanup([_r("instance", "")], set(), now=NOW, probe_leftovers=False)  # the DAG's task
+    assert plan.release == () and "in flight" in plan.keep[0].reason
 
 
 @pytest.mark.parametrize(
