@@ -15,10 +15,11 @@ import pandas as pd
 
 from ..forecasts import DEFAULT_FORECASTER, make_forecaster
 from ..forecasts.base import history_from_view
-from .grid import build_grid, median_step_hours
+from .grid import build_grid
 from .view import MarketView
 
 DEFAULT_MAX_AGE_HOURS = 2.0  # SkyNomadOperator's default max_market_age
+FORECAST_DAYS = 2.0  # the forecast is fitted on this much recent history (page and CLI alike)
 
 
 @dataclass(frozen=True)
@@ -47,15 +48,27 @@ def market_rows(
     max_age_hours: float = DEFAULT_MAX_AGE_HOURS,
     forecaster: str = DEFAULT_FORECASTER,
 ) -> list[MarketRow]:
-    """Latest row per (zone, instance type), with its forecast lifetime and probe age; sorted by market."""
+    """Latest row per (zone, instance type) of `frame`, with its forecast lifetime (fitted on `frame`) and
+    probe age; sorted by market."""
     if frame.empty:
         return []
-    multi_type = frame["instance_type"].nunique() > 1
     latest = frame.sort_values("observed_at").groupby(["zone", "instance_type"], sort=True).tail(1)
-    lifetimes = forecast_lifetimes(frame, forecaster)
+    return rows_from_latest(latest, now, max_age_hours, forecast_lifetimes(frame, forecaster))
+
+
+def market_key(zone: str, instance_type: str, multi_type: bool) -> str:
+    """The planner's market key (market/grid.py): the zone, or zone:instance_type when types are mixed."""
+    return f"{zone}:{instance_type}" if multi_type else zone
+
+
+def rows_from_latest(
+    latest: pd.DataFrame, now: pd.Timestamp, max_age_hours: float, lifetimes: dict[str, float]
+) -> list[MarketRow]:
+    """MarketRows from the newest observation of each market and the forecast lifetimes by market key."""
+    multi_type = latest["instance_type"].nunique() > 1
     rows = []
     for r in latest.sort_values(["zone", "instance_type"]).itertuples():
-        key = f"{r.zone}:{r.instance_type}" if multi_type else r.zone
+        key = market_key(r.zone, r.instance_type, multi_type)
         age = max(0.0, (now - r.observed_at).total_seconds() / 3600.0)
         rows.append(
             MarketRow(
@@ -102,30 +115,26 @@ class Heatmap:
     share: np.ndarray  # (markets × buckets) in [0, 1]
 
 
-def availability_heatmap(frame: pd.DataFrame, buckets: int = 120) -> Heatmap:
-    """Availability (available ≥ requested, or any capacity when nothing was requested) bucketed in time."""
-    if frame.empty:
-        return Heatmap([], [], 0.0, np.zeros((0, 0)))
-    multi_type = frame["instance_type"].nunique() > 1
-    keys = frame["zone"] + ":" + frame["instance_type"] if multi_type else frame["zone"]
-    start, end = frame["observed_at"].min(), frame["observed_at"].max()
-    span_hours = max((end - start).total_seconds() / 3600.0, 1e-9)
-    try:
-        step = median_step_hours(frame)
-    except Exception:  # noqa: BLE001 - one row per market
-        step = span_hours
-    bucket_hours = max(span_hours / buckets, step, 1 / 60)
-    n = int(span_hours // bucket_hours) + 1
-    column = ((frame["observed_at"] - start).dt.total_seconds() / 3600.0 // bucket_hours).astype(int).clip(0, n - 1)
-    need = frame["requested"].clip(lower=1)
-    usable = (frame["available"] >= need).astype(float)
-    markets = sorted(keys.unique())
+def bucket_hours_for(first: pd.Timestamp, last: pd.Timestamp, columns: int = 120) -> float:
+    """A bucket width that shows the window in about `columns` cells, never under 10 minutes."""
+    span_hours = (last - first).total_seconds() / 3600.0
+    return max(span_hours / columns, 1 / 6)
+
+
+def heatmap_from_buckets(counts: pd.DataFrame, start: pd.Timestamp, bucket_hours: float, columns: int) -> Heatmap:
+    """A Heatmap from per-bucket probe counts (market/aggregate.py's `buckets`)."""
+    if counts.empty:
+        return Heatmap([], [], bucket_hours, np.zeros((0, 0)))
+    multi_type = counts["instance_type"].nunique() > 1
+    keys = [market_key(z, t, multi_type) for z, t in zip(counts["zone"], counts["instance_type"], strict=True)]
+    markets = sorted(set(keys))
     row = pd.Categorical(keys, categories=markets).codes
-    sums = np.zeros((len(markets), n))
-    counts = np.zeros((len(markets), n))
-    np.add.at(sums, (row, column.to_numpy()), usable.to_numpy())
-    np.add.at(counts, (row, column.to_numpy()), 1.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        share = np.where(counts > 0, sums / counts, np.nan)
-    starts = [start + pd.Timedelta(hours=i * bucket_hours) for i in range(n)]
+    column = counts["bucket"].clip(0, columns - 1).to_numpy()
+    share = np.full((len(markets), columns), np.nan)
+    probes = np.zeros((len(markets), columns))
+    usable = np.zeros((len(markets), columns))
+    np.add.at(probes, (row, column), counts["probes"].to_numpy(dtype=float))
+    np.add.at(usable, (row, column), counts["usable"].to_numpy(dtype=float))
+    np.divide(usable, probes, out=share, where=probes > 0)
+    starts = [start + pd.Timedelta(hours=i * bucket_hours) for i in range(columns)]
     return Heatmap(markets, starts, bucket_hours, share)

@@ -12,7 +12,7 @@ import argparse
 import pandas as pd
 from sqlalchemy.exc import SQLAlchemyError
 
-from .overview import DEFAULT_MAX_AGE_HOURS, market_rows
+from .overview import DEFAULT_MAX_AGE_HOURS, FORECAST_DAYS, market_rows
 from .table import MarketSchemaError, MarketTable
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -20,7 +20,12 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 def add_show_arguments(show: argparse.ArgumentParser, url_help: str) -> None:
     show.add_argument("--url", default=None, help=url_help)
-    show.add_argument("--days", type=float, default=7.0, help="history the forecast is fitted on (default: 7)")
+    show.add_argument(
+        "--days",
+        type=float,
+        default=FORECAST_DAYS,
+        help=f"history the forecast is fitted on and markets are listed from (default: {FORECAST_DAYS:g}, as the page)",
+    )
     show.add_argument(
         "--max-age-hours",
         type=float,

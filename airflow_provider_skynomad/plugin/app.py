@@ -27,7 +27,16 @@ from airflow.api_fastapi.core_api.security import get_user, requires_access_dag
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from ..market.overview import DEFAULT_MAX_AGE_HOURS, availability_heatmap, market_rows
+from ..market import aggregate
+from ..market.overview import (
+    DEFAULT_MAX_AGE_HOURS,
+    FORECAST_DAYS,
+    bucket_hours_for,
+    forecast_lifetimes,
+    heatmap_from_buckets,
+    market_key,
+    rows_from_latest,
+)
 from . import jobs, pages
 from .facts import job_facts
 
@@ -81,7 +90,11 @@ def markets(
     max_age_hours: Annotated[float, Query(gt=0)] = DEFAULT_MAX_AGE_HOURS,
     probe: str = "",
 ) -> HTMLResponse:
-    """The market table behind `conn_id`: availability heatmap, prices, probe ages, forecasts, probe spend."""
+    """The market table behind `conn_id`: availability heatmap, prices, probe ages, forecasts, probe spend.
+
+    Heatmap and prices come from the database's GROUP BY (market/aggregate.py), the forecast from the
+    last `FORECAST_DAYS` of rows, so the page costs about the same for a week or a month of probes.
+    """
     from ..market.table import MarketTable
 
     url = market_url(conn_id)
@@ -89,10 +102,9 @@ def markets(
     since = now - pd.Timedelta(days=days)
     table = MarketTable(url)
     try:
-        frame = table.read(since=since)
+        heat, prices, rows = market_summary(table, since, now, max_age_hours)
     finally:
         table.close()
-    heat = availability_heatmap(frame)
     can_probe = security.get_auth_manager().is_authorized_dag(
         method="POST", access_entity=DagAccessEntity.RUN, details=DagDetails(id=PROBE_DAG_ID), user=user
     )
@@ -100,9 +112,9 @@ def markets(
         probe, ""
     )
     html = pages.markets_page(
-        market_rows(frame, now, max_age_hours),
+        rows,
         heat,
-        price_series(frame, heat.bucket_hours),
+        prices,
         daily_probe_spend(url, since),
         days=days,
         max_age_hours=max_age_hours,
@@ -157,26 +169,32 @@ def market_url(conn_id: str) -> str:
         raise HTTPException(400, f"connection {conn_id!r}: {exc}") from None
 
 
-def price_series(frame: pd.DataFrame, bucket_hours: float) -> pd.DataFrame:
-    """Mean spot price per market per heatmap bucket (and on-demand), for the price chart."""
-    if frame.empty or not bucket_hours:
-        return pd.DataFrame(columns=["market", "observed_at", "bucket_time", "spot_price", "on_demand_price"])
-    multi_type = frame["instance_type"].nunique() > 1
-    market = frame["zone"] + ":" + frame["instance_type"] if multi_type else frame["zone"]
-    start = frame["observed_at"].min()
-    bucket = ((frame["observed_at"] - start).dt.total_seconds() // (bucket_hours * 3600.0)).astype(int)
-    work = pd.DataFrame(
+def market_summary(table, since: pd.Timestamp, now: pd.Timestamp, max_age_hours: float):
+    """(heatmap, price series, market rows) of the window from `since`."""
+    bounds = aggregate.time_bounds(table, since)
+    if bounds is None:
+        return heatmap_from_buckets(pd.DataFrame(), since, 0.0, 0), pd.DataFrame(), []
+    first, last = bounds
+    bucket_hours = bucket_hours_for(first, last)
+    columns = int((last - first).total_seconds() / 3600.0 // bucket_hours) + 1
+    counts = aggregate.buckets(table, first, bucket_hours)
+    heat = heatmap_from_buckets(counts, first, bucket_hours, columns)
+    multi_type = counts["instance_type"].nunique() > 1
+    prices = pd.DataFrame(
         {
-            "market": market,
-            "bucket": bucket,
-            "spot_price": frame["spot_price"],
-            "on_demand_price": frame["on_demand_price"],
+            "market": [
+                market_key(z, t, multi_type) for z, t in zip(counts["zone"], counts["instance_type"], strict=True)
+            ],
+            "observed_at": first + pd.to_timedelta(counts["bucket"] * bucket_hours, unit="h"),
+            "spot_price": counts["spot_price"],
+            "on_demand_price": counts["on_demand_price"],
         }
-    )
-    means = work.groupby(["market", "bucket"], sort=True).mean().reset_index()
-    means["observed_at"] = start + pd.to_timedelta(means["bucket"] * bucket_hours, unit="h")
-    means["bucket_time"] = means["observed_at"]
-    return means
+    ).sort_values(["market", "observed_at"])
+    prices["bucket_time"] = prices["observed_at"]
+    recent = table.read(since=max(since, last - pd.Timedelta(days=FORECAST_DAYS)))
+    lifetimes = forecast_lifetimes(recent)
+    rows = rows_from_latest(aggregate.latest_rows(table, since), now, max_age_hours, lifetimes)
+    return heat, prices, rows
 
 
 def daily_probe_spend(url: str, since: pd.Timestamp) -> list[tuple[str, float]] | None:

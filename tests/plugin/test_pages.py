@@ -155,11 +155,11 @@ def test_a_market_url_with_a_password_is_named_without_it(seeded):
     table = MarketTable(SkyNomadConfig.from_connection(conn).market_url)  # no connection is made
     import pandas as pd
 
-    from airflow_provider_skynomad.market.overview import availability_heatmap
+    from airflow_provider_skynomad.market.overview import heatmap_from_buckets
 
     html = markets_page(
         [],
-        availability_heatmap(pd.DataFrame()),
+        heatmap_from_buckets(pd.DataFrame(), pd.Timestamp.now(tz="UTC"), 0.0, 0),
         pd.DataFrame(),
         None,
         days=1,
