@@ -36,11 +36,18 @@ def simulated(airflow_db, skynomad_home, gcp_frame, monkeypatch):
     return SimpleNamespace(home=skynomad_home, trace_start=start)
 
 
-def test_the_probe_dag_probes_each_zone_once_for_one_instance_and_records_the_cost(simulated):
+def test_the_probe_dag_probes_each_zone_once_for_one_instance_and_records_the_cost(simulated, monkeypatch):
+    from airflow_provider_skynomad.clouds.base import GroupStatus
     from airflow_provider_skynomad.demo import run_dag_test
 
-    state, _ = run_dag_test(load_dag("skynomad_probe"))
-    assert state == "success"
+    monkeypatch.setenv("SKYNOMAD_COLD_START_HOURS", "0")
+    cloud, leftover = _leftover_group("no_such_dag")  # its cleanup task asks Airflow's API about it
+    try:
+        state, _ = run_dag_test(load_dag("skynomad_probe"))
+        assert state == "success"
+        assert cloud.poll(leftover) is GroupStatus.TERMINATED
+    finally:
+        cloud.terminate(leftover)
     with MarketTable() as table:
         probed = table.read(since=simulated.trace_start)
         spend = SignalTable(market=table).read_spend()
@@ -136,24 +143,33 @@ def test_a_zero_budget_probes_nothing(skynomad_home, monkeypatch):
     assert cloud.probes == []
 
 
-def test_skynomad_cleanup_ends_a_group_whose_task_instance_is_gone(simulated, monkeypatch, capsys):
+def _leftover_group(dag_id: str):
+    """An on-demand group tagged as a job of a task instance Airflow does not have."""
     import sys
 
-    from airflow_provider_skynomad.cli import main
-    from airflow_provider_skynomad.clouds.base import GroupStatus, LaunchRequest
+    from airflow_provider_skynomad.clouds.base import LaunchRequest
     from airflow_provider_skynomad.hooks.skynomad import make_cloud
     from airflow_provider_skynomad.jobs.record import job_id_for
 
-    monkeypatch.setenv("SKYNOMAD_COLD_START_HOURS", "0")
     cloud = make_cloud(SkyNomadHook().get_config())
-    job = job_id_for("no_such_dag", "manual__1", "job", -1)
-    tags = {"skynomad-job": job, "skynomad-dag": "no_such_dag", "skynomad-run": "manual__1", "skynomad-task": "job"}
+    job = job_id_for(dag_id, "manual__1", "job", -1)
+    tags = {"skynomad-job": job, "skynomad-dag": dag_id, "skynomad-run": "manual__1", "skynomad-task": "job"}
     sleeper = (sys.executable, "-c", "import time; time.sleep(120)")
     request = LaunchRequest(
-        "gcp", "us-central1", "us-central1-a", "a3-highgpu-1g", 1, False, "tok-gone", command=sleeper, tags=tags,
-        job_id=job,
+        "gcp", "us-central1", "us-central1-a", "a3-highgpu-1g", 1, False, f"tok-{dag_id}", command=sleeper,
+        tags=tags, job_id=job,
     )  # fmt: skip
-    handle = cloud.launch(request)
+    return cloud, cloud.launch(request)
+
+
+def test_skynomad_cleanup_ends_a_group_whose_task_instance_is_gone(simulated, monkeypatch, capsys):
+    from airflow_provider_skynomad.cli import main
+    from airflow_provider_skynomad.clouds.base import GroupStatus
+    from airflow_provider_skynomad.jobs.record import job_id_for
+
+    monkeypatch.setenv("SKYNOMAD_COLD_START_HOURS", "0")
+    cloud, handle = _leftover_group("no_such_dag")
+    job = job_id_for("no_such_dag", "manual__1", "job", -1)
     try:
         assert main(["cleanup", "--dry-run"]) == 0
         out = capsys.readouterr().out
