@@ -7,12 +7,17 @@ A wrong argument fails the task at once with a `SkyNomadInputError` naming it (a
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from .errors import SkyNomadInputError
 
 MAX_ENV_BYTES = 16 * 1024  # the env is kept in task state and trigger kwargs: small, and never a secret store
+MAX_INSTANCES = 10_000
+"""Largest gang: far above any spot pool a zone holds, low enough that costs stay ordinary numbers."""
+MAX_HOURS = 24.0 * 366
+"""Longest work, cold start or market age a job may name: a year (a deadline job, not a service)."""
 
 
 @dataclass(frozen=True)
@@ -54,32 +59,45 @@ def validate_params(op) -> JobParams:
             f'pass ["bash", "-c", {command!r}]'
         )
     if command is not None:
-        command = tuple(str(part) for part in command)
+        if not isinstance(command, (list, tuple)):
+            raise SkyNomadInputError(f"command must be a list of arguments, got {type(command).__name__} {command!r}")
+        command = tuple(_text("command", part, lines=True) for part in command)
         if not command:
             raise SkyNomadInputError("command is empty; pass the workload's argv, or None for the bundled workload")
     instances = op.instances
-    if isinstance(instances, bool) or not isinstance(instances, int) or instances < 1:
-        raise SkyNomadInputError(f"instances must be a whole number ≥ 1, got {instances!r}")
+    if isinstance(instances, bool) or not isinstance(instances, int) or not 1 <= instances <= MAX_INSTANCES:
+        raise SkyNomadInputError(f"instances must be a whole number from 1 to {MAX_INSTANCES}, got {instances!r}")
     step = _number("decision_step_minutes", op.decision_step_minutes, low=0.1, high=24 * 60)
     lookback = _number("market_lookback_hours", op.market_lookback_hours, low=1.0 / 60, high=24 * 90)
     cap = op.max_wall_seconds_per_step
     if cap is not None:
         cap = _number("max_wall_seconds_per_step", cap, low=0.0, high=24 * 3600)
-    env = {str(k): str(v) for k, v in (op.env or {}).items()}
+    env = _mapping("env", op.env)
+    for name in env:
+        if not name or "=" in name:
+            raise SkyNomadInputError(f"env names must be non-empty and hold no '=', got {name!r}")
     if sum(len(k) + len(v) for k, v in env.items()) > MAX_ENV_BYTES:
         raise SkyNomadInputError(
             f"env holds more than {MAX_ENV_BYTES // 1024} KiB; pass large inputs through files or the checkpoint"
         )
-    if op.on_deadline_miss not in ("fail", "warn"):
+    if not isinstance(op.on_deadline_miss, str) or op.on_deadline_miss not in ("fail", "warn"):
         raise SkyNomadInputError(f'on_deadline_miss must be "fail" or "warn", got {op.on_deadline_miss!r}')
-    if not isinstance(op.status_every_steps, int) or op.status_every_steps < 1:
-        raise SkyNomadInputError(f"status_every_steps must be a whole number ≥ 1, got {op.status_every_steps!r}")
-    try:
-        work_hours = float(op.work_hours)
-        cold_start_hours = float(op.cold_start_hours)
-        checkpoint_gb = float(op.checkpoint_gb)
-    except (TypeError, ValueError) as exc:
-        raise SkyNomadInputError(f"work_hours, cold_start_hours and checkpoint_gb must be numbers: {exc}") from None
+    every = op.status_every_steps
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise SkyNomadInputError(f"status_every_steps must be a whole number ≥ 1, got {every!r}")
+    work_hours = _number("work_hours", op.work_hours, low=0.0, high=MAX_HOURS, low_open=True)
+    cold_start_hours = _number("cold_start_hours", op.cold_start_hours, low=0.0, high=MAX_HOURS)
+    checkpoint_gb = _number("checkpoint_gb", op.checkpoint_gb, low=0.0, high=1e9)
+    if not isinstance(op.policy, str) or not op.policy.strip():
+        raise SkyNomadInputError(f"policy must be a policy's name such as 'skynomad', got {op.policy!r}")
+    if not isinstance(op.policy_params, Mapping):
+        raise SkyNomadInputError(f"policy_params must be a dict of keyword arguments, got {op.policy_params!r}")
+    age = op.max_market_age
+    if not isinstance(age, timedelta) or not timedelta(0) < age <= timedelta(hours=MAX_HOURS):
+        raise SkyNomadInputError(f"max_market_age must be a positive timedelta of at most a year, got {age!r}")
+    if op.accelerator is not None:
+        _text("accelerator", op.accelerator)
+    _check_instance_types(op.instance_types)
     return JobParams(
         work_hours=work_hours,
         command=command or (),
@@ -88,27 +106,85 @@ def validate_params(op) -> JobParams:
         cold_start_hours=cold_start_hours,
         checkpoint_gb=checkpoint_gb,
         policy=op.policy,
-        policy_params=dict(op.policy_params),
+        policy_params={str(k): v for k, v in op.policy_params.items()},
         decision_step_minutes=step,
         market_lookback_hours=lookback,
         max_market_age=op.max_market_age,
-        zones=op.zones,
-        regions=op.regions,
-        clouds=op.clouds,
+        zones=_names("zones", op.zones),
+        regions=_names("regions", op.regions),
+        clouds=_names("clouds", op.clouds),
         instance_types=op.instance_types,
         accelerator=op.accelerator,
-        tags=dict(op.tags),
+        tags=_mapping("tags", op.tags),
         max_wall_seconds_per_step=cap,
         on_deadline_miss=op.on_deadline_miss,
-        status_every_steps=op.status_every_steps,
+        status_every_steps=every,
     )
 
 
-def _number(name: str, value, *, low: float, high: float) -> float:
+def _number(name: str, value, *, low: float, high: float, low_open: bool = False) -> float:
+    """A finite number in [low, high] ((low, high] with `low_open`); a templated "2.5" counts, True does not."""
+    if isinstance(value, bool):
+        raise SkyNomadInputError(f"{name} must be a number, got {value!r}")
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise SkyNomadInputError(f"{name} must be a number, got {value!r}") from None
-    if not math.isfinite(number) or not low <= number <= high:
-        raise SkyNomadInputError(f"{name} must be a finite number between {low:g} and {high:g}, got {value!r}")
+    above = number > low if low_open else number >= low
+    if not math.isfinite(number) or not above or number > high:
+        bounds = f"above {low:g} and at most {high:g}" if low_open else f"between {low:g} and {high:g}"
+        raise SkyNomadInputError(f"{name} must be a finite number {bounds}, got {value!r}")
     return number
+
+
+def _text(name: str, value, lines: bool = False) -> str:
+    """A string argument: numbers are taken as written (a templated 3 → "3"), control characters refused
+    (tabs and line ends too, unless `lines`: a ``bash -c`` script or an env value may span lines)."""
+    if isinstance(value, bool) or value is None or not isinstance(value, (str, int, float)):
+        raise SkyNomadInputError(f"{name} must hold text, got {type(value).__name__} {value!r}")
+    text = str(value)
+    if any((ord(c) < 32 and not (lines and c in "\t\n\r")) or c == "\x7f" for c in text):
+        raise SkyNomadInputError(f"{name} holds a control character: {text!r}")
+    return text
+
+
+def _mapping(name: str, value) -> dict[str, str]:
+    """``env`` and ``tags``: a dict of text to text (None is empty)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise SkyNomadInputError(f"{name} must be a dict of names to text, got {type(value).__name__} {value!r}")
+    return {_text(f"{name} name", k): _text(f"{name}[{k!r}]", v, lines=True) for k, v in value.items()}
+
+
+def _names(name: str, value) -> list[str] | None:
+    """``zones``, ``regions``, ``clouds``: None (any) or a list of non-empty names."""
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise SkyNomadInputError(f"{name} must be a list of names such as ['us-central1-a'], got {value!r}")
+    names = [_text(name, v).strip() for v in value]
+    if any(not n for n in names):
+        raise SkyNomadInputError(f"{name} holds an empty name: {value!r}")
+    return names
+
+
+def _check_instance_types(value) -> None:
+    """None, a name, a list of names, or ``{cloud: name or [names]}``."""
+    if value is None or (isinstance(value, str) and value.strip()):
+        return
+    if isinstance(value, (list, tuple, Mapping)) and not value:
+        return  # empty: any instance type, as None
+    groups = value.values() if isinstance(value, Mapping) else [value]
+    if isinstance(value, Mapping):
+        for cloud in value:
+            _text("instance_types cloud", cloud)
+    for group in groups:
+        names = [group] if isinstance(group, str) else group
+        if not isinstance(names, (list, tuple)) or not names:
+            raise SkyNomadInputError(
+                "instance_types must be a name, a list of names or {cloud: [names]}, got " + repr(value)
+            )
+        for item in names:
+            if not _text("instance_types", item).strip():
+                raise SkyNomadInputError(f"instance_types holds an empty name: {value!r}")
