@@ -128,10 +128,16 @@ def test_without_a_session_the_api_server_refuses_every_plugin_page(api_server):
 
 
 def screenshot(driver, path: Path) -> None:
+    """Save the whole page in the test's tmp_path (and in $SKYNOMAD_SCREENSHOTS when set, to keep them)."""
     height = driver.execute_script("return document.documentElement.scrollHeight")
     driver.set_window_size(1280, min(max(height + 40, 800), 4000))
     driver.save_screenshot(str(path))
     print(f"screenshot: {path}")
+    keep = os.environ.get("SKYNOMAD_SCREENSHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(keep) / path.name)
+        print(f"screenshot kept: {Path(keep) / path.name}")
 
 
 def test_a_signed_in_user_sees_the_job_page_and_the_markets_heatmap(api_server, browser, tmp_path):
