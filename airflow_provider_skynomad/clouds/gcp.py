@@ -20,58 +20,40 @@ Launched the way GCP users run GPU jobs:
 Watching a gang costs one instance list (by the token's label) and one ``progress.json`` read
 per decision step, whatever the gang size; the agent's run record and the zone's
 ``compute.instances.preempted`` operations are read only once a member has stopped or gone.
-Checkpoints and progress live in GCS (`gcp_storage.GcsStore`).
+Instance bodies and the startup script are built in `gcp_boot`, checkpoints and progress live in
+GCS (`gcp_storage.GcsStore`), `check` and `resources` are in `gcp_check`.
 """
 
 from __future__ import annotations
 
-import re
-import shlex
 import uuid
 from typing import Any
 
 from .base import CapacityError, Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult, Resource
+from .gcp_boot import (
+    CREDENTIAL_NAME,
+    JOB_LABEL,
+    SIZE_LABEL,
+    TOKEN_LABEL,
+    instance_body,
+    instance_name,
+    label_value,
+    metadata_items,
+    run_id,
+)
 from .gcp_storage import GcsStore
 
 CAPACITY_MARKERS = ("ZONE_RESOURCE_POOL_EXHAUSTED", "STOCKOUT", "does not have enough resources", "QUOTA_EXCEEDED")
-TOKEN_LABEL = "skynomad-client-token"  # label values are lowercased and cut: the exact token is in metadata
-JOB_LABEL = "skynomad-job-id"
-SIZE_LABEL = "skynomad-gang-size"
-RANK_LABEL = "skynomad-rank"
-MANAGED_LABEL = "skynomad-managed"  # on everything this adapter creates: how `resources` finds leftovers
 PREEMPTED_OPERATION = "compute.instances.preempted"
-PREEMPTED_EXIT_CODE = 3  # the agent's "preempted" (docs/agent.md): Compute Engine ends the VM itself
 BILLING_MINIMUM_HOURS = 1.0 / 60.0  # Compute Engine bills at least one minute per VM
-CREDENTIAL_NAME = re.compile(r"SECRET|PASSWORD|TOKEN|CREDENTIAL|PRIVATE_KEY|ACCESS_KEY", re.IGNORECASE)
 STOPPED = ("STOPPING", "STOPPED", "TERMINATED", "SUSPENDING", "SUSPENDED")
 COMPUTE = "https://www.googleapis.com/compute/v1"
 CONSOLE_URL = "https://console.cloud.google.com/compute/instancesDetail/zones/{zone}/instances/{instance_id}"
 
 
-def instance_name(token: str, index: int) -> str:
-    """RFC 1035 name (lowercase, ≤ 63 chars) from the client token."""
-    base = re.sub(r"[^a-z0-9-]", "-", token.lower()).strip("-")
-    return f"{base[:55]}-{index}".lstrip("-0123456789") or f"sn-{index}"
-
-
-def label_value(value: str) -> str:
-    return re.sub(r"[^a-z0-9_-]", "-", str(value).lower())[:63]
-
-
-def label_key(key: str) -> str:
-    """Label keys also start with a lowercase letter."""
-    value = label_value(key)
-    return value if value[:1].isalpha() else f"k-{value}"[:63]
-
-
 def region_of(zone: str) -> str:
     """us-central1-a → us-central1."""
     return zone.rsplit("-", 1)[0]
-
-
-def run_id(token: str, rank: int) -> str:
-    """The agent's ``--run-id`` of one member: the token for rank 0, ``<token>-<rank>`` after it."""
-    return token if rank == 0 else f"{token}-{rank}"
 
 
 def make_compute_hook(gcp_conn_id: str):
@@ -220,7 +202,7 @@ class GcpCloud(Cloud):
         )
         for scope, listed in pages:
             for instance in getattr(listed, "instances", None) or []:
-                meta = _metadata(instance)
+                meta = metadata_items(instance)
                 if meta.get(TOKEN_LABEL, client_token) != client_token:
                     continue  # another token with the same label value
                 labels = dict(getattr(instance, "labels", None) or {})
@@ -399,105 +381,9 @@ class GcpCloud(Cloud):
 
     # -- helpers -------------------------------------------------------------------------------
 
-    def startup_script(self, request: LaunchRequest, region: str, rank: int, name: str) -> str:
-        """Run the agent on the region's store, then power off (unless preempted: GCP ends the VM)."""
-        if not request.command:
-            return ""
-        env = {
-            **request.env,
-            "SKYNOMAD_ZONE": request.zone,
-            "SKYNOMAD_INSTANCE_COUNT": str(request.count),
-            "SKYNOMAD_RANK": str(rank),
-        }
-        if request.job_id:
-            env["SKYNOMAD_JOB_ID"] = request.job_id
-        exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items()))
-        agent = [
-            *shlex.split(self.python),
-            "-m",
-            "airflow_provider_skynomad.agent",
-            "run",
-            "--store",
-            self.store.uri(region, request.job_id or request.client_token),
-            "--work-dir",
-            f"{self.work_dir.rstrip('/')}/{name}",
-            "--run-id",
-            run_id(request.client_token, rank),
-            "--notice",
-            "gcp",
-            "--rank",
-            str(rank),
-            "--",
-            *request.command,
-        ]
-        return (
-            f"#!/bin/bash\n{exports}{shlex.join(agent)}\ncode=$?\n"
-            f'if [ "$code" != {PREEMPTED_EXIT_CODE} ]; then {self.power_off_command}; fi\nexit $code\n'
-        )
-
-    def body(self, request: LaunchRequest, region: str, rank: int, name: str) -> dict:
-        """The Instance resource of one member (with a template: what overrides it)."""
-        labels = {label_key(k): label_value(v) for k, v in request.tags.items()}
-        labels |= {
-            TOKEN_LABEL: label_value(request.client_token),
-            SIZE_LABEL: str(request.count),
-            RANK_LABEL: str(rank),
-            MANAGED_LABEL: "true",
-        }
-        items = [
-            {"key": "startup-script", "value": self.startup_script(request, region, rank, name)},
-            {"key": TOKEN_LABEL, "value": request.client_token},
-        ]
-        if request.job_id:
-            labels[JOB_LABEL] = label_value(request.job_id)
-            items.append({"key": JOB_LABEL, "value": request.job_id})
-        body: dict[str, Any] = {
-            "name": name,
-            "machine_type": f"zones/{request.zone}/machineTypes/{request.instance_type}",
-            "labels": labels,
-            "metadata": {"items": items},
-        }
-        if request.spot:
-            body["scheduling"] = {
-                "provisioning_model": "SPOT",
-                "instance_termination_action": "DELETE",
-                "automatic_restart": False,
-                "on_host_maintenance": "TERMINATE",
-            }
-        if self.template(region) is None:
-            body |= self._image_launch(region)
-        return body
-
-    def _image_launch(self, region: str) -> dict:
-        image = self._per_region(self.image, region)
-        if not image:
-            raise ValueError(
-                f"gcp cloud: cloud_options.source_instance_template has no template for region {region} "
-                "and cloud_options.image has no image for it; set one of them"
-            )
-        subnetwork = self._per_region(self.subnetwork, region)
-        if isinstance(self.subnetwork, dict) and not subnetwork:
-            raise ValueError(f"gcp cloud: cloud_options.subnetwork has no subnetwork for region {region}")
-        nic = {"subnetwork": subnetwork} if subnetwork else {"network": self.network or "global/networks/default"}
-        launch: dict[str, Any] = {
-            "disks": [
-                {
-                    "boot": True,
-                    "auto_delete": True,
-                    "initialize_params": {"source_image": image, "disk_size_gb": self.boot_disk_gb},
-                }
-            ],
-            "network_interfaces": [{**nic, "access_configs": [{"name": "External NAT", "type_": "ONE_TO_ONE_NAT"}]}],
-        }
-        if self.service_account:
-            launch["service_accounts"] = [
-                {"email": self.service_account, "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}
-            ]
-        return launch
-
     def _insert(self, request: LaunchRequest, region: str, rank: int, name: str) -> None:
         self.hook.insert_instance(
-            body=self.body(request, region, rank, name),
+            body=instance_body(self, request, region, rank, name),
             zone=request.zone,
             project_id=self.project,
             request_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{request.client_token}/{rank}")),
@@ -510,7 +396,9 @@ class GcpCloud(Cloud):
         listed = client.list(
             request={"project": self.project, "zone": zone, "filter": f'labels.{TOKEN_LABEL} = "{label_value(token)}"'}
         )
-        return {instance.name: instance for instance in listed if _metadata(instance).get(TOKEN_LABEL, token) == token}
+        return {
+            instance.name: instance for instance in listed if metadata_items(instance).get(TOKEN_LABEL, token) == token
+        }
 
     def _run_record(self, handle: GroupHandle, rank: int) -> dict | None:
         if self.store is None or not handle.job_id:
@@ -538,16 +426,3 @@ class GcpCloud(Cloud):
 
 def _not_found(exc: Exception) -> bool:
     return "404" in str(exc) or "NotFound" in type(exc).__name__ or "not found" in str(exc).lower()
-
-
-def _metadata(instance) -> dict[str, str]:
-    """An instance's metadata items as a dict (proto objects and plain dicts alike)."""
-    metadata = getattr(instance, "metadata", None)
-    items = getattr(metadata, "items", None) if not isinstance(metadata, dict) else metadata.get("items")
-    out = {}
-    for item in items or []:
-        key = item.get("key") if isinstance(item, dict) else getattr(item, "key", None)
-        value = item.get("value") if isinstance(item, dict) else getattr(item, "value", None)
-        if key is not None:
-            out[str(key)] = str(value)
-    return out

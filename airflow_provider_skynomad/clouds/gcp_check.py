@@ -160,7 +160,8 @@ def _check_bucket(cloud: GcpCloud, region: str | None) -> list[str]:
 
 def resources(cloud: GcpCloud, tags: dict[str, str] | None) -> list[Resource]:
     """SkyNomad's instances (any zone, by label) and job stores (per configured region's bucket)."""
-    from .gcp import JOB_LABEL, MANAGED_LABEL, _metadata, label_key, label_value, region_of
+    from .gcp import region_of
+    from .gcp_boot import JOB_LABEL, MANAGED_LABEL, label_key, label_value, metadata_items
 
     wanted = {label_key(k): label_value(v) for k, v in (tags or {}).items()}
     query = " AND ".join(f'(labels.{k} = "{v}")' for k, v in {MANAGED_LABEL: "true", **wanted}.items())
@@ -177,7 +178,7 @@ def resources(cloud: GcpCloud, tags: dict[str, str] | None) -> list[Resource]:
                     instance.name,
                     region_of(zone),
                     zone,
-                    _metadata(instance).get(JOB_LABEL, labels.get(JOB_LABEL, "")),
+                    metadata_items(instance).get(JOB_LABEL, labels.get(JOB_LABEL, "")),
                     labels,
                     f"{instance.status} {str(instance.machine_type).rsplit('/', 1)[-1]}",
                 )
