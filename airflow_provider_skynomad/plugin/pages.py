@@ -31,9 +31,13 @@ button{padding:5px 12px}
 """
 
 
-def page(title: str, body: str) -> str:
+REFRESH_SECONDS = 30  # a running job's page reloads itself: live while the task is deferred
+
+
+def page(title: str, body: str, refresh_seconds: int | None = None) -> str:
+    refresh = f'<meta http-equiv="refresh" content="{refresh_seconds}">' if refresh_seconds else ""
     return (
-        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8">{refresh}<title>{esc(title)}</title>'
         f"<style>{STYLE}</style></head><body>{body}</body></html>"
     )
 
@@ -142,7 +146,7 @@ def job_page(title: str, ti_state: str | None, facts: JobFacts | None, note: str
             '<p class="sub">V: what an hour of progress is worth now; U: V·η − price − amortised egress '
             "(see <code>skynomad plan --explain</code> for every option weighed).</p>",
         ]
-    return page(title, "".join(body))
+    return page(title, "".join(body), None if facts.finished else REFRESH_SECONDS)
 
 
 def markets_page(
@@ -239,7 +243,9 @@ def dashboard_page(jobs, days: float, job_href) -> str:
     ]
     body = [
         "<h1>SkyNomad jobs</h1>",
-        f'<p class="sub">Every SkyNomad task of the last {days:g} days that you may read.</p>',
+        f'<p class="sub">Every SkyNomad task of the last {days:g} days that you may read. Show the last '
+        + ", ".join(f'<a href="jobs?days={d}">{d} days</a>' for d in (1, 7, 30, 90))
+        + ".</p>",
         '<div class="cards" id="totals">'
         + "".join(f'<div class="card"><span>{esc(k)}</span><b>{esc(v)}</b></div>' for k, v in cards)
         + "</div>",

@@ -67,7 +67,7 @@ def api_server(tmp_path_factory):
     migrated = run(sys.executable, "-m", "airflow", "db", "migrate")
     assert migrated.returncode == 0, migrated.stderr[-3000:]
     seed = Path(__file__).with_name("seed.py")
-    market_url = f"sqlite:///{home}/market.db"
+    market_url = f"sqlite:///{home}/skynomad/market.db"  # also the default connection's table (SKYNOMAD_HOME)
     seeded = run(sys.executable, str(seed), "--market-url", market_url, "--conn-id", CONN_ID, "--password", MARKER)
     assert seeded.returncode == 0, seeded.stderr[-3000:]
     log = open(home / "api-server.log", "w")  # noqa: SIM115 - closed below
@@ -173,3 +173,25 @@ def test_a_signed_in_user_sees_the_job_page_and_the_markets_heatmap(api_server, 
     wait.until(ec.presence_of_element_located((By.ID, "jobs")))
     assert "finished_run" in browser.page_source and "running_run" in browser.page_source
     screenshot(browser, tmp_path / "jobs-dashboard.png")
+
+
+def test_the_markets_page_is_in_airflows_own_ui(api_server, browser, tmp_path):
+    """The nav entry's route in Airflow's UI shows the plugin's page in its iframe (signed in above)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, 90)
+    browser.set_window_size(1400, 1200)
+    browser.get(f"{api_server}/plugin/skynomad_markets")
+    frame = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "iframe[title='SkyNomad markets']")))
+    browser.switch_to.frame(frame)
+    wait.until(ec.presence_of_element_located((By.ID, "availability-heatmap")))
+    browser.switch_to.default_content()
+    path = tmp_path / "airflow-ui-markets.png"
+    browser.save_screenshot(str(path))
+    print(f"screenshot: {path}")
+    keep = os.environ.get("SKYNOMAD_SCREENSHOTS")
+    if keep:
+        shutil.copy(path, Path(keep) / path.name)
+        print(f"screenshot kept: {Path(keep) / path.name}")

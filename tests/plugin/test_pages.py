@@ -91,6 +91,7 @@ def test_the_job_page_of_a_finished_run_shows_its_zones_cost_deadline_and_why_it
     assert "latest safe on-demand finish" in html and "uniform progress" in html and "all on-demand" in html
     assert "V=11.80" in html  # the last decisions' numbers
     assert "<script" not in html and "http://" not in html and "https://" not in html
+    assert 'http-equiv="refresh"' not in html  # final: no reloading
 
 
 def test_the_job_page_of_a_running_job_is_live(client):
@@ -98,6 +99,7 @@ def test_the_job_page_of_a_running_job_is_live(client):
     assert "running for 4.50 h of 16.00 h" in html and "slack" in html and "deferred" in html
     assert "us-west1-a" in html and "$10.35" in html  # spend so far from the live status
     assert "latest safe switch to on-demand" in html and "would miss the deadline" in html
+    assert 'http-equiv="refresh"' in html  # reloads itself while the task is deferred
 
 
 def test_a_task_without_a_record_and_an_unknown_task(client):
