@@ -57,7 +57,7 @@ class _Where:
 
 CHUNK_ROWS = 100_000
 """Rows per chunk when a trace is streamed (import, read): a 10⁶-row file never sits in memory as text."""
-_TEXT_COLUMNS = ("cloud", "region", "zone", "instance_type", "accelerator")
+TEXT_COLUMNS = ("cloud", "region", "zone", "instance_type", "accelerator")
 _READ_ERRORS = (
     pd.errors.ParserError,
     pd.errors.EmptyDataError,
@@ -223,7 +223,7 @@ def validate_observations(
         empty = out[column].astype(str).str.strip() == ""
         if empty.any():
             raise TraceError(f"{where.at(line(empty.idxmax()), column)}: empty value")
-    for column in _TEXT_COLUMNS:
+    for column in TEXT_COLUMNS:
         # NUL cannot be stored in PostgreSQL text, and no cloud names a zone with control characters.
         text = out[column].astype(str)
         control = text.str.contains(_CONTROL, regex=True)
