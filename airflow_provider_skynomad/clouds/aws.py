@@ -14,7 +14,8 @@
   (``runs/<client token>.json``) says finished, failed or preempted; a user's terminate →
   terminated; anything else (``Server.InternalError``, ...) → failed.
 - checkpoints (clouds/aws_store.py): one bucket per region (``checkpoint_bucket`` with
-  ``{region}``; a move copies the newest complete checkpoint) or one bucket for all.
+  ``{region}``; a move copies the newest complete checkpoint, and a launch brings it into its
+  region's bucket before the instances boot) or one bucket for all.
 - probe: asks for the gang size, terminates what it got at once, and says what that cost (EC2
   bills at least 60 s per instance); on-demand prices come from the price table (market/prices.py).
 - signals: spot placement scores and spot price history, both free.
@@ -242,6 +243,7 @@ class AwsCloud(Cloud):
         if request.job_id:
             tags[JOB_TAG] = request.job_id
         args = self._launch_args(request.region, request.zone, request.instance_type, tags, request.spot)
+        self._bring_checkpoint(request)
         args.update(
             MinCount=request.count,
             MaxCount=request.count,
@@ -501,6 +503,24 @@ class AwsCloud(Cloud):
                 raise
 
     # -- helpers -------------------------------------------------------------------------------
+
+    def _bring_checkpoint(self, request: LaunchRequest) -> None:
+        """Copy the job's newest complete checkpoint, from whichever configured region holds it, into
+        the launch region's bucket *before* the instances boot.
+
+        The job runtime launches first and moves the checkpoint after (`copy_checkpoint`, which then
+        finds it in place): on EC2 a boot can beat a large copy, and an agent that restores before
+        the manifest lands starts from an older checkpoint or from scratch.
+        """
+        if not (self.store.per_region and request.job_id and request.command):
+            return
+        best: tuple[str, int] | None = None
+        for region in self.configured_regions():
+            newest = self.store.newest_checkpoint(region, request.job_id)
+            if newest is not None and (best is None or int(newest[0]) > best[1]):
+                best = (region, int(newest[0]))
+        if best is not None and best[0] != request.region:
+            self.store.copy_newest(best[0], request.region, request.job_id)
 
     def _run_record(self, handle: GroupHandle) -> dict | None:
         """Rank 0's outcome record (``runs/<client token>.json``), None without a bucket or record."""

@@ -97,7 +97,8 @@ class JobStore:
         """Copy the newest complete checkpoint and progress.json; True when there was one.
 
         Files first, then the manifest, then progress.json: the target never shows a checkpoint
-        whose files are not all there. One bucket for every region: nothing to copy.
+        whose files are not all there. Nothing is copied when the target already holds that
+        checkpoint or a newer one, or when one bucket serves every region.
         """
         newest = self.newest_checkpoint(source_region, job_id)
         if newest is None:
@@ -105,6 +106,9 @@ class JobStore:
         if self.bucket(source_region) == self.bucket(target_region):
             return True
         seq, manifest = newest
+        there = self.newest_checkpoint(target_region, job_id)
+        if there is not None and int(there[0]) >= int(seq):
+            return True  # already copied (AwsCloud.launch brings it before the instances boot)
         names = [f"checkpoints/{seq}/files/{f['path']}" for f in manifest.get("files", [])]
         names += [f"checkpoints/{seq}/{MANIFEST}", PROGRESS]
         target = self._s3(target_region)

@@ -322,3 +322,25 @@ def test_console_url_of_the_first_instance(aws):
     )
     assert aws.bill() is None and aws.failure_detail(handle) is None
     assert aws.output_location(f"{P}sn", ZONE) == f"s3://ckpt-us-east-1/skynomad/{P}sn/output/"
+
+
+def test_a_launch_brings_the_newest_checkpoint_into_its_region_before_the_instances_boot(aws):
+    east, west = boto3.client("s3", region_name=REGION), boto3.client("s3", region_name=WEST)
+    put_checkpoint(east, "ckpt-us-east-1", f"{P}mv", 7, {"model.pkl": b"seven"})
+    keys_at_launch = []
+    real = aws.ec2(WEST).run_instances
+
+    def run_instances(**kwargs):
+        listed = west.list_objects_v2(Bucket="ckpt-us-west-2", Prefix=f"skynomad/{P}mv/")
+        keys_at_launch.extend(sorted(o["Key"] for o in listed.get("Contents", [])))
+        return real(**kwargs)
+
+    aws.ec2(WEST).run_instances = run_instances
+    aws.launch(request("w", count=1, zone="us-west-2a", region=WEST, job_id="mv"))
+    assert f"skynomad/{P}mv/checkpoints/0000000007/MANIFEST.json" in keys_at_launch
+    assert f"skynomad/{P}mv/progress.json" in keys_at_launch
+    # The job runtime's copy after the launch finds it in place: True (it existed), nothing sent again.
+    sent = []
+    aws.s3(WEST).meta.events.register("before-parameter-build.s3.CopyObject", lambda **_: sent.append(1))
+    assert aws.copy_checkpoint("us-east-1a", "us-west-2a", 1.0, job_id=f"{P}mv") is True
+    assert sent == []
