@@ -27,7 +27,12 @@ def config(cloud: str, tmp_path, **options) -> SkyNomadConfig:
     ("cloud", "accepted"),
     [
         ("simulated", ["trace_start", "preemption_notice_seconds", "egress_usd_per_gb"]),
-        ("aws", ["image_id", "checkpoint_prefix", "on_demand_usd_per_hour", "regions", "probe_targets"]),
+        (
+            "aws",
+            ["launch_template", "launch_template_version", "image_id", "subnets", "security_group_ids",
+             "instance_profile", "checkpoint_prefix", "regions", "agent_python", "agent_work_dir",
+             "setup_commands", "price_table", "probe_targets"],
+        ),  # fmt: skip
         ("gcp", ["source_instance_template", "hook", "probe_targets"]),
     ],
 )
