@@ -160,6 +160,8 @@ class GroupTracker:
             code = exit_info["returncode"]
             status = GroupStatus.SUCCEEDED if code == 0 else GroupStatus.FAILED
             reason = "workload vanished without an exit status" if code is None else f"workload exited {code}"
+            if exit_info.get("agent_exit_code") == 2 and "outcome" not in exit_info:
+                reason = f"the workload agent could not start it (exit 2, see {group_dir / 'workload.log'})"
             end(record, status, min(max(exit_hours, record["launched_at_hours"]), now_hours), reason)
             record["exit_code"], record["killed"] = code, True
 
