@@ -33,7 +33,12 @@ def config(cloud: str, tmp_path, **options) -> SkyNomadConfig:
              "instance_profile", "checkpoint_prefix", "regions", "agent_python", "agent_work_dir",
              "setup_commands", "price_table", "probe_targets"],
         ),  # fmt: skip
-        ("gcp", ["source_instance_template", "hook", "probe_targets"]),
+        (
+            "gcp",
+            ["source_instance_template", "image", "network", "subnetwork", "service_account", "boot_disk_gb",
+             "checkpoint_bucket", "checkpoint_prefix", "python", "work_dir", "power_off_command",
+             "spot_usd_per_hour", "price_table", "regions", "hook", "gcs_hook", "probe_targets"],
+        ),  # fmt: skip
     ],
 )
 def test_an_unknown_cloud_option_is_refused_naming_it_and_the_accepted_ones(cloud, accepted, tmp_path):
