@@ -76,7 +76,7 @@ def read_observations(path: str | Path, zones: list[str] | None = None) -> pd.Da
     return select_zones(frame, zones, source=str(path))
 
 
-def iter_observations(path: str | Path, chunk_rows: int = CHUNK_ROWS) -> Iterator[pd.DataFrame]:
+def iter_observations(path: str | Path, chunk_rows: int | None = None) -> Iterator[pd.DataFrame]:
     """Validated chunks of a trace, in file order, checked across chunks as if read whole.
 
     Each chunk is typed as `validate_observations` returns it; a bad row anywhere raises
@@ -95,7 +95,12 @@ def iter_observations(path: str | Path, chunk_rows: int = CHUNK_ROWS) -> Iterato
     rows = 0
     try:
         reader = pd.read_csv(
-            path, dtype=str, keep_default_na=False, skip_blank_lines=False, chunksize=chunk_rows, encoding="utf-8"
+            path,
+            dtype=str,
+            keep_default_na=False,
+            skip_blank_lines=False,
+            chunksize=chunk_rows or CHUNK_ROWS,
+            encoding="utf-8",
         )
         for raw in reader:
             # Blank lines are dropped, but errors keep the line numbers an editor shows.

@@ -15,6 +15,7 @@ import re
 import tempfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -221,3 +222,65 @@ def test_what_fuzzing_found_is_a_trace_error(tmp_path, name, data, said):
     path.write_bytes(data)
     with pytest.raises(TraceError, match=said):
         read_observations(path)
+
+
+# -- streaming: chunks are checked as if the file were read whole --------------------------------
+
+
+@st.composite
+def sorted_traces(draw) -> str:
+    """A valid trace of a few markets, then maybe one row changed to break it anywhere."""
+    zones = draw(st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3, unique=True))
+    steps = draw(st.integers(1, 8))
+    rows = [
+        ",".join([f"2025-10-04T{k // 6:02d}:{10 * (k % 6):02d}:00Z", "gcp", "r", f"r-{z}", "t", "H100", "1", "16", "3",
+                  "2.5", "10"])
+        for k in range(steps) for z in zones
+    ]  # fmt: skip
+    if draw(st.booleans()):
+        i = draw(st.integers(0, len(rows) - 1))
+        j = draw(st.integers(0, len(rows) - 1))
+        rows[i] = draw(st.sampled_from([rows[j], rows[i].replace(",3,", ",-3,"), rows[i].replace(",16,", ",2,")]))
+    return "\n".join([",".join(COLUMNS), *rows]) + "\n"
+
+
+@FUZZ
+@given(sorted_traces(), st.integers(1, 5))
+def test_chunked_reading_finds_what_a_whole_read_finds(tmp_path_factory, text, chunk_rows):
+    from airflow_provider_skynomad.market.observations import iter_observations, validate_observations
+
+    path = tmp_path_factory.mktemp("chunks") / "trace.csv"
+    path.write_text(text)
+    raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+    try:
+        whole, whole_error = validate_observations(raw, source=str(path)), None
+    except TraceError as exc:
+        whole, whole_error = None, str(exc)
+    try:
+        chunked, chunked_error = pd.concat(list(iter_observations(path, chunk_rows)), ignore_index=True), None
+    except TraceError as exc:
+        chunked, chunked_error = None, str(exc)
+    assert (whole_error is None) == (chunked_error is None), (whole_error, chunked_error)
+    if whole is not None:
+        pd.testing.assert_frame_equal(chunked, whole)
+    else:  # the same line, though a later chunk's error of another kind may be found first
+        assert chunked_error.split(":")[0] and str(path) in chunked_error
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_bad_row_in_a_later_chunk_rolls_back_the_chunks_before(request, tmp_path, capsys, monkeypatch, backend):
+    from airflow_provider_skynomad.market import observations
+
+    url = f"sqlite:///{tmp_path / 'm.db'}" if backend == "sqlite" else request.getfixturevalue("postgres_url")
+    monkeypatch.setattr(observations, "CHUNK_ROWS", 7_000)  # 3 chunks, the first two over the COPY threshold
+    lines = [",".join(COLUMNS)]
+    for k in range(20_000):
+        at = pd.Timestamp("2025-10-04T00:00:00Z") + pd.Timedelta(minutes=k)
+        lines.append(f"{at.strftime('%Y-%m-%dT%H:%M:%SZ')},gcp,r,r-a,t,H100,1,16,3,2.5,10")
+    lines[-1] = lines[-1].replace(",16,3,", ",16,17,")
+    trace = tmp_path / "t.csv"
+    trace.write_text("\n".join(lines) + "\n")
+    assert skynomad(["market", "import", "--trace", str(trace), "--url", url]) == 2
+    assert "line 20001, column 'available'" in capsys.readouterr().err
+    with MarketTable(url) as table:
+        assert table.count() == 0
