@@ -69,6 +69,25 @@ def is_safe(job: JobSpec, state: JobState, view: MarketView, option: Option | No
     return state.elapsed_hours + rescue_lead_hours(job, view) + rescue <= job.deadline_hours + EPS_HOURS
 
 
+def outlives_warmup(job: JobSpec, state: JobState, view: MarketView, option: Option | None) -> bool:
+    """A spot group chosen now stays safe (`is_safe`) until its warm-up ends, so it can make progress.
+
+    With a warm-up longer than a step, a launch that is safe now can be unsafe to keep at a later
+    step of its warm-up: the net then drops it before it makes any progress, and its cold start
+    bought nothing. The binding step is the one where the warm-up ends; its worst case is a rescue
+    at t + warm-up (+ two lags) from the same progress. On-demand, idle and groups that finish
+    within this step are never dropped by the net.
+    """
+    if option is None or option.mode is Mode.ON_DEMAND:
+        return True
+    warmup = warmup_hours(job, state, view, option)
+    remaining = job.work_hours - state.progress_hours
+    if warmup <= view.step_hours or warmup + remaining <= view.step_hours:
+        return True
+    late = state.elapsed_hours + warmup + 2.0 * job.reaction_hours + remaining + job.cold_start_hours
+    return late <= job.deadline_hours + EPS_HOURS
+
+
 def rescue_lead_hours(job: JobSpec, view: MarketView) -> float:
     """How long after now the on-demand rescue may start at the latest: one step, plus two driver lags."""
     return view.step_hours + 2.0 * job.reaction_hours
@@ -90,4 +109,19 @@ def cheapest_on_demand(job: JobSpec, state: JobState, view: MarketView) -> Optio
             delay = launch_delays_hours(job, state, view)
             late = state.elapsed_hours + job.reaction_hours + delay + remaining > job.deadline_hours + EPS_HOURS
             cost = np.where(late & (np.arange(len(cost)) != source), np.inf, cost)
-    return Option(view.keys[int(np.argmin(cost))], Mode.ON_DEMAND)
+    return Option(view.keys[_cheapest_with_spot_at_hand(cost, view)], Mode.ON_DEMAND)
+
+
+def _cheapest_with_spot_at_hand(cost: np.ndarray, view: MarketView) -> int:
+    """The cheapest zone; among zones tied on cost, the one with the cheapest spot market.
+
+    A job on the net leaves it for spot when a cheap market comes back; from the tied zone whose
+    own spot market is cheapest that return needs no checkpoint move, so the tie costs nothing
+    to break this way (same-region zones tie exactly on on-demand price).
+    """
+    best = float(np.min(cost))
+    tied = np.flatnonzero(cost <= best + 1e-9 * max(1.0, abs(best)))
+    if len(tied) == 1:
+        return int(tied[0])
+    spot = view.spot_usd_per_hour[tied]
+    return int(tied[np.argmin(np.where(np.isfinite(spot), spot, np.inf))])

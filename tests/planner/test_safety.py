@@ -18,6 +18,7 @@ from airflow_provider_skynomad.planner.safety import (
     is_safe,
     launch_delay_hours,
     launch_delays_hours,
+    outlives_warmup,
 )
 from airflow_provider_skynomad.planner.utility import migration_pays, score, score_all
 from airflow_provider_skynomad.simulation.simulator import simulate
@@ -413,3 +414,30 @@ def test_finishing_within_the_step_after_the_deadline_is_not_safe():
     # A new spot group here finishes at 7/6 + 0.1 + 0.05 = 1.317 h > T = 1.25 h; staying on-demand finishes at 1.217 h.
     assert is_safe(job, state, view, od(a))
     assert not is_safe(job, state, view, spot(a))
+
+
+def test_cheapest_on_demand_breaks_a_price_tie_toward_the_zone_with_the_cheapest_spot():
+    """Same-region zones tie on on-demand price; from the one whose spot is cheapest, a return to spot needs no move."""
+    view = view_of(spot=(3.0, 1.0, 2.0), on_demand=(8.0, 8.0, 8.0))
+    job = JobSpec(work_hours=10.0, deadline_hours=20.0, cold_start_hours=0.2, checkpoint_gb=0)
+    assert cheapest_on_demand(job, JobState(), view) == od(view.keys[1])
+    # A real price difference still wins over the tie-break.
+    cheaper = view_of(spot=(3.0, 1.0, 2.0), on_demand=(7.99, 8.0, 8.0))
+    assert cheapest_on_demand(job, JobState(), cheaper) == od(cheaper.keys[0])
+
+
+def test_a_launch_the_net_would_drop_inside_its_warm_up_does_not_outlive_it():
+    """d = 0.3 h > one step: a launch safe now must still be safe to keep when its warm-up ends."""
+    view = view_of()
+    k = view.keys[0]
+    job = JobSpec(work_hours=4.0, deadline_hours=5.0, cold_start_hours=0.3)
+    # Safe now needs t + step + P + d ≤ T; keeping it to the end of its warm-up needs t + d + P + d ≤ T.
+    doomed = JobState(elapsed_hours=job.deadline_hours - STEP - 4.0 - 0.3 - 1e-6)
+    assert is_safe(job, doomed, view, spot(k))
+    assert not outlives_warmup(job, doomed, view, spot(k))
+    kept = JobState(elapsed_hours=job.deadline_hours - 0.3 - 4.0 - 0.3 - 1e-6)
+    assert is_safe(job, kept, view, spot(k)) and outlives_warmup(job, kept, view, spot(k))
+    # On-demand is never dropped, and a warm-up within one step has nothing to outlive.
+    assert outlives_warmup(job, doomed, view, od(k))
+    short = replace(job, cold_start_hours=0.1)
+    assert outlives_warmup(short, JobState(elapsed_hours=0.85), view, spot(k))

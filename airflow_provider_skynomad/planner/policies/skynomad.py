@@ -19,7 +19,7 @@ from ..actions import IDLE, Decision, Mode, Option
 from ..job import JobSpec, JobState
 from ..plans import spot_plans
 from ..progress import market_value, slack_urgency, supply_price, value_of_progress
-from ..safety import cheapest_on_demand, is_safe
+from ..safety import cheapest_on_demand, is_safe, outlives_warmup
 from ..utility import MODES, Scored, Scores, migration_pays, score_all
 from .lifetimes import LifetimeCache
 
@@ -157,7 +157,7 @@ class SkyNomadPolicy:
             candidate = scores.scored(option, value, (i, j))
             if not self._move_pays(job, view, current, candidate, residency[i, j]):
                 continue
-            if is_safe(job, state, view, option):
+            if is_safe(job, state, view, option) and outlives_warmup(job, state, view, option):
                 better.append(candidate)
         better.sort(key=lambda s: s.utility_usd_per_hour, reverse=True)
         tries = [s.option for s in better]
