@@ -125,14 +125,15 @@ class FileBackend(Backend):
 class S3Backend(Backend):
     """`s3://bucket/prefix`: boto3 with the instance profile's credentials."""
 
-    def __init__(self, bucket: str, prefix: str):
+    def __init__(self, bucket: str, prefix: str, client=None):
+        """`client`: a ready boto3 S3 client (the Airflow side passes its S3Hook's); default: the instance's."""
         try:
             import boto3
         except ImportError as exc:
             raise StoreError("an s3:// store needs boto3 (pip install boto3)") from exc
         self.bucket, self.prefix = bucket, prefix
         self.uri = f"s3://{bucket}/{prefix}"
-        self.client = boto3.client("s3")
+        self.client = client or boto3.client("s3")
         from botocore.exceptions import ClientError
 
         self._client_error = ClientError
@@ -184,7 +185,8 @@ def _s3_not_found(exc) -> bool:
 class GCSBackend(Backend):
     """`gs://bucket/prefix`: google-cloud-storage with the instance's service account."""
 
-    def __init__(self, bucket: str, prefix: str):
+    def __init__(self, bucket: str, prefix: str, client=None):
+        """`client`: a ready storage.Client (the Airflow side passes its GCSHook's); default: the instance's."""
         try:
             from google.api_core.exceptions import NotFound
             from google.cloud import storage
@@ -192,7 +194,7 @@ class GCSBackend(Backend):
             raise StoreError("a gs:// store needs google-cloud-storage (pip install google-cloud-storage)") from exc
         self.prefix = prefix
         self.uri = f"gs://{bucket}/{prefix}"
-        self.client = storage.Client()
+        self.client = client or storage.Client()
         self.bucket = self.client.bucket(bucket)
         self._not_found = NotFound
 
@@ -229,8 +231,9 @@ class GCSBackend(Backend):
                 self.bucket.blob(self._key(key)).delete()
 
 
-def open_backend(uri: str) -> Backend:
-    """The backend for `uri`: ``file:///abs/path``, ``s3://bucket/prefix`` or ``gs://bucket/prefix``."""
+def open_backend(uri: str, client=None) -> Backend:
+    """The backend for `uri`: ``file:///abs/path``, ``s3://bucket/prefix`` or ``gs://bucket/prefix``
+    (`client`: a ready S3 or storage client for the object stores; default: the machine's credentials)."""
     scheme, sep, rest = uri.partition("://")
     if not sep:
         raise StoreError(f"--store {uri!r}: expected file:///abs/path, s3://bucket/prefix or gs://bucket/prefix")
@@ -245,5 +248,5 @@ def open_backend(uri: str) -> Backend:
         prefix = prefix.strip("/")
         if not bucket:
             raise StoreError(f"--store {uri!r}: no bucket name")
-        return S3Backend(bucket, prefix) if scheme == "s3" else GCSBackend(bucket, prefix)
+        return S3Backend(bucket, prefix, client) if scheme == "s3" else GCSBackend(bucket, prefix, client)
     raise StoreError(f"--store {uri!r}: unknown scheme {scheme!r}; use file://, s3:// or gs://")

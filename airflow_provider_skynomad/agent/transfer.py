@@ -15,9 +15,10 @@ from .snapshot import hash_all
 from .store import CheckpointStore
 
 
-def copy_latest(source_uri: str, target_uri: str) -> bool:
-    """Copy the newest complete checkpoint of `source_uri` to `target_uri`; False when it has none."""
-    source, target = CheckpointStore(source_uri), CheckpointStore(target_uri)
+def copy_latest(source: CheckpointStore | str, target: CheckpointStore | str) -> bool:
+    """Copy the newest complete checkpoint of `source` to `target` (stores or store URIs); False when it has none."""
+    source = CheckpointStore(source) if isinstance(source, str) else source
+    target = CheckpointStore(target) if isinstance(target, str) else target
     with tempfile.TemporaryDirectory(prefix="skynomad-transfer-") as tmp:
         local = Path(tmp) / "checkpoint"
         manifest = source.restore(local, Path(tmp))

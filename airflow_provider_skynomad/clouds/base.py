@@ -164,10 +164,10 @@ class Cloud(abc.ABC):
         """The workload's last error lines when its group failed, None when unavailable."""
         return None
 
-    def checkpoint_store(self, job_id: str, zone: str) -> str | None:
-        """The agent's store URI of the job's checkpoints as seen from `zone` (docs/agent.md:
-        ``file://``, ``s3://`` or ``gs://``), None when this cloud keeps no checkpoints. Lets a
-        copy cross clouds (clouds/multi.py)."""
+    def checkpoint_store(self, job_id: str, zone: str):
+        """The job's checkpoints as seen from `zone`: an `agent.store.CheckpointStore` opened with
+        this cloud's own credentials (the Airflow connection's, not the machine's), None when this
+        cloud keeps no checkpoints. Lets a copy cross clouds (clouds/multi.py)."""
         return None
 
     def check(self, zones: list[str] | None = None, instance_type: str | None = None) -> list[str]:

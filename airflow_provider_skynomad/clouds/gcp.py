@@ -350,6 +350,16 @@ class GcpCloud(Cloud):
             return False
         return self.store.copy(region_of(source_zone), region_of(target_zone), job_id)
 
+    def checkpoint_store(self, job_id: str, zone: str):
+        """The job's store in `zone`'s region, through the GCSHook's client (for a copy to another cloud)."""
+        if self.store is None:
+            return None
+        from ..agent.backends import open_backend
+        from ..agent.store import CheckpointStore
+
+        uri = self.store.uri(region_of(zone), job_id)
+        return CheckpointStore(uri, backend=open_backend(uri, self.store.hook.get_conn()))
+
     def output_location(self, job_id: str, zone: str) -> str | None:
         """``gs://<region's bucket>/<prefix>/<job_id>/output`` (the agent uploads the final files there)."""
         return f"{self.store.uri(region_of(zone), job_id)}/output" if self.store else None

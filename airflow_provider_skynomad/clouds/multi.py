@@ -100,13 +100,13 @@ class MultiCloud(Cloud):
         source, target = self.for_zone(source_zone), self.for_zone(target_zone)
         if source is target:
             return source.copy_checkpoint(source_zone, target_zone, size_gb, job_id=job_id, tags=tags)
-        from_uri = source.checkpoint_store(job_id, source_zone)
-        to_uri = target.checkpoint_store(job_id, target_zone)
-        if not from_uri or not to_uri:
+        from_store = source.checkpoint_store(job_id, source_zone)
+        to_store = target.checkpoint_store(job_id, target_zone)
+        if from_store is None or to_store is None:
             return False  # one side keeps no checkpoints: the job restarts honestly
         from ..agent.transfer import copy_latest
 
-        return copy_latest(from_uri, to_uri)
+        return copy_latest(from_store, to_store)
 
     def checkpoint_store(self, job_id: str, zone: str) -> str | None:
         return self.for_zone(zone).checkpoint_store(job_id, zone)

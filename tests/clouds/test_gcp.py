@@ -294,6 +294,17 @@ def test_progress_and_checkpoint_copy_across_regional_buckets(compute, emulator)
     assert cloud.progress(moved) == pytest.approx(0.4)
 
 
+def test_checkpoint_store_opens_the_jobs_regional_prefix_with_the_hooks_client(compute, emulator):
+    cloud = make_cloud(compute)
+    write_checkpoint("job-store", 1, 4)
+    write_checkpoint("job-store", 2, 6, manifest=False)
+    store = cloud.checkpoint_store("job-store", "us-central1-b")
+    assert store.uri == "gs://ckpt-us-central1/skynomad/job-store"
+    assert store.complete_seqs() == [1]  # the half-uploaded one does not count
+    assert store.read_progress()["step"] == 4
+    assert cloud.checkpoint_store("job-store", "europe-west4-b").complete_seqs() == []
+
+
 def test_one_multi_region_bucket_copies_nothing(compute, emulator):
     cloud = make_cloud(compute, bucket="ckpt-multi")
     assert cloud.copy_checkpoint("us-central1-a", "europe-west4-b", 1.0, job_id="job-multi") is False

@@ -123,7 +123,7 @@ def test_a_copy_across_clouds_moves_the_newest_complete_checkpoint_between_their
     cloud, aws, gcp = multi()
     stores = {"aws": (tmp_path / "s3").as_uri(), "gcp": (tmp_path / "gcs").as_uri()}
     for part in (aws, gcp):
-        part.checkpoint_store = lambda job_id, zone, name=part.name: f"{stores[name]}/{job_id}"
+        part.checkpoint_store = lambda job_id, zone, name=part.name: CheckpointStore(f"{stores[name]}/{job_id}")
     assert cloud.copy_checkpoint("us-east-1a", "us-central1-a", 1, job_id="job") is False  # nothing yet
 
     work = tmp_path / "work"
