@@ -143,6 +143,9 @@ class SkyNomadOperator(BaseOperator):
                 return self._answer(context, runner.resume(record), runner)
             deadline_hours, dag_deadline_hours = self._deadline_hours(context, runner)
             return self._answer(context, runner.start(deadline_hours, dag_deadline_hours), runner)
+        except Exception:
+            self._end_if_no_retry(context, runner)
+            raise
         finally:
             runner.close()
 
@@ -159,6 +162,9 @@ class SkyNomadOperator(BaseOperator):
                 )
             job_event = JobEvent.from_dict(event or {"kind": "status", "seq": None})
             return self._answer(context, runner.handle(record, job_event), runner)
+        except Exception:
+            self._end_if_no_retry(context, runner)
+            raise
         finally:
             runner.close()
 
@@ -167,6 +173,27 @@ class SkyNomadOperator(BaseOperator):
         runner = self._runner
         if runner is not None and runner.record is not None:
             runner.on_kill(runner.record)
+
+    def _end_if_no_retry(self, context, runner: JobRunner) -> None:
+        """The task fails and no retry follows to reconnect to the job: terminate what it launched.
+
+        With a retry left the group keeps running (the retry finds it by the job's record and
+        client tokens). What this misses (the worker itself dies) `skynomad cleanup` ends.
+        """
+        ti = context["ti"]
+        max_tries = getattr(ti, "max_tries", None)  # the SDK's TaskInstance has it; grows on a clear
+        if max_tries is None:
+            max_tries = self.retries or 0
+        if int(getattr(ti, "try_number", 1) or 1) <= int(max_tries):
+            return
+        try:
+            record = runner.record if runner.record is not None else runner.store.load()
+            if record is None:
+                return  # nothing was launched
+            self.log.info("the task fails with no retry left: terminating what the job launched")
+            runner.on_kill(record)
+        except Exception as exc:  # noqa: BLE001 - the task's own error is the one to raise
+            self.log.warning("could not terminate the job's group (%s): skynomad cleanup will end it", exc)
 
     # == glue ===================================================================================
 

@@ -1,0 +1,28 @@
+"""A task that fails for good terminates what its job launched; one with a retry left keeps it."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_skynomad.jobs.runner import JobRunner
+
+from .test_operator import FakeStore, cloud, context_for, defer, make_op, now  # noqa: F401 - fixtures
+
+
+def _fail_the_next_visit(monkeypatch):
+    def broken(self, record, event):
+        raise RuntimeError("market database unreachable")
+
+    monkeypatch.setattr(JobRunner, "handle", broken)
+
+
+@pytest.mark.parametrize(("try_number", "terminated"), [(3, True), (1, False)])  # retries=2 by default
+def test_a_failure_with_no_retry_left_terminates_the_group(cloud, monkeypatch, try_number, terminated):  # noqa: F811
+    store = FakeStore()
+    op = make_op()
+    defer(op, context_for(store, try_number=try_number))
+    token = cloud.launches[0].client_token
+    _fail_the_next_visit(monkeypatch)
+    with pytest.raises(RuntimeError, match="unreachable"):
+        op.execute_complete(context_for(store, try_number=try_number), {"kind": "status", "seq": 1})
+    assert (token in cloud.terminated) is terminated
