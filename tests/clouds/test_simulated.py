@@ -558,13 +558,14 @@ def test_resources_are_live_groups_and_checkpoint_stores_and_release_ends_them(c
     writes = (sys.executable, "-c", WRITES_PROGRESS, "A", "1")
     done = cloud.launch(request("r1-b", "a-1", job_id="job-a", command=writes, env=env, tags={"dag": "d1"}))
     wait_for(lambda: cloud.poll(done) is GroupStatus.SUCCEEDED, what="workload to finish")
-    live = cloud.launch(request("r1-a", "b-1", job_id="job-b", command=SLEEPER, tags={"dag": "d2"}))
+    # On-demand: a spot group's capacity in this trace depends on how long the machine took so far.
+    live = cloud.launch(request("r2-a", "b-1", job_id="job-b", spot=False, command=SLEEPER, tags={"dag": "d2"}))
     live_id = cloud.describe(live)["group_id"]
 
     found = {(r.kind, r.id): r for r in cloud.resources()}
-    assert sorted(found) == [("checkpoint", "job-a/r1-b"), ("checkpoint", "job-b/r1-a"), ("instance", live_id)]
+    assert sorted(found) == [("checkpoint", "job-a/r1-b"), ("checkpoint", "job-b/r2-a"), ("instance", live_id)]
     instance = found[("instance", live_id)]
-    assert (instance.job_id, instance.zone, instance.region, instance.tags["dag"]) == ("job-b", "r1-a", "r1", "d2")
+    assert (instance.job_id, instance.zone, instance.region, instance.tags["dag"]) == ("job-b", "r2-a", "r2", "d2")
     assert found[("checkpoint", "job-a/r1-b")].tags == {"skynomad-job": "job-a", "dag": "d1"}
     assert [(r.kind, r.id) for r in cloud.resources({"dag": "d1"})] == [("checkpoint", "job-a/r1-b")]
 
@@ -574,7 +575,7 @@ def test_resources_are_live_groups_and_checkpoint_stores_and_release_ends_them(c
     assert cloud.poll(live) is GroupStatus.TERMINATED
     wait_for(lambda: not live_members(cloud.describe(live)["pgid"]), timeout_s=5, what="the group to be killed")
     assert not cloud.checkpoint_dir("job-a", "r1-b").exists() and cloud.progress(done) is None
-    assert [(r.kind, r.id) for r in cloud.resources()] == [("checkpoint", "job-b/r1-a")]
+    assert [(r.kind, r.id) for r in cloud.resources()] == [("checkpoint", "job-b/r2-a")]
     with pytest.raises(ValueError, match="no zone"):
         cloud.release(simulated.Resource("gcp", "checkpoint", "job-a/../../x", "r1", "x", "job-a"))
 
