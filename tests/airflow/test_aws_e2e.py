@@ -13,10 +13,12 @@ copies the checkpoint right after a launch returns, as it would on EC2).
 The scenario: the planner launches in us-east-1 (the cheaper spot market); a retried launch with
 the same client token returns the same group; the tags are on the instances; the IMDS stub serves a
 spot interruption notice → the agent uploads its last checkpoint to S3 → the instance is reclaimed
-→ the runner relaunches in us-west-2 (the market rows now show no spot capacity in us-east-1) → the
-newest checkpoint is copied to us-west-2's bucket → the job finishes with the model bit-identical
-to an uninterrupted local run. Printed: notice → last checkpoint uploaded, preemption → relaunch,
-and the EC2/S3 calls the Airflow side made per decision step (counted by a botocore event hook).
+→ the planner retries us-east-1 (a refused launch is free), EC2 refuses it for capacity (from the
+notice on, moto's us-east-1 refuses launches and the market rows show no capacity there) → the job
+relaunches in us-west-2 → the newest checkpoint is copied to us-west-2's bucket → the job
+finishes with the model bit-identical to an uninterrupted local run. Printed: notice → last
+checkpoint uploaded, preemption → relaunch, and the EC2/S3 calls the Airflow side made per
+decision step (counted by a botocore event hook).
 """
 
 from __future__ import annotations
@@ -125,12 +127,12 @@ class CallCounter:
 class InstanceRunner:
     """Runs each new running instance's user data as a local process (see the module docstring)."""
 
-    def __init__(self, root: Path, env: dict[str, str], s3_east) -> None:
+    def __init__(self, root: Path, env: dict[str, str], s3_east, s3_west) -> None:
         from moto.backends import get_backend
         from moto.core import DEFAULT_ACCOUNT_ID
 
         self.ec2 = {r: get_backend("ec2")[DEFAULT_ACCOUNT_ID][r] for r in (EAST, WEST)}
-        self.root, self.env, self.s3_east = root, env, s3_east
+        self.root, self.env, self.s3_east, self.s3_west = root, env, s3_east, s3_west
         self.bin = root / "bin"
         self.bin.mkdir(parents=True)
         (self.bin / "shutdown").write_text('#!/bin/bash\ntouch "$SKYNOMAD_TEST_SHUTDOWN_DIR/$SKYNOMAD_TEST_INSTANCE"\n')
@@ -184,11 +186,8 @@ class InstanceRunner:
 
     def _boot(self, region: str, inst) -> None:
         if region == WEST:
-            from moto.backends import get_backend
-            from moto.core import DEFAULT_ACCOUNT_ID
-
-            bucket = get_backend("s3")[DEFAULT_ACCOUNT_ID]["global"].buckets[BUCKET.format(region=WEST)]
-            self.keys_in_west_at_relaunch = sorted(bucket.keys.keys())
+            listed = self.s3_west.list_objects_v2(Bucket=BUCKET.format(region=WEST), Prefix="skynomad/")
+            self.keys_in_west_at_relaunch = sorted(o["Key"] for o in listed.get("Contents", []))
         stub = self.stubs[inst.id] = metadata_stub.MetadataStub().start()
         env = {
             **self.env,
@@ -308,7 +307,7 @@ def test_aws_job_survives_a_spot_interruption_and_moves_region(
         "AWS_ACCESS_KEY_ID": "instance-role",
         "AWS_SECRET_ACCESS_KEY": "instance-role",
     }
-    runner = InstanceRunner(tmp_path / "runner", instance_env, s3_east)
+    runner = InstanceRunner(tmp_path / "runner", instance_env, s3_east, s3_west)
 
     def capacity_gone_in_us_east_1a():
         """What the probe DAG would see from the notice on: no spot capacity in us-east-1a, and dear."""
@@ -321,7 +320,21 @@ def test_aws_job_survives_a_spot_interruption_and_moves_region(
             time.sleep(0.05)
         table.close()
 
-    runner.on_notice = capacity_gone_in_us_east_1a
+    from moto.ec2.exceptions import EC2ClientError
+
+    def no_capacity(*args, **kwargs):
+        raise EC2ClientError(
+            "InsufficientInstanceCapacity",
+            f"We currently do not have sufficient {INSTANCE_TYPE} capacity in the Availability Zone you requested.",
+        )
+
+    def notice():
+        # From the notice on, us-east-1 has no spot capacity: EC2 refuses launches there (as it would)
+        # and the probe DAG's rows say so.
+        monkeypatch.setattr(runner.ec2[EAST], "run_instances", no_capacity)
+        capacity_gone_in_us_east_1a()
+
+    runner.on_notice = notice
     counter = CallCounter()
     counter.install(monkeypatch)
     runner.start()

@@ -1,10 +1,9 @@
 """Test DAG: a tiny job on the AWS cloud (moto on localhost in tests/airflow/test_aws_e2e.py).
 
 Two zones in two regions; the job runs on the wall clock (real clouds), so the work is tiny
-(`work_hours` from the run's conf, ~1 minute) and the planner decides every 6 s. The policy is
-``eager-failover`` (after a preemption: the cheapest spot elsewhere, the preempted region last):
-under the ``skynomad`` policy this run relaunched in us-east-1a although its newest market rows
-showed no spot capacity there and a price 8x us-west-2a's (reported to the planner's owner).
+(`work_hours` from the run's conf, ~1 minute) and the planner (the ``skynomad`` policy) decides
+every 6 s. After the preemption it first retries us-east-1a (by design: a refused launch costs
+nothing and staying saves the egress); the test makes EC2 refuse it for capacity, as it would.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ with DAG("skynomad_aws_e2e", schedule=None, start_date=datetime(2025, 1, 1), cat
         cold_start_hours=0.003,
         checkpoint_gb=0.001,
         decision_step_minutes=0.1,
-        policy="eager-failover",
         max_market_age=timedelta(hours=2),
         retries=0,
     )
