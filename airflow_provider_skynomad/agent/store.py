@@ -16,13 +16,13 @@ adapters read as progress is always restorable.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import shutil
 import time
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import NamedTuple
 
 from .backends import Backend, StoreError, open_backend
 
@@ -44,10 +44,10 @@ def now_iso(wall: float | None = None) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class FileEntry(NamedTuple):
-    path: str  # relative, '/'-separated
-    size: int
-    sha256: str
+class FileEntry(collections.namedtuple("FileEntry", "path size sha256")):
+    """One file of a checkpoint: `path` relative and '/'-separated, its size and sha256."""
+
+    __slots__ = ()
 
     def to_dict(self) -> dict:
         return {"path": self.path, "size": self.size, "sha256": self.sha256}
