@@ -562,6 +562,13 @@ class SimulatedCloud(Cloud):
         """`job_id`'s checkpoint store in `zone`: the agent's `file://` prefix (docs/agent.md)."""
         return self.job_dir(job_id, zone) / "checkpoint"
 
+    def checkpoint_store(self, job_id: str, zone: str):
+        """The job's store in `zone` as the agent sees it (a `file://` CheckpointStore), for copies across clouds."""
+        from ..agent.store import CheckpointStore
+
+        self.market.zone(zone)
+        return CheckpointStore(self.checkpoint_dir(job_id, zone).as_uri())
+
     def work_dir(self, handle: GroupHandle) -> Path:
         """The group's local disk: the workload's cwd; `work_dir/checkpoint` is its SKYNOMAD_CHECKPOINT_DIR."""
         with self._store.update() as state:

@@ -530,6 +530,7 @@ def test_two_jobs_in_one_zone_never_see_each_others_checkpoints(cloud, tmp_path)
     for handle in (a, b):
         wait_for(lambda h=handle: cloud.poll(h) is GroupStatus.SUCCEEDED, what="workload to finish")
     assert (cloud.progress(a), cloud.progress(b)) == (0.25, 0.75)
+    assert cloud.checkpoint_store("job-b", "r1-b").read_run("b-1")["outcome"] == "finished"  # the agent's record
     assert cloud.checkpoint_dir("job-a", "r1-b") != cloud.checkpoint_dir("job-b", "r1-b")
     assert cloud.checkpoint_dir("job-a", "r1-b") == cloud.state_dir / "jobs" / "job-a" / "r1-b" / "checkpoint"
 
