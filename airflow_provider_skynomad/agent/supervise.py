@@ -173,14 +173,16 @@ class Agent:
             self.wake.clear()  # then every condition is looked at again: nothing set meanwhile is lost
 
     def _exited(self, code: int) -> int:
-        self._pump.join(timeout=2)
+        # Lines written before the exit are read at once; EOF can wait forever on a grandchild
+        # that still holds the pipe, and at 3600x every wall second here is a simulated hour.
+        self._pump.join(timeout=0.5)
         progress = read_progress(self.progress_file)
         if self.notice.event.is_set() and not (code == 0 and progress is not None and progress.done):
             return self._on_notice()  # stopped by the notice (even if it exited 0 without finishing)
         self._maybe_upload(force=True)
         if code == 0:
-            if self.uploads:
-                self._try("uploading the output", lambda: self.store.upload_output(*self._output()))
+            if self.uploads and not self._upload_output():
+                return self._finish("failed", 0)  # no output where the adapters look: not a success
             return self._finish("finished", 0)
         lines = list(self.stderr_tail)
         log(f"the workload exited {code}; the last {len(lines)} lines of its stderr:")
@@ -221,7 +223,11 @@ class Agent:
             self._progress_stat = stat
             return
         started = time.time()
-        snapshot = take(self.checkpoint_dir, self.progress_file, self.scratch / "staging")
+        try:
+            snapshot = take(self.checkpoint_dir, self.progress_file, self.scratch / "staging")
+        except OSError as exc:  # e.g. the local disk is full: the workload may still finish; say so, retry
+            log(f"cannot copy the checkpoint in {self.checkpoint_dir}: {exc}")
+            return
         if snapshot is None:
             return  # it kept moving: the next poll tries again
         if not self._newer(snapshot.progress):
@@ -242,8 +248,18 @@ class Agent:
         done = self.uploaded
         return done is None or progress.total_steps != done.total_steps or progress.step > done.step
 
-    def _output(self):
-        return self.checkpoint_dir, hash_all(self.checkpoint_dir)
+    def _upload_output(self, attempts: int = 3) -> bool:
+        """The checkpoint directory as the workload left it, to output/ (a few tries: it is the job's result)."""
+        for attempt in range(attempts):
+            if attempt:
+                time.sleep(min(2.0, self.config.poll_seconds * 10) * attempt)
+            if self._try(
+                "uploading the output",
+                lambda: self.store.upload_output(self.checkpoint_dir, hash_all(self.checkpoint_dir)),
+            ):
+                return True
+        self.stderr_tail.append(f"skynomad agent: the workload's output could not be uploaded to {self.config.store}")
+        return False
 
     def _try(self, what: str, action) -> bool:
         try:

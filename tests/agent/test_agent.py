@@ -207,6 +207,19 @@ def test_a_finished_workload_exits_0_with_its_output_uploaded(kind, request, tmp
     assert code == 0 and "starting at step 4" in stderr, stderr
 
 
+def test_an_output_that_cannot_be_uploaded_is_not_a_success(file_uri, tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "output").write_text("a file where output/ should be")  # every output upload fails
+    agent = start_agent(file_uri, tmp_path / "w", "grp-1", stepper(2, on_term="die"), "--poll-seconds", "0.05")
+    code, stderr = finish(agent)
+    assert code == 1, stderr
+    record = CheckpointStore(file_uri).read_run("grp-1")
+    assert record["outcome"] == "failed" and record["exit_code"] == 0  # the workload itself succeeded
+    assert "output could not be uploaded" in record["stderr_tail"][-1]
+    assert CheckpointStore(file_uri).read_progress()["step"] == 2  # its last checkpoint is stored: a rerun resumes
+
+
 def test_rank_1_restores_and_runs_but_uploads_nothing(file_uri, tmp_path):
     code, _ = finish(start_agent(file_uri, tmp_path / "w0", "grp-1", stepper(2, on_term="die")))
     assert code == 0
