@@ -336,6 +336,17 @@ class AwsCloud(Cloud):
         code = record.get("exit_code")
         return (f"exit code {code}:\n" if code is not None else "") + "\n".join(str(line) for line in tail)
 
+    def checkpoint_store(self, job_id: str, zone: str):
+        """The job's store in `zone`'s region through the S3Hook's client (for a copy to another cloud)."""
+        if not self.store.configured or not job_id:
+            return None
+        from ..agent.backends import open_backend
+        from ..agent.store import CheckpointStore
+
+        region = region_of(zone)
+        uri = self.store.uri(region, job_id)
+        return CheckpointStore(uri, backend=open_backend(uri, self.s3(region)))
+
     def output_location(self, job_id: str, zone: str) -> str | None:
         if not self.store.configured or not job_id:
             return None

@@ -344,3 +344,11 @@ def test_a_launch_brings_the_newest_checkpoint_into_its_region_before_the_instan
     aws.s3(WEST).meta.events.register("before-parameter-build.s3.CopyObject", lambda **_: sent.append(1))
     assert aws.copy_checkpoint("us-east-1a", "us-west-2a", 1.0, job_id=f"{P}mv") is True
     assert sent == []
+
+
+def test_checkpoint_store_is_the_jobs_regional_prefix_through_the_hooks_client(aws):
+    put_checkpoint(boto3.client("s3", region_name=WEST), "ckpt-us-west-2", f"{P}cs", 3, {"model.pkl": b"m"})
+    store = aws.checkpoint_store(f"{P}cs", "us-west-2a")
+    assert store.uri == f"s3://ckpt-us-west-2/skynomad/{P}cs"
+    assert store.complete_seqs() == [3] and store.read_progress()["step"] == 3
+    assert AwsCloud().checkpoint_store("j", "us-west-2a") is None  # no bucket: no store
