@@ -115,17 +115,33 @@ def _drop_schema(schema: str) -> None:
     engine.dispose()
 
 
-def _fill(url: str, frame: pd.DataFrame) -> float:
+def _server_cpu_seconds(pid: int | None) -> float:
+    """CPU seconds a local PostgreSQL backend has used (from /proc; 0 when it cannot be read)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, TypeError):
+        return 0.0
+
+
+def _fill(url: str, frame: pd.DataFrame) -> tuple[float, float, float]:
+    """Wall seconds, this process's CPU seconds and the PostgreSQL backend's CPU seconds of the fill."""
     with MarketTable(url) as table:
         table.create()
-        began = time.perf_counter()
+        pid = None
+        if table.dialect == "postgresql":  # one connection in the pool: the fill runs on this backend
+            with table.engine.connect() as conn:
+                pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+        server = _server_cpu_seconds(pid)
+        began, cpu = time.perf_counter(), time.process_time()
         chunks = (frame.iloc[i : i + 100_000] for i in range(0, len(frame), 100_000))
         table.append_chunks(chunks)
-        elapsed = time.perf_counter() - began
+        elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu
+        server = _server_cpu_seconds(pid) - server
         if table.dialect == "postgresql":
             with table.engine.begin() as conn:
                 conn.exec_driver_sql("ANALYZE market_observations")
-    return elapsed
+    return elapsed, cpu, server
 
 
 def _ms(values: list[float]) -> str:
@@ -277,9 +293,12 @@ def main() -> int:
             backends.append(("SQLite", f"sqlite:///{tmp / 'market.db'}"))
         try:
             for name, url in backends:
-                seconds = _fill(url, frame)
+                seconds, cpu, server = _fill(url, frame)
                 rate = len(frame) / seconds
-                print(f"\n== {name}: filled {len(frame):,} rows in {seconds:.1f} s ({rate:,.0f} rows/s)")
+                print(
+                    f"\n== {name}: filled {len(frame):,} rows in {seconds:.1f} s ({rate:,.0f} rows/s; CPU: "
+                    f"{cpu:.1f} s here" + (f", {server:.1f} s in the PostgreSQL backend)" if server else ")")
+                )
                 reads = decision_reads(url, frame, args.jobs)
                 for size, figures in reads.items():
                     print(f"  job on {size}:")

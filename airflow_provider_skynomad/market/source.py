@@ -81,11 +81,14 @@ class MarketSource:
         held = self._frame
         newest = held["observed_at"].iloc[-1]  # sorted by time: the last row is the newest
         new = self.table.read(zones=self.zones, since=newest - OVERLAP, until=until, instance_types=self.instance_types)
-        later = new["observed_at"] > newest
-        # Rows of the overlap hour are new only if their key is not held yet (a late commit); the
-        # check looks at the held rows of that hour alone, not the whole window.
-        overlap = new[~later]
+        # `new` is sorted by time: the rows after `newest` are a suffix, the overlap hour the rest
+        # (positional slices: no copy of the columns, which a boolean mask would take).
+        cut = int(new["observed_at"].searchsorted(newest, side="right"))
+        overlap, later = new.iloc[:cut], new.iloc[cut:]
+        late = overlap.iloc[:0]
         if len(overlap):
+            # Overlap rows are new only if their key is not held yet (a late commit); only the
+            # held rows of that hour are looked at, not the whole window.
             first = int(held["observed_at"].searchsorted(newest - OVERLAP, side="left"))
             tail = held.iloc[first:]
             known = set(zip(tail["zone"], tail["instance_type"], tail["observed_at"], strict=True))
@@ -93,13 +96,16 @@ class MarketSource:
                 key not in known
                 for key in zip(overlap["zone"], overlap["instance_type"], overlap["observed_at"], strict=True)
             ]
-            late = overlap[fresh]
-        else:
-            late = overlap
-        if late.empty and not later.any():
+            if any(fresh):
+                late = overlap[fresh]
+        if late.empty and later.empty:
             return held  # nothing new: the same object, so the view is not rebuilt
-        frame = pd.concat([held, late, new[later]], ignore_index=True)
-        if not late.empty:  # a late row lands inside the held range: restore the order
+        frame = (
+            pd.concat([held, late, later], ignore_index=True)
+            if len(late)
+            else pd.concat([held, later], ignore_index=True)
+        )
+        if len(late):  # a late row lands inside the held range: restore the order
             frame = frame.sort_values(["observed_at", "zone", "instance_type"], kind="stable", ignore_index=True)
         self._frame = frame
         return self._frame
