@@ -100,8 +100,10 @@ def jobs_from_task_api(resources: list[Resource]):
             continue
         found = {}
         for key, state in states.get(run_id, {}).items():
-            index = -1 if key == task_id else int(key.removeprefix(f"{task_id}_"))
-            found[job_id_for(dag_id, run_id, task_id, index)] = state
+            index = key.removeprefix(f"{task_id}_")
+            index = -1 if key == task_id else int(index) if index.isdigit() else None
+            if index is not None:
+                found[job_id_for(dag_id, run_id, task_id, index)] = state
         for resource in group:
             if resource.job_id in found and is_live(found[resource.job_id]):
                 live.add(resource.job_id)

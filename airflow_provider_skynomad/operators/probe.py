@@ -163,6 +163,7 @@ class SkyNomadProbeOperator(BaseOperator):
             round_ = _Round(self, cloud, table, records)
             if "probe_zones" in target:  # planned by the DAG together with the other regions
                 zones, allowed = list(target["probe_zones"]), float(target["probe_budget_usd"])
+                allowed -= round_.spent_since(target.get("planned_at"))  # a retry: what the try before paid
             else:
                 zones, allowed = round_.plan(budget)
             written, failures, probed = round_.run(zones, allowed, budget)
@@ -226,6 +227,7 @@ def plan_probes(
             for c in plan.probe
             if (c.market.cloud, c.market.region, c.market.instance_type)
             == (target["cloud"], target["region"], target["instance_type"])
+            and c.market.zone in target["zones"]
         ]
         out.append(
             {
@@ -233,6 +235,7 @@ def plan_probes(
                 "probe_zones": [{"zone": c.market.zone, "reason": c.reason, "usd": c.expected_usd} for c in mine],
                 "probe_budget_usd": sum(c.expected_usd for c in mine),
                 "budget_usd_per_day": budget_usd_per_day,
+                "planned_at": plan.now.isoformat(),
             }
         )
     if log is not None:
@@ -275,6 +278,13 @@ class _Round:
             self.log.info("%s", note)
         zones = [{"zone": c.market.zone, "reason": c.reason, "usd": c.expected_usd} for c in plan.probe]
         return zones, plan.expected_usd
+
+    def spent_since(self, planned_at: str | None) -> float:
+        """What probes of this target's markets cost since the plan (0 on a first try)."""
+        if not planned_at:
+            return 0.0
+        spend = self.records.read_spend(zones=list(self.target["zones"]), since=pd.Timestamp(planned_at))
+        return float(spend.loc[spend["instance_type"] == self.target["instance_type"], "usd"].sum())
 
     def run(self, zones: list[dict], allowed_usd: float, budget: float) -> tuple[int, dict[str, str], int]:
         target = self.target

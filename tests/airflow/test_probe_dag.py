@@ -181,3 +181,17 @@ def test_skynomad_cleanup_ends_a_group_whose_task_instance_is_gone(simulated, mo
         assert cloud.poll(handle) is GroupStatus.TERMINATED
     finally:
         cloud.terminate(handle)
+
+
+def test_a_retried_probe_task_does_not_pay_twice_for_its_part_of_the_plan(skynomad_home, monkeypatch):
+    cloud = SignallingCloud(pd.Timestamp("2025-10-05T12:00:00Z"))
+    monkeypatch.setattr("airflow_provider_skynomad.operators.probe.make_cloud", lambda config: cloud)
+    config = SkyNomadConfig.default()
+    monkeypatch.setattr(SkyNomadHook, "get_config", lambda self: config)
+    target = {"cloud": "gcp", "region": "us-east4", "zones": ["us-east4-a"], "instance_type": "t", "count": 1}
+    target["spot_usd_per_hour"] = 1.5  # a price to plan with before any observation
+    (planned,) = plan_probes(config, [target], budget_usd_per_day=1.0)
+    assert [z["zone"] for z in planned["probe_zones"]] == ["us-east4-a"]
+    for _ in range(2):  # the first try, then its retry with the same planned target
+        SkyNomadProbeOperator(task_id="probe", target=planned).execute({})
+    assert cloud.probes == ["us-east4-a"]
