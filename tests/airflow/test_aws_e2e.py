@@ -417,3 +417,36 @@ def test_aws_job_survives_a_spot_interruption_and_moves_region(
 def _described(url: str, instance_id: str) -> dict:
     ec2 = client("ec2", WEST, url)
     return [i for r in ec2.describe_instances(InstanceIds=[instance_id])["Reservations"] for i in r["Instances"]][0]
+
+
+def test_bad_aws_settings_fail_the_task_before_any_launch_naming_each_setting(
+    airflow_db, skynomad_home, moto_server, monkeypatch, capfd
+):
+    """A zone with no subnet, an unknown template and a missing bucket, through the operator."""
+    from airflow_provider_skynomad.demo import run_dag_test
+
+    acct = account({EAST: [ZONE_A], WEST: [ZONE_B]}, endpoint_url=moto_server, buckets=False)
+    client("s3", EAST, moto_server).create_bucket(Bucket="ckpt-us-east-1")  # us-west-2's is missing
+    options = acct.cloud_options(
+        launch_template={EAST: "lt-0123456789abcdef0", WEST: acct.templates[WEST]},
+        subnets={ZONE_A: acct.subnets[ZONE_A]},  # none for us-west-2a
+    )
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SKYNOMAD_DEFAULT",
+        json.dumps(
+            {"conn_type": "skynomad", "extra": {"cloud": "aws", "checkpoint_bucket": BUCKET, "cloud_options": options}}
+        ),
+    )
+    seed_market(until=pd.Timestamp.now(tz="UTC"))
+    state, _ = run_dag_test(load_dag("skynomad_aws_e2e"), run_conf={"work_hours": WORK_HOURS})
+    out = capfd.readouterr()
+    text = out.out + out.err
+    assert state == "failed"
+    for problem in (
+        "cloud_options.launch_template: lt-0123456789abcdef0 does not exist in us-east-1",
+        "cloud_options.subnets has no subnet for us-west-2a",
+        "checkpoint_bucket: bucket ckpt-us-west-2 (for us-west-2) does not exist",
+    ):
+        assert problem in text, problem
+    for region in (EAST, WEST):  # nothing was launched to find out
+        assert client("ec2", region, moto_server).describe_instances()["Reservations"] == []
