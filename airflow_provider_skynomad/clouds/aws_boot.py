@@ -2,7 +2,7 @@
 
 What it does, in order: export the job's plain environment, run the user's setup commands
 (e.g. ``pip install airflow-provider-skynomad``), read the member's rank (its AMI launch index)
-from IMDSv2, run ``python3 -m airflow_provider_skynomad.agent run --store s3://<the region's
+from IMDSv2 (0 when it cannot be read), run ``python3 -m airflow_provider_skynomad.agent run --store s3://<the region's
 bucket>/<prefix>/<job_id> ... --notice aws -- <command>`` (docs/agent.md) and power the instance
 off when the agent exits with anything but 3. Exit 3 means "preempted": the notice came, the last
 checkpoint is uploaded and EC2 is about to reclaim the instance, which then ends with
@@ -22,6 +22,18 @@ import shlex
 CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
 MAX_USER_DATA_BYTES = 16 * 1024  # EC2's limit, before base64
 PREEMPTED_EXIT = 3
+
+
+# The member's rank is its AMI launch index, read from IMDSv2 with the python the agent needs anyway
+# (an image may lack curl); SKYNOMAD_IMDS_ENDPOINT points it elsewhere in tests.
+RANK_FROM_IMDS = """\
+import os, urllib.request as r
+base = os.environ.get("SKYNOMAD_IMDS_ENDPOINT", "http://169.254.169.254")
+ask = r.Request(base + "/latest/api/token", method="PUT", headers={"X-aws-ec2-metadata-token-ttl-seconds": "300"})
+token = r.urlopen(ask, timeout=2).read().decode()
+index = r.Request(base + "/latest/meta-data/ami-launch-index", headers={"X-aws-ec2-metadata-token": token})
+print(r.urlopen(index, timeout=2).read().decode().strip())
+"""
 
 
 class UserDataError(ValueError):
@@ -55,9 +67,7 @@ def boot_script(
 # SkyNomad boot script (airflow-provider-skynomad): run the workload under the agent, then power off.
 # No credentials here: the instance profile supplies them.
 set -u
-{exports}{setup}IMDS="${{SKYNOMAD_IMDS_ENDPOINT:-http://169.254.169.254}}"
-IMDS_TOKEN=$(curl -sf -m 2 -X PUT "$IMDS/latest/api/token" -H "X-aws-ec2-metadata-token-ttl-seconds: 300" || true)
-RANK=$(curl -sf -m 2 -H "X-aws-ec2-metadata-token: $IMDS_TOKEN" "$IMDS/latest/meta-data/ami-launch-index" || true)
+{exports}{setup}RANK=$({quote(python)} -c {quote(RANK_FROM_IMDS)} 2>/dev/null || true)
 case "$RANK" in ''|*[!0-9]*) RANK=0 ;; esac
 RUN_ID={quote(run_id)}
 if [ "$RANK" != 0 ]; then RUN_ID="$RUN_ID-$RANK"; fi

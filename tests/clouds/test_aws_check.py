@@ -165,3 +165,40 @@ def test_the_boot_script_refuses_credentials_and_runs_the_agent_on_the_store():
     with pytest.raises(UserDataError, match="EC2 takes at most 16384"):
         boot_script(command=("x",), env={"BIG": "y" * 20000}, store_uri="s3://b/p/j", run_id="t")
     assert boot_script(command=(), env={}, store_uri="s3://b/p/j", run_id="t") == ""
+
+
+@pytest.mark.parametrize(
+    ("workload", "code", "outcome"), [("exit 0", 0, "finished"), ("echo boom >&2; exit 7", 1, "failed")]
+)
+def test_the_boot_script_runs_the_agent_locally_and_powers_off(tmp_path, workload, code, outcome):
+    import json
+    import os
+    import subprocess
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
+    import metadata_stub
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "shutdown").write_text(f"#!/bin/bash\ntouch {tmp_path}/powered-off\n")
+    (bin_dir / "shutdown").chmod(0o755)
+    store = tmp_path / "store"
+    script = boot_script(
+        command=("bash", "-c", workload),
+        env={"QUOTED": "it's fine"},
+        store_uri=f"file://{store}",
+        run_id="tok",
+        python=sys.executable,
+        work_dir=str(tmp_path / "disk"),
+    )
+    stub = metadata_stub.MetadataStub().start()
+    try:
+        env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SKYNOMAD_IMDS_ENDPOINT": stub.url}
+        done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        stub.stop()
+    assert done.returncode == code, done.stderr
+    assert (tmp_path / "powered-off").exists()  # exit 0 and 1 power off; only 3 (preempted) waits for EC2
+    record = json.loads((store / "runs" / "tok.json").read_text())
+    assert record["outcome"] == outcome
+    assert (tmp_path / "disk" / "tok" / "rank-0").is_dir()
