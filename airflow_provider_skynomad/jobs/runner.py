@@ -452,6 +452,7 @@ class JobRunner:
         record.state = record.state.progressed(record.job.work_hours).advance(running=None)
         self._say(record.note(at, "finished"))
         summary = summarize(record, at, job_bill(self.cloud, record.job_id, self.log))
+        summary["probing_usd"] = self._probing_cost(record, at)
         output = self.cloud.output_location(record.job_id, last_zone) if last_zone else None
         if output:
             summary["output_dir"] = output  # where the workload's final files are
@@ -465,6 +466,19 @@ class JobRunner:
                 raise SkyNomadDeadlineMissed(message)
             self.log.warning("%s", message)
         return Finish(summary)
+
+    def _probing_cost(self, record: JobRecord, elapsed: float) -> float:
+        """What the probe DAG spent on the markets this job considered while it ran (shared
+        infrastructure: reported beside the job's own cost, not in it)."""
+        from ..market.probing import probe_cost_for
+
+        end = self.cloud.now_timestamp()
+        try:
+            usd = probe_cost_for(record.zones, end - pd.Timedelta(hours=elapsed), end, url=self.config.market_url)
+        except Exception as exc:  # noqa: BLE001 - a finished job must not fail on its report
+            self.log.warning("could not read the probe spend for job %s (%s)", record.job_id, exc)
+            return 0.0
+        return round(usd, 2)
 
     def _publish(self, elapsed: float, summary: dict | None = None) -> None:
         """The live status in the task state store, and one line of it in the log."""

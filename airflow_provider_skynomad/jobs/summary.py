@@ -133,6 +133,10 @@ def format_timeline(record: JobRecord, summary: dict) -> str:
         f"  {hours_line(summary)}, {summary['migrations']} migration(s), {summary['preemptions']} preemption(s)"
     )
     lines.append(f"  {cost_line(summary)}; all on-demand would be ${summary['all_on_demand_cost_usd']:.2f}")
+    if summary.get("probing_usd"):
+        lines.append(
+            f"  the probe DAG spent ${summary['probing_usd']:.2f} probing the markets this job considered while it ran"
+        )
     lines.append(f"  {deadline_line(summary)}")
     return "\n".join(lines)
 

@@ -82,6 +82,34 @@ def test_what_the_cloud_check_finds_fails_the_task_naming_the_setting_before_any
     assert cloud.launches == [] and store.writes == 0
 
 
+def test_the_summary_says_what_the_probe_dag_spent_on_the_jobs_markets_while_it_ran(cloud, now):  # noqa: F811
+    from airflow_provider_skynomad.market.signals import ProbeSpend, SignalTable
+
+    store = FakeStore()
+    trigger = defer(make_op(), context_for(store))
+    zone = trigger.serialize()[1]["group"]["zone"]
+    other = "me-central9-z"  # a market outside the job's choice
+    assert other not in store.get(RECORD_KEY)["zones"]
+
+    def spent(at_hours, where, usd):
+        at = (now + pd.Timedelta(hours=at_hours)).to_pydatetime()
+        return ProbeSpend(at, "gcp", where.rsplit("-", 1)[0], where, "a3-highgpu-8g", 1, 1, usd)
+
+    with SignalTable() as table:
+        table.record_probes(
+            [
+                spent(1.0, zone, 0.25),  # the job's market, while it ran: counted
+                spent(2.0, zone, 0.5),
+                spent(-3.0, zone, 4.0),  # before the job started
+                spent(1.5, other, 8.0),  # a market the job did not consider
+            ]
+        )
+    cloud.hours = 6.5
+    summary = make_op().execute_complete(context_for(store), _event("finished", 1, 6.5, 6.0))
+    assert summary["probing_usd"] == 0.75
+    assert summary["cost_usd"]["total"] < 1000  # reported beside the job's own cost, not added to it
+
+
 def test_on_kill_never_launches_a_pending_request(cloud, monkeypatch):  # noqa: F811
     store = FakeStore()
     real_launch = cloud.launch
