@@ -58,8 +58,16 @@ def job_href(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str
     response_class=HTMLResponse,
     dependencies=[Depends(requires_access_dag(method="GET", access_entity=DagAccessEntity.TASK_INSTANCE))],
 )
-def job_page(dag_id: str, run_id: str, task_id: str, map_index: Annotated[int, Query(ge=-1)] = -1) -> HTMLResponse:
-    """One SkyNomad task instance: live while deferred (its status), final after (its summary)."""
+def job_page(dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> HTMLResponse:
+    """One SkyNomad task instance: live while deferred (its status), final after (its summary).
+
+    `map_index` comes from the UI's URL template: a task that is not mapped may get it empty or as the
+    unfilled ``{MAP_INDEX}``, which means -1.
+    """
+    try:
+        map_index = max(-1, int(map_index))
+    except ValueError:
+        map_index = -1
     title = f"{dag_id} / {run_id} / {task_id}" + (f" [{map_index}]" if map_index >= 0 else "")
     job = jobs.find_job(dag_id, run_id, task_id, map_index)
     if job is None:

@@ -167,6 +167,7 @@ def insert_task(dag_id: str, run_id: str, task_id: str, state: str, *, when: dat
     insert_dag(dag_id)
     when = when or datetime.now(UTC) - timedelta(hours=2)
     with create_session() as session:
+        version = _dag_version(session, dag_id)
         session.execute(
             insert(DagRun.__table__).values(
                 dag_id=dag_id,
@@ -178,6 +179,7 @@ def insert_task(dag_id: str, run_id: str, task_id: str, state: str, *, when: dat
                 state="success" if state == "success" else "running",
                 clear_number=0,
                 span_status="not_started",
+                created_dag_version_id=version,
             )
         )
         session.execute(
@@ -195,8 +197,19 @@ def insert_task(dag_id: str, run_id: str, task_id: str, state: str, *, when: dat
                 state=state,
                 start_date=when,
                 span_status="not_started",
+                dag_version_id=version,
             )
         )
+
+
+def _dag_version(session, dag_id: str):
+    """The parsed DAG's latest version when the DAG was serialized (the UI's task pages need it), else None."""
+    from airflow.models.dag_version import DagVersion
+    from sqlalchemy import select
+
+    return session.scalar(
+        select(DagVersion.id).where(DagVersion.dag_id == dag_id).order_by(DagVersion.version_number.desc()).limit(1)
+    )
 
 
 def write_state(dag_id: str, run_id: str, task_id: str, record: dict, status: dict | None = None) -> None:

@@ -63,9 +63,13 @@ def api_server(tmp_path_factory):
         "SKYNOMAD_HOME": str(home / "skynomad"),
     }
     (home / "dags").mkdir()
+    # The example DAG, parsed into the DB, so that Airflow's own task pages (and their plugin tab) show the runs.
+    shutil.copy(Path(__file__).resolve().parents[2] / "example_dags" / "skynomad_fine_tune.py", home / "dags")
     run = lambda *args: subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)  # noqa: E731
     migrated = run(sys.executable, "-m", "airflow", "db", "migrate")
     assert migrated.returncode == 0, migrated.stderr[-3000:]
+    parsed = run(sys.executable, "-m", "airflow", "dags", "reserialize")
+    assert parsed.returncode == 0, parsed.stderr[-3000:]
     seed = Path(__file__).with_name("seed.py")
     market_url = f"sqlite:///{home}/skynomad/market.db"  # also the default connection's table (SKYNOMAD_HOME)
     seeded = run(sys.executable, str(seed), "--market-url", market_url, "--conn-id", CONN_ID, "--password", MARKER)
@@ -140,7 +144,9 @@ def screenshot(driver, path: Path) -> None:
         print(f"screenshot kept: {Path(keep) / path.name}")
 
 
-def test_a_signed_in_user_sees_the_job_page_and_the_markets_heatmap(api_server, browser, tmp_path):
+@pytest.fixture(scope="module")
+def signed_in(api_server, browser):
+    """The browser after signing in on Airflow's own login page (SimpleAuthManager's form)."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
@@ -151,6 +157,16 @@ def test_a_signed_in_user_sees_the_job_page_and_the_markets_heatmap(api_server, 
     browser.find_element(By.NAME, "password").send_keys(PASSWORD)
     browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     wait.until(lambda d: d.get_cookie("_token") is not None)
+    return browser
+
+
+def test_a_signed_in_user_sees_the_job_page_and_the_markets_heatmap(api_server, signed_in, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser = signed_in
+    wait = WebDriverWait(browser, 60)
 
     browser.get(api_server + "/skynomad/job/{}/{}/{}".format(*FINISHED))
     wait.until(ec.presence_of_element_located((By.ID, "job-cards")))
@@ -175,20 +191,49 @@ def test_a_signed_in_user_sees_the_job_page_and_the_markets_heatmap(api_server, 
     screenshot(browser, tmp_path / "jobs-dashboard.png")
 
 
-def test_the_markets_page_is_in_airflows_own_ui(api_server, browser, tmp_path):
-    """The nav entry's route in Airflow's UI shows the plugin's page in its iframe (signed in above)."""
+@pytest.mark.parametrize(
+    ("route", "title", "element", "name"),
+    [
+        ("/plugin/skynomad_markets", "SkyNomad markets", "availability-heatmap", "airflow-ui-markets.png"),
+        (
+            "/dags/{}/runs/{}/tasks/{}/plugin/skynomad_job".format(*FINISHED),
+            "SkyNomad job",
+            "job-cards",
+            "airflow-ui-task-instance-job-tab.png",
+        ),
+    ],
+)
+def test_the_pages_are_in_airflows_own_ui(api_server, signed_in, tmp_path, route, title, element, name):
+    """The nav entry and the task instance tab show the plugin's pages in Airflow's iframe."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
+    browser = signed_in
     wait = WebDriverWait(browser, 90)
     browser.set_window_size(1400, 1200)
-    browser.get(f"{api_server}/plugin/skynomad_markets")
-    frame = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "iframe[title='SkyNomad markets']")))
+    browser.get(api_server + route)
+    try:
+        frame = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, f"iframe[title='{title}']")))
+    except Exception:
+        browser.save_screenshot(str(tmp_path / f"failed-{name}"))
+        print(f"no plugin iframe; the page is in {tmp_path / f'failed-{name}'}")
+        (tmp_path / "failed.html").write_text(browser.page_source)
+        keep = os.environ.get("SKYNOMAD_SCREENSHOTS")
+        if keep:
+            shutil.copy(tmp_path / f"failed-{name}", keep)
+            shutil.copy(tmp_path / "failed.html", keep)
+        raise
+    source = frame.get_attribute("src")
     browser.switch_to.frame(frame)
-    wait.until(ec.presence_of_element_located((By.ID, "availability-heatmap")))
+    try:
+        wait.until(ec.presence_of_element_located((By.ID, element)))
+    except Exception:
+        text = browser.find_element(By.TAG_NAME, "body").text[:500]
+        raise AssertionError(f"the plugin's iframe ({source}) shows no #{element}: {text}") from None
     browser.switch_to.default_content()
-    path = tmp_path / "airflow-ui-markets.png"
+    time.sleep(1)  # let the surrounding UI finish drawing
+    path = tmp_path / name
     browser.save_screenshot(str(path))
     print(f"screenshot: {path}")
     keep = os.environ.get("SKYNOMAD_SCREENSHOTS")

@@ -102,6 +102,12 @@ def test_the_job_page_of_a_running_job_is_live(client):
     assert 'http-equiv="refresh"' in html  # reloads itself while the task is deferred
 
 
+def test_the_ui_url_template_of_an_unmapped_task_means_map_index_minus_one(client):
+    for suffix in ("?map_index={MAP_INDEX}", "?map_index=", "?map_index=-1"):
+        response = client.get(job_url(*FINISHED) + suffix, **as_user("viewer"))
+        assert response.status_code == 200 and "deadline met" in text_of(response.text), suffix
+
+
 def test_a_task_without_a_record_and_an_unknown_task(client):
     assert client.get(job_url("skynomad_fine_tune", "nope", "fine_tune"), **as_user("admin")).status_code == 404
 
