@@ -296,7 +296,7 @@ class MarketTable:
         self._ensure()
         inserted = 0
         insert_for = _INSERT[self.dialect]
-        with self.engine.begin() as conn:
+        with self.engine.begin() as conn, bulk.large_cache(conn, self.dialect):
             for chunk in chunks:
                 if len(chunk) == 0:
                     continue
