@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -265,6 +266,8 @@ def moto_server(monkeypatch, tmp_path):
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
     server.start()
     url = f"http://127.0.0.1:{port}"
+    reset = urllib.request.Request(f"{url}/moto-api/reset", method="POST")
+    urllib.request.urlopen(reset, timeout=30).read()  # moto's state is per process, not per server
     for key, value in {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
