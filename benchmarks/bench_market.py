@@ -278,7 +278,25 @@ def main() -> int:
     parser.add_argument("--skip-sqlite", action="store_true")
     parser.add_argument("--skip-import", action="store_true")
     parser.add_argument("--jobs", type=int, default=4, help="jobs per backend and job size (each 144 steps)")
+    parser.add_argument(
+        "--reads-on",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="only the decision reads, on a table this benchmark filled before (kept, e.g. while tuning); repeatable",
+    )
     args = parser.parse_args()
+    if args.reads_on:
+        frame = market_frame()
+        for url in args.reads_on:
+            print(f"\n== decision reads on {MarketTable(url).display_url} (load {os.getloadavg()[0]:.1f})")
+            for size, figures in decision_reads(url, frame, args.jobs).items():
+                print(f"  job on {size}:")
+                for key, label in (("step", "read, wall"), ("step_cpu", "read, CPU"), ("start", "start, wall"),
+                                   ("start_cpu", "start, CPU"), ("view", "view, wall")):  # fmt: skip
+                    if figures[key]:
+                        print(f"    {label:12s} {_ms(figures[key])}")
+        return 0
 
     frame = market_frame()
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (wall times grow with it)")
