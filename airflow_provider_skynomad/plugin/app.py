@@ -20,29 +20,15 @@ from datetime import UTC, datetime
 from typing import Annotated
 from urllib.parse import quote
 
-import pandas as pd
-from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
-from airflow.api_fastapi.core_api import security
-from airflow.api_fastapi.core_api.security import get_user, requires_access_dag
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from ..market import aggregate
-from ..market.overview import (
-    DEFAULT_MAX_AGE_HOURS,
-    FORECAST_DAYS,
-    bucket_hours_for,
-    forecast_lifetimes,
-    heatmap_from_buckets,
-    market_key,
-    rows_from_latest,
-)
-from . import jobs, pages
-from .facts import job_facts
+from .auth import auth_manager, current_user, dag_access, may_run
 
 PREFIX = "/skynomad"
 PROBE_DAG_ID = "skynomad_probe"
 DEFAULT_CONN_ID = "skynomad_default"
+DEFAULT_MAX_AGE_HOURS = 2.0  # SkyNomadOperator's default max_market_age (market/overview.py has the same)
 
 # No /docs or /openapi.json: they would be the only routes outside the auth manager.
 app = FastAPI(title="SkyNomad", docs_url=None, redoc_url=None, openapi_url=None)
@@ -56,7 +42,7 @@ def job_href(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str
 @app.get(
     "/job/{dag_id}/{run_id}/{task_id}",
     response_class=HTMLResponse,
-    dependencies=[Depends(requires_access_dag(method="GET", access_entity=DagAccessEntity.TASK_INSTANCE))],
+    dependencies=[Depends(dag_access("GET", "TASK_INSTANCE"))],
 )
 def job_page(dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> HTMLResponse:
     """One SkyNomad task instance: live while deferred (its status), final after (its summary).
@@ -69,6 +55,9 @@ def job_page(dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> H
     except ValueError:
         map_index = -1
     title = f"{dag_id} / {run_id} / {task_id}" + (f" [{map_index}]" if map_index >= 0 else "")
+    from . import jobs, pages
+    from .facts import job_facts
+
     job = jobs.find_job(dag_id, run_id, task_id, map_index)
     if job is None:
         raise HTTPException(404, f"no task instance {title}")
@@ -82,17 +71,19 @@ def job_page(dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> H
 
 @app.get("/jobs", response_class=HTMLResponse)
 def jobs_dashboard(
-    user: Annotated[object, Depends(get_user)], days: Annotated[float, Query(gt=0, le=366)] = 7
+    user: Annotated[object, Depends(current_user)], days: Annotated[float, Query(gt=0, le=366)] = 7
 ) -> HTMLResponse:
     """Every SkyNomad task of the last `days` days in the DAGs this user may read."""
-    readable = security.get_auth_manager().get_authorized_dag_ids(user=user, method="GET")
+    from . import jobs, pages
+
+    readable = auth_manager().get_authorized_dag_ids(user=user, method="GET")
     found = jobs.list_jobs(set(readable), days)
     return HTMLResponse(pages.dashboard_page(found, days, lambda j: job_href(*j.key)))
 
 
 @app.get("/markets", response_class=HTMLResponse)
 def markets(
-    user: Annotated[object, Depends(get_user)],
+    user: Annotated[object, Depends(current_user)],
     days: Annotated[float, Query(gt=0, le=366)] = 7,
     conn_id: str = DEFAULT_CONN_ID,
     max_age_hours: Annotated[float, Query(gt=0)] = DEFAULT_MAX_AGE_HOURS,
@@ -103,7 +94,11 @@ def markets(
     Heatmap and prices come from the database's GROUP BY (market/aggregate.py), the forecast from the
     last `FORECAST_DAYS` of rows, so the page costs about the same for a week or a month of probes.
     """
+    import pandas as pd
+
     from ..market.table import MarketTable
+    from . import pages
+    from .markets import daily_probe_spend, market_summary, market_url
 
     url = market_url(conn_id)
     now = pd.Timestamp(datetime.now(UTC))
@@ -113,9 +108,7 @@ def markets(
         heat, prices, rows = market_summary(table, since, now, max_age_hours)
     finally:
         table.close()
-    can_probe = security.get_auth_manager().is_authorized_dag(
-        method="POST", access_entity=DagAccessEntity.RUN, details=DagDetails(id=PROBE_DAG_ID), user=user
-    )
+    can_probe = may_run(user, PROBE_DAG_ID)
     message = {"started": f"Started a {PROBE_DAG_ID} run.", "missing": f"There is no {PROBE_DAG_ID} DAG."}.get(
         probe, ""
     )
@@ -135,11 +128,9 @@ def markets(
 
 @app.post(
     "/probe",
-    dependencies=[
-        Depends(requires_access_dag(method="POST", access_entity=DagAccessEntity.RUN, param_dag_id=PROBE_DAG_ID))
-    ],
+    dependencies=[Depends(dag_access("POST", "RUN", dag_id=PROBE_DAG_ID))],
 )
-def trigger_probe(request: Request, user: Annotated[object, Depends(get_user)]) -> RedirectResponse:
+def trigger_probe(request: Request, user: Annotated[object, Depends(current_user)]) -> RedirectResponse:
     """Start a run of the probe DAG, then back to the markets page."""
     from airflow.api.common.trigger_dag import trigger_dag
     from airflow.exceptions import DagNotFound
@@ -156,69 +147,3 @@ def trigger_probe(request: Request, user: Annotated[object, Depends(get_user)]) 
     except DagNotFound:
         outcome = "missing"
     return RedirectResponse(f"markets?probe={outcome}", status_code=303)
-
-
-def market_url(conn_id: str) -> str:
-    """The market table URL of a `skynomad` connection (with its password: it never leaves this process)."""
-    from airflow.exceptions import AirflowNotFoundException
-    from airflow.models.connection import Connection
-
-    from ..hooks.skynomad import SkyNomadConfig
-
-    try:
-        conn = Connection.get_connection_from_secrets(conn_id)
-    except AirflowNotFoundException:
-        if conn_id == DEFAULT_CONN_ID:
-            return SkyNomadConfig.default().market_url
-        raise HTTPException(404, f"no connection {conn_id!r}") from None
-    try:
-        return SkyNomadConfig.from_connection(conn).market_url
-    except ValueError as exc:
-        raise HTTPException(400, f"connection {conn_id!r}: {exc}") from None
-
-
-def market_summary(table, since: pd.Timestamp, now: pd.Timestamp, max_age_hours: float):
-    """(heatmap, price series, market rows) of the window from `since`."""
-    bounds = aggregate.time_bounds(table, since)
-    if bounds is None:
-        return heatmap_from_buckets(pd.DataFrame(), since, 0.0, 0), pd.DataFrame(), []
-    first, last = bounds
-    bucket_hours = bucket_hours_for(first, last)
-    columns = int((last - first).total_seconds() / 3600.0 // bucket_hours) + 1
-    counts = aggregate.buckets(table, first, bucket_hours)
-    heat = heatmap_from_buckets(counts, first, bucket_hours, columns)
-    multi_type = counts["instance_type"].nunique() > 1
-    prices = pd.DataFrame(
-        {
-            "market": [
-                market_key(z, t, multi_type) for z, t in zip(counts["zone"], counts["instance_type"], strict=True)
-            ],
-            "observed_at": first + pd.to_timedelta(counts["bucket"] * bucket_hours, unit="h"),
-            "spot_price": counts["spot_price"],
-            "on_demand_price": counts["on_demand_price"],
-        }
-    ).sort_values(["market", "observed_at"])
-    prices["bucket_time"] = prices["observed_at"]
-    recent = table.read(since=max(since, last - pd.Timedelta(days=FORECAST_DAYS)))
-    lifetimes = forecast_lifetimes(recent)
-    rows = rows_from_latest(aggregate.latest_rows(table, since), now, max_age_hours, lifetimes)
-    return heat, prices, rows
-
-
-def daily_probe_spend(url: str, since: pd.Timestamp) -> list[tuple[str, float]] | None:
-    """USD of paid probes per UTC day from the probe-spend record (market/signals.py), None when unreadable."""
-    try:
-        from ..market.signals import SignalTable
-    except ImportError:
-        return None
-    try:
-        signals = SignalTable(url)
-        try:
-            daily = signals.daily_spend(since=since)
-        finally:
-            signals.close()
-    except Exception:  # noqa: BLE001 - an older database without the record: say so, show the rest
-        return None
-    if daily.empty:
-        return []
-    return [(day, round(float(usd), 2)) for day, usd in daily.groupby("day", sort=True)["usd"].sum().items()]

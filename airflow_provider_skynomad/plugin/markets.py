@@ -1,0 +1,84 @@
+"""The markets page's data: the market table behind a connection, summarised by the database."""
+
+from __future__ import annotations
+
+import pandas as pd
+from fastapi import HTTPException
+
+from ..market import aggregate
+from ..market.overview import (
+    FORECAST_DAYS,
+    bucket_hours_for,
+    forecast_lifetimes,
+    heatmap_from_buckets,
+    market_key,
+    rows_from_latest,
+)
+
+DEFAULT_CONN_ID = "skynomad_default"
+
+
+def market_url(conn_id: str) -> str:
+    """The market table URL of a `skynomad` connection (with its password: it never leaves this process)."""
+    from airflow.exceptions import AirflowNotFoundException
+    from airflow.models.connection import Connection
+
+    from ..hooks.skynomad import SkyNomadConfig
+
+    try:
+        conn = Connection.get_connection_from_secrets(conn_id)
+    except AirflowNotFoundException:
+        if conn_id == DEFAULT_CONN_ID:
+            return SkyNomadConfig.default().market_url
+        raise HTTPException(404, f"no connection {conn_id!r}") from None
+    try:
+        return SkyNomadConfig.from_connection(conn).market_url
+    except ValueError as exc:
+        raise HTTPException(400, f"connection {conn_id!r}: {exc}") from None
+
+
+def market_summary(table, since: pd.Timestamp, now: pd.Timestamp, max_age_hours: float):
+    """(heatmap, price series, market rows) of the window from `since`."""
+    bounds = aggregate.time_bounds(table, since)
+    if bounds is None:
+        return heatmap_from_buckets(pd.DataFrame(), since, 0.0, 0), pd.DataFrame(), []
+    first, last = bounds
+    bucket_hours = bucket_hours_for(first, last)
+    columns = int((last - first).total_seconds() / 3600.0 // bucket_hours) + 1
+    counts = aggregate.buckets(table, first, bucket_hours)
+    heat = heatmap_from_buckets(counts, first, bucket_hours, columns)
+    multi_type = counts["instance_type"].nunique() > 1
+    prices = pd.DataFrame(
+        {
+            "market": [
+                market_key(z, t, multi_type) for z, t in zip(counts["zone"], counts["instance_type"], strict=True)
+            ],
+            "observed_at": first + pd.to_timedelta(counts["bucket"] * bucket_hours, unit="h"),
+            "spot_price": counts["spot_price"],
+            "on_demand_price": counts["on_demand_price"],
+        }
+    ).sort_values(["market", "observed_at"])
+    prices["bucket_time"] = prices["observed_at"]
+    recent = table.read(since=max(since, last - pd.Timedelta(days=FORECAST_DAYS)))
+    lifetimes = forecast_lifetimes(recent)
+    rows = rows_from_latest(aggregate.latest_rows(table, since), now, max_age_hours, lifetimes)
+    return heat, prices, rows
+
+
+def daily_probe_spend(url: str, since: pd.Timestamp) -> list[tuple[str, float]] | None:
+    """USD of paid probes per UTC day from the probe-spend record (market/signals.py), None when unreadable."""
+    try:
+        from ..market.signals import SignalTable
+    except ImportError:
+        return None
+    try:
+        signals = SignalTable(url)
+        try:
+            daily = signals.daily_spend(since=since)
+        finally:
+            signals.close()
+    except Exception:  # noqa: BLE001 - an older database without the record: say so, show the rest
+        return None
+    if daily.empty:
+        return []
+    return [(day, round(float(usd), 2)) for day, usd in daily.groupby("day", sort=True)["usd"].sum().items()]
