@@ -195,6 +195,8 @@ def test_the_listed_plugin_is_the_one_in_the_code():
     assert issubclass(cls, AirflowPlugin) and cls.name == listed["name"]
     assert [view["destination"] for view in cls.external_views] == ["task_instance", "nav", "nav"]
     assert [app["url_prefix"] for app in cls.fastapi_apps] == ["/skynomad"]
+    # Airflow loads provider plugins only with lazy_discover_providers off: the entry point loads it always.
+    assert PROJECT["entry-points"]["airflow.plugins"] == {"skynomad": "airflow_provider_skynomad.plugin:SkyNomadPlugin"}
 
 
 def test_airflow_discovers_the_provider():
