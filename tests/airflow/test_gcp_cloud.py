@@ -242,7 +242,8 @@ def test_gcp_preemption_moves_the_job_to_another_region_and_the_model_is_bit_ide
     assert summary["output_dir"] == f"gs://{BUCKET_B}/skynomad/{job_id}/output"
     assert compute.instances == {} or all(i.status == "TERMINATED" for i in compute.instances.values())
     print(
-        f"\nGCP e2e: wall {wall:.0f} s; preempted at step {seen['step_at_notice']}, B restored step {finished['restored_step']}; notice → last checkpoint "
+        f"\nGCP e2e: wall {wall:.0f} s; preempted at step {seen['step_at_notice']}, "
+        f"B restored step {finished['restored_step']}; notice → last checkpoint "
         f"{notice_to_upload:.1f} s, → agent exit {notice_to_exit:.1f} s; "
         f"preemption → relaunch insert in {ZONE_B} {preemption_to_relaunch:.1f} s; "
         f"compute calls {dict(compute.calls)}"
