@@ -25,6 +25,7 @@ example DAGs run on a fresh install. Passwords never leave this module unredacte
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from importlib import resources
@@ -100,10 +101,13 @@ class SkyNomadConfig:
     def __post_init__(self) -> None:
         if self.cloud not in CLOUD_KINDS:
             raise SkyNomadConfigError(f"skynomad connection: cloud must be one of {CLOUD_KINDS}, got {self.cloud!r}")
-        if not self.speed or float(self.speed) <= 0:
-            raise SkyNomadConfigError(f"skynomad connection: speed must be > 0, got {self.speed!r}")
+        speed = self.speed
+        if isinstance(speed, bool) or not isinstance(speed, (int, float)) or not (math.isfinite(speed) and speed > 0):
+            raise SkyNomadConfigError(f"skynomad connection: speed must be a finite number > 0, got {speed!r}")
         budget = self.probe_budget_usd_per_day
-        if budget is not None and not (isinstance(budget, (int, float)) and 0 <= float(budget) < float("inf")):
+        if budget is not None and (
+            isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 <= budget < math.inf
+        ):
             raise SkyNomadConfigError(
                 f"skynomad connection: probe_budget_usd_per_day must be a number of USD ≥ 0, got {budget!r}"
             )
@@ -184,10 +188,11 @@ class SkyNomadConfig:
                 database=conn.schema or None,
             ).render_as_string(hide_password=False)
         defaults = cls.default_fields()
-        try:
-            speed = float(pick("speed", 3600.0))
-        except (TypeError, ValueError):
-            raise SkyNomadConfigError(f"skynomad connection: speed must be a number, got {pick('speed')!r}") from None
+        speed = _number("speed", pick("speed", 3600.0))
+        for name in ("market_url", "trace_path", "state_dir", "aws_conn_id", "gcp_conn_id", "gcp_project", "cloud"):
+            value = pick(name)
+            if value is not None and not isinstance(value, str):
+                raise SkyNomadConfigError(f"skynomad connection: {name} must be text, got {value!r}")
         options = _json_field("cloud_options", pick("cloud_options", {})) or {}
         if not isinstance(options, dict):
             raise SkyNomadConfigError(f"skynomad connection: cloud_options must be a JSON object, got {options!r}")
@@ -200,12 +205,7 @@ class SkyNomadConfig:
         elif parts:
             cloud = "multi"
         budget = pick("probe_budget_usd_per_day")
-        try:
-            budget = None if budget is None else float(budget)
-        except (TypeError, ValueError):
-            raise SkyNomadConfigError(
-                f"skynomad connection: probe_budget_usd_per_day must be a number, got {budget!r}"
-            ) from None
+        budget = None if budget is None else _number("probe_budget_usd_per_day", budget)
         return cls(
             market_url=market_url or default_market_url(),
             cloud=cloud,
@@ -224,6 +224,19 @@ class SkyNomadConfig:
     @staticmethod
     def default_fields() -> dict:
         return {"trace_path": bundled_trace(), "state_dir": str(skynomad_home() / "cloud")}
+
+
+def _number(name: str, value) -> float:
+    """A finite number from a form field (text or JSON number; never a JSON true/false), else a config error."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise SkyNomadConfigError(f"skynomad connection: {name} must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise SkyNomadConfigError(f"skynomad connection: {name} must be a finite number, got {value!r}")
+    return number
 
 
 def _json_field(name: str, value):
