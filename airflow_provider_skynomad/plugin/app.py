@@ -23,7 +23,7 @@ from urllib.parse import quote
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from .auth import auth_manager, current_user, dag_access, may_run
+from .auth import auth_manager, current_user, dag_access, may_read_connection, may_run
 
 PREFIX = "/skynomad"
 PROBE_DAG_ID = "skynomad_probe"
@@ -100,7 +100,7 @@ def markets(
     from . import pages
     from .markets import daily_probe_spend, market_summary, market_url
 
-    url = market_url(conn_id)
+    url = market_url(conn_id, lambda conn: may_read_connection(user, conn))
     now = pd.Timestamp(datetime.now(UTC))
     since = now - pd.Timedelta(days=days)
     table = MarketTable(url)

@@ -50,3 +50,10 @@ def may_run(user, dag_id: str) -> bool:
     return auth_manager().is_authorized_dag(
         method="POST", access_entity=DagAccessEntity.RUN, details=DagDetails(id=dag_id), user=user
     )
+
+
+def may_read_connection(user, conn_id: str) -> bool:
+    """Whether `user` may read connection `conn_id`."""
+    from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
+
+    return auth_manager().is_authorized_connection(method="GET", details=ConnectionDetails(conn_id=conn_id), user=user)

@@ -18,19 +18,31 @@ from ..market.overview import (
 DEFAULT_CONN_ID = "skynomad_default"
 
 
-def market_url(conn_id: str) -> str:
-    """The market table URL of a `skynomad` connection (with its password: it never leaves this process)."""
+SKYNOMAD_CONN_TYPES = ("skynomad", "skynomad_aws", "skynomad_gcp")
+
+
+def market_url(conn_id: str, may_read_connection) -> str:
+    """The market table URL of a SkyNomad connection (with its password: it never leaves this process).
+
+    The page must not become a way to use other connections' credentials: only SkyNomad connection
+    types are read, and one other than the default only for users the auth manager lets read it
+    (`may_read_connection(conn_id)`).
+    """
     from airflow.exceptions import AirflowNotFoundException
     from airflow.models.connection import Connection
 
     from ..hooks.skynomad import SkyNomadConfig
 
+    if conn_id != DEFAULT_CONN_ID and not may_read_connection(conn_id):
+        raise HTTPException(403, f"you may not read connection {conn_id!r}")
     try:
         conn = Connection.get_connection_from_secrets(conn_id)
     except AirflowNotFoundException:
         if conn_id == DEFAULT_CONN_ID:
             return SkyNomadConfig.default().market_url
         raise HTTPException(404, f"no connection {conn_id!r}") from None
+    if conn.conn_type not in SKYNOMAD_CONN_TYPES:
+        raise HTTPException(400, f"connection {conn_id!r} is not a SkyNomad connection ({conn.conn_type!r})")
     try:
         return SkyNomadConfig.from_connection(conn).market_url
     except ValueError as exc:

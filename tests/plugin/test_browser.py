@@ -180,7 +180,7 @@ def test_a_signed_in_user_sees_the_job_page_and_the_markets_heatmap(api_server, 
     assert browser.find_elements(By.CSS_SELECTOR, "svg.gantt rect.bar")
     screenshot(browser, tmp_path / "job-page-finished.png")
 
-    browser.get(f"{api_server}/skynomad/markets?conn_id={CONN_ID}&days=3")
+    browser.get(f"{api_server}/skynomad/markets?days=3")  # the default connection: this table (SKYNOMAD_HOME)
     wait.until(ec.presence_of_element_located((By.ID, "availability-heatmap")))
     cells = browser.find_elements(By.CSS_SELECTOR, "#availability-heatmap rect.cell")
     assert len(cells) > 6 and cells[0].size["width"] > 0

@@ -48,6 +48,9 @@ class StubAuthManager:
         readable = user.dags is None or dag_id in user.dags
         return readable and (method == "GET" or user.can_run)
 
+    def is_authorized_connection(self, *, method, user, details=None) -> bool:
+        return user.can_run  # the admin reads connections, the viewer does not
+
     def get_authorized_dag_ids(self, *, user, method="GET", session=None) -> set[str]:
         return set(ALL_DAGS if user.dags is None else user.dags)
 
@@ -123,7 +126,7 @@ def test_the_dashboard_lists_the_jobs_a_user_may_read_with_totals(client):
 
 
 def test_the_markets_page_draws_the_heatmap_and_the_table_and_never_the_password(client, seeded):
-    response = client.get("/skynomad/markets", params={"conn_id": CONN_ID, "days": 3}, **as_user("viewer"))
+    response = client.get("/skynomad/markets", params={"conn_id": CONN_ID, "days": 3}, **as_user("admin"))
     assert response.status_code == 200, response.text
     html = response.text
     assert 'id="availability-heatmap"' in html and html.count('class="cell"') > 6
@@ -132,8 +135,20 @@ def test_the_markets_page_draws_the_heatmap_and_the_table_and_never_the_password
         assert zone in html
     assert "forecast lifetime" in html and "fresh" in html
     assert MARKER_PASSWORD not in html
-    assert 'id="trigger-probe"' not in html  # the viewer may not run the probe DAG
-    assert 'id="trigger-probe"' in client.get("/skynomad/markets", params={"conn_id": CONN_ID}, **as_user("admin")).text
+    assert 'id="trigger-probe"' in html  # the admin may run the probe DAG
+    assert 'id="trigger-probe"' not in client.get("/skynomad/markets", **as_user("viewer")).text
+
+
+def test_the_markets_page_reads_only_skynomad_connections_the_user_may_read(client, seeded):
+    from airflow.models.connection import Connection
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        if session.query(Connection).filter_by(conn_id="other_db").first() is None:
+            session.add(Connection(conn_id="other_db", conn_type="postgres", host="db.internal", password="pw-12345"))
+    assert client.get("/skynomad/markets", params={"conn_id": CONN_ID}, **as_user("viewer")).status_code == 403
+    response = client.get("/skynomad/markets", params={"conn_id": "other_db"}, **as_user("admin"))
+    assert response.status_code == 400 and "pw-12345" not in response.text
 
 
 def test_no_page_renders_the_connection_password(client):
