@@ -156,9 +156,10 @@ def test_every_call_the_adapter_makes_is_allowed(monkeypatch):
     assert uncovered(calls) == [], sorted(calls)
 
 
-def test_docs_show_the_policies_the_files_hold():
+@pytest.mark.parametrize("doc", ["docs/clouds.md", "README.md"])
+def test_docs_show_the_policies_the_files_hold(doc):
     import re
 
-    text = (DOCS.parent / "clouds.md").read_text()
+    text = (DOCS.parent.parent / doc).read_text()
     blocks = [json.loads(b) for b in re.findall(r"```json\n(.*?)\n```", text, flags=re.S)]
     assert blocks == [json.loads(AIRFLOW_POLICY.read_text()), json.loads(INSTANCE_POLICY.read_text())]
