@@ -6,7 +6,8 @@ api-server's own security dependencies (airflow.api_fastapi.core_api.security):
 - a job page: ``requires_access_dag("GET", TASK_INSTANCE)`` on the DAG in its path, as the public
   task-state-store route does (no session → 401, a bad token → 403, a DAG you may not read → 403);
 - the jobs dashboard: a signed-in user, and only the DAGs ``get_authorized_dag_ids`` gives them;
-- the markets page: a signed-in user (market data belongs to no DAG); its probe button triggers
+- the markets page: a signed-in user (market data belongs to no DAG), a SkyNomad connection, and one
+  other than the default only for users who may read it; its probe button triggers
   ``skynomad_probe`` only for users allowed to run that DAG (``requires_access_dag("POST", RUN)``).
 
 The session is Airflow's own JWT cookie, which the UI's iframe sends (same site, SameSite=lax, so a
