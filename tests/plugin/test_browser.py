@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from .seed import DEADLINE_HOURS, FINISHED, FINISHED_COST_USD, FINISHED_ZONES
+from .seed import DEADLINE_HOURS, FINISHED, FINISHED_COST_USD, FINISHED_ZONES, RUNNING
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -179,6 +179,12 @@ def test_a_signed_in_user_sees_the_job_page_and_the_markets_heatmap(api_server, 
     assert f"{DEADLINE_HOURS:.2f} h" in text and "deadline met" in text
     assert browser.find_elements(By.CSS_SELECTOR, "svg.gantt rect.bar")
     screenshot(browser, tmp_path / "job-page-finished.png")
+
+    browser.get(api_server + "/skynomad/job/{}/{}/{}".format(*RUNNING))
+    wait.until(ec.presence_of_element_located((By.ID, "job-cards")))
+    text = browser.find_element(By.TAG_NAME, "body").text
+    assert "running for 4.50 h of 16.00 h" in text and "latest safe switch to on-demand" in text
+    screenshot(browser, tmp_path / "job-page-running.png")
 
     browser.get(f"{api_server}/skynomad/markets?days=3")  # the default connection: this table (SKYNOMAD_HOME)
     wait.until(ec.presence_of_element_located((By.ID, "availability-heatmap")))
