@@ -66,7 +66,7 @@ def job_page(dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> H
         note = "This task has no SkyNomad job record (yet): it has not started a job, or its task state was cleared."
         return HTMLResponse(pages.job_page(title, job.ti_state, None, note))
     facts = job_facts(job.record, job.status)
-    note = "" if facts.finished else "Live: reload for the latest checkpoint."
+    note = "" if facts.finished else f"Live: this page reloads every {pages.REFRESH_SECONDS} s."
     return HTMLResponse(pages.job_page(title, job.ti_state, facts, note))
 
 

@@ -76,7 +76,7 @@ def job_page(title: str, ti_state: str | None, facts: JobFacts | None, note: str
         ("deadline", f"{facts.deadline_hours:.2f} h"),
         (f"cost {facts.cost_basis}", _usd(facts.spend_usd)),
         ("all on-demand would be", _usd(facts.all_on_demand_usd)),
-        ("saved", _usd(facts.saving_usd)),
+        ("saved", _usd(facts.saving_usd) if facts.finished else "when it ends"),
         ("preemptions / moves", f"{facts.preemptions} / {facts.migrations}"),
     ]
     body = [

@@ -103,6 +103,7 @@ def test_the_job_page_of_a_running_job_is_live(client):
     assert "us-west1-a" in html and "$10.35" in html  # spend so far from the live status
     assert "latest safe switch to on-demand" in html and "would miss the deadline" in html
     assert 'http-equiv="refresh"' in html  # reloads itself while the task is deferred
+    assert "$102.45" not in html  # no "saving" against on-demand before the job ends
 
 
 def test_the_ui_url_template_of_an_unmapped_task_means_map_index_minus_one(client):
