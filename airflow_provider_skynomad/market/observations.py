@@ -55,7 +55,7 @@ class _Where:
         return ", ".join(parts)
 
 
-CHUNK_ROWS = 100_000
+CHUNK_ROWS = 50_000
 """Rows per chunk when a trace is streamed (import, read): a 10⁶-row file never sits in memory as text."""
 TEXT_COLUMNS = ("cloud", "region", "zone", "instance_type", "accelerator")
 _READ_ERRORS = (

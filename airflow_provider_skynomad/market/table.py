@@ -411,7 +411,7 @@ class MarketTable:
         zones: list[str] | None = None,
         since: datetime | str | pd.Timestamp | None = None,
         until: datetime | str | pd.Timestamp | None = None,
-        chunk_rows: int = 100_000,
+        chunk_rows: int = 50_000,
     ) -> Iterator[pd.DataFrame]:
         """The rows `read` would return, as typed frames of at most `chunk_rows`, in the same order.
 
