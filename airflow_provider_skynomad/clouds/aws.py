@@ -28,6 +28,7 @@ from typing import Any
 from .aws_boot import boot_script
 from .aws_store import JobStore
 from .base import CapacityError, Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult, Resource, Signal
+from .zones import aws_region_of as region_of
 
 CAPACITY_CODES = {
     "InsufficientInstanceCapacity",
@@ -46,11 +47,6 @@ PURPOSE_TAG = "skynomad:purpose"
 SKYNOMAD_TAG_KEYS = ["skynomad-job", TOKEN_TAG, JOB_TAG, PURPOSE_TAG]
 MIN_BILLED_SECONDS = 60  # EC2 bills Linux instances per second with a 60 s minimum
 CONSOLE_URL = "https://console.aws.amazon.com/ec2/home?region={region}#InstanceDetails:instanceId={instance_id}"
-
-
-def region_of(zone: str) -> str:
-    """us-east-1a → us-east-1."""
-    return zone[:-1] if zone and zone[-1].isalpha() else zone
 
 
 def _per_region(value, region: str):

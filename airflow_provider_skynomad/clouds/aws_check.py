@@ -13,17 +13,17 @@ import contextlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .aws import AwsCloud
+    from .base import Cloud
 
 
 def _code(exc) -> str:
     return exc.response.get("Error", {}).get("Code", "") if hasattr(exc, "response") else type(exc).__name__
 
 
-def check_aws(cloud: AwsCloud, zones: list[str] | None, instance_type: str | None) -> list[str]:
+def check_aws(cloud: Cloud, zones: list[str] | None, instance_type: str | None) -> list[str]:
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from .aws import region_of
+    from .zones import aws_region_of as region_of
 
     zones = list(zones) if zones else cloud.configured_zones()
     regions = list(dict.fromkeys(region_of(z) for z in zones)) or cloud.configured_regions()
@@ -40,7 +40,7 @@ def check_aws(cloud: AwsCloud, zones: list[str] | None, instance_type: str | Non
     return problems
 
 
-def _check_region(cloud: AwsCloud, region: str, zones: list[str], instance_type: str | None) -> list[str]:
+def _check_region(cloud: Cloud, region: str, zones: list[str], instance_type: str | None) -> list[str]:
     from botocore.exceptions import ClientError
 
     ec2 = cloud.ec2(region)
@@ -100,7 +100,7 @@ def _check_region(cloud: AwsCloud, region: str, zones: list[str], instance_type:
     return problems
 
 
-def _check_subnets(cloud: AwsCloud, ec2, region: str, zones: list[str]) -> list[str]:
+def _check_subnets(cloud: Cloud, ec2, region: str, zones: list[str]) -> list[str]:
     if not cloud.subnets:
         return []  # the default VPC (or the launch template's network)
     problems = [f"cloud_options.subnets has no subnet for {z}" for z in zones if z not in cloud.subnets]
@@ -140,7 +140,7 @@ def _missing(describe, ids: list[str], message: str) -> list[str]:
     return [message.format(i) for i in ids if i not in present]
 
 
-def _check_bucket(cloud: AwsCloud, region: str) -> list[str]:
+def _check_bucket(cloud: Cloud, region: str) -> list[str]:
     from botocore.exceptions import ClientError
 
     if not cloud.store.configured:

@@ -42,6 +42,7 @@ from .gcp_boot import (
     run_id,
 )
 from .gcp_storage import GcsStore
+from .zones import gcp_region_of as region_of
 
 CAPACITY_MARKERS = ("ZONE_RESOURCE_POOL_EXHAUSTED", "STOCKOUT", "does not have enough resources", "QUOTA_EXCEEDED")
 PREEMPTED_OPERATION = "compute.instances.preempted"
@@ -49,11 +50,6 @@ BILLING_MINIMUM_HOURS = 1.0 / 60.0  # Compute Engine bills at least one minute p
 STOPPED = ("STOPPING", "STOPPED", "TERMINATED", "SUSPENDING", "SUSPENDED")
 COMPUTE = "https://www.googleapis.com/compute/v1"
 CONSOLE_URL = "https://console.cloud.google.com/compute/instancesDetail/zones/{zone}/instances/{instance_id}"
-
-
-def region_of(zone: str) -> str:
-    """us-central1-a → us-central1."""
-    return zone.rsplit("-", 1)[0]
 
 
 def make_compute_hook(gcp_conn_id: str):

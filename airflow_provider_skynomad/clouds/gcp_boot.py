@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from .base import LaunchRequest
 
 if TYPE_CHECKING:
-    from .gcp import GcpCloud
+    from .base import Cloud
 
 TOKEN_LABEL = "skynomad-client-token"  # label values are lowercased and cut: the exact token is in metadata
 JOB_LABEL = "skynomad-job-id"
@@ -46,7 +46,7 @@ def run_id(token: str, rank: int) -> str:
     return token if rank == 0 else f"{token}-{rank}"
 
 
-def startup_script(cloud: GcpCloud, request: LaunchRequest, region: str, rank: int, name: str) -> str:
+def startup_script(cloud: Cloud, request: LaunchRequest, region: str, rank: int, name: str) -> str:
     """Run the agent on the region's store, then power off (unless preempted: GCP ends the VM)."""
     if not request.command:
         return ""
@@ -83,7 +83,7 @@ def startup_script(cloud: GcpCloud, request: LaunchRequest, region: str, rank: i
     )
 
 
-def instance_body(cloud: GcpCloud, request: LaunchRequest, region: str, rank: int, name: str) -> dict:
+def instance_body(cloud: Cloud, request: LaunchRequest, region: str, rank: int, name: str) -> dict:
     """The Instance resource of one member (with a template: what overrides it)."""
     labels = {label_key(k): label_value(v) for k, v in request.tags.items()}
     labels |= {
@@ -117,7 +117,7 @@ def instance_body(cloud: GcpCloud, request: LaunchRequest, region: str, rank: in
     return body
 
 
-def image_launch(cloud: GcpCloud, region: str) -> dict:
+def image_launch(cloud: Cloud, region: str) -> dict:
     """Boot disk from the region's image, its subnetwork (or the network), the instances' service account."""
     image = cloud._per_region(cloud.image, region)
     if not image:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from .base import Resource
 
 if TYPE_CHECKING:
-    from .gcp import GcpCloud
+    from .base import Cloud
 
 TEMPLATE_PATH = re.compile(
     r"^(?:https://www\.googleapis\.com/compute/v1/)?(?:projects/(?P<project>[^/]+)/)?"
@@ -38,9 +38,9 @@ def _reason(exc: Exception) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
 
 
-def check(cloud: GcpCloud, zones: list[str] | None, instance_type: str | None) -> list[str]:
+def check(cloud: Cloud, zones: list[str] | None, instance_type: str | None) -> list[str]:
     """Problems that would stop a launch in `zones` (None: every configured region); [] means ready."""
-    from .gcp import region_of
+    from .zones import gcp_region_of as region_of
 
     try:
         cloud.hook.get_credentials()
@@ -60,7 +60,7 @@ def check(cloud: GcpCloud, zones: list[str] | None, instance_type: str | None) -
     return problems
 
 
-def _check_launch_settings(cloud: GcpCloud, project: str, region: str | None) -> list[str]:
+def _check_launch_settings(cloud: Cloud, project: str, region: str | None) -> list[str]:
     where = f"region {region}" if region else "every region"
     template = cloud.template(region) if region else cloud._per_region(cloud.source_instance_template, "")
     if template:
@@ -79,7 +79,7 @@ def _check_launch_settings(cloud: GcpCloud, project: str, region: str | None) ->
     return problems
 
 
-def _check_template(cloud: GcpCloud, project: str, region: str | None, template: str) -> list[str]:
+def _check_template(cloud: Cloud, project: str, region: str | None, template: str) -> list[str]:
     path = template if "/" in template else f"global/instanceTemplates/{template}"
     match = TEMPLATE_PATH.match(path)
     if match is None:
@@ -102,7 +102,7 @@ def _check_template(cloud: GcpCloud, project: str, region: str | None, template:
     return []
 
 
-def _check_image(cloud: GcpCloud, project: str, image: str) -> list[str]:
+def _check_image(cloud: Cloud, project: str, image: str) -> list[str]:
     match = IMAGE_PATH.match(image)
     if match is None:
         return [f"cloud_options.image: {image!r} is not an image path (projects/P/global/images/[family/]NAME)"]
@@ -118,7 +118,7 @@ def _check_image(cloud: GcpCloud, project: str, image: str) -> list[str]:
     return []
 
 
-def _check_subnetwork(cloud: GcpCloud, project: str, region: str, subnetwork: str) -> list[str]:
+def _check_subnetwork(cloud: Cloud, project: str, region: str, subnetwork: str) -> list[str]:
     match = SUBNETWORK_PATH.match(subnetwork)
     if match is None or (match["region"] and match["region"] != region):
         return [f"cloud_options.subnetwork: {subnetwork!r} is not a subnetwork of region {region}"]
@@ -131,7 +131,7 @@ def _check_subnetwork(cloud: GcpCloud, project: str, region: str, subnetwork: st
     return []
 
 
-def _check_machine_type(cloud: GcpCloud, project: str, zone: str, instance_type: str) -> list[str]:
+def _check_machine_type(cloud: Cloud, project: str, zone: str, instance_type: str) -> list[str]:
     client = cloud.hook.get_compute_client("MachineTypesClient")
     try:
         client.get(request={"project": project, "zone": zone, "machine_type": instance_type})
@@ -141,7 +141,7 @@ def _check_machine_type(cloud: GcpCloud, project: str, zone: str, instance_type:
     return []
 
 
-def _check_bucket(cloud: GcpCloud, region: str | None) -> list[str]:
+def _check_bucket(cloud: Cloud, region: str | None) -> list[str]:
     if not cloud.checkpoint_bucket:
         return ["cloud_options.checkpoint_bucket is not set: the workload agent keeps the job's checkpoints there"]
     store = cloud.store
@@ -158,10 +158,10 @@ def _check_bucket(cloud: GcpCloud, region: str | None) -> list[str]:
     return []
 
 
-def resources(cloud: GcpCloud, tags: dict[str, str] | None) -> list[Resource]:
+def resources(cloud: Cloud, tags: dict[str, str] | None) -> list[Resource]:
     """SkyNomad's instances (any zone, by label) and job stores (per configured region's bucket)."""
-    from .gcp import region_of
     from .gcp_boot import JOB_LABEL, MANAGED_LABEL, label_key, label_value, metadata_items
+    from .zones import gcp_region_of as region_of
 
     wanted = {label_key(k): label_value(v) for k, v in (tags or {}).items()}
     query = " AND ".join(f'(labels.{k} = "{v}")' for k, v in {MANAGED_LABEL: "true", **wanted}.items())

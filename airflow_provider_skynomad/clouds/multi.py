@@ -1,9 +1,8 @@
 """Several clouds behind one Cloud: a job may plan over AWS and GCP zones at once.
 
 Every call goes to the cloud that owns the zone: a launch, a group, a probe or a checkpoint copy
-by its zone's name. AWS and GCP zone names cannot be confused (``us-east-1a`` has its region's
-number before the letter, ``us-central1-a`` a dash before it), so no table is needed, and a
-handle routes the same whichever cloud object made it.
+by its zone's name (`zones.cloud_of_zone`), so a handle routes the same whichever cloud object
+made it.
 
 A checkpoint copy between two clouds is not a call either cloud offers: the newest complete
 checkpoint is read from the source cloud's store and written to the target's (the agent's
@@ -13,21 +12,8 @@ internet egress (market/egress.py).
 
 from __future__ import annotations
 
-import re
-
 from .base import Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult, Resource, Signal
-
-_AWS_ZONE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d+[a-z]$")  # us-east-1a, us-gov-west-1a
-_GCP_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")  # us-central1-a, europe-west4-b
-
-
-def cloud_of_zone(zone: str) -> str:
-    """``aws`` or ``gcp`` from a zone's name alone; ValueError for a name neither uses."""
-    if _AWS_ZONE.match(zone):
-        return "aws"
-    if _GCP_ZONE.match(zone):
-        return "gcp"
-    raise ValueError(f"zone {zone!r} is neither an AWS zone (like us-east-1a) nor a GCP zone (like us-central1-a)")
+from .zones import cloud_of_zone
 
 
 class MultiCloud(Cloud):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_skynomad.clouds.base import Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult
-from airflow_provider_skynomad.clouds.multi import MultiCloud, cloud_of_zone
+from airflow_provider_skynomad.clouds.multi import MultiCloud
+from airflow_provider_skynomad.clouds.zones import cloud_of_zone
 
 
 @pytest.mark.parametrize(
