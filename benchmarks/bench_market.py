@@ -18,7 +18,8 @@ of its own, dropped at the end) and on a SQLite file, prints:
 - **compaction**: `skynomad market compact` of the 864k-row table keeping 7 days at full resolution.
 
 Run: ``nice -n 10 python benchmarks/bench_market.py`` (a few minutes on 2 cores).
-Options: ``--skip-postgres``, ``--skip-sqlite``, ``--skip-import``, ``--jobs N``.
+Options: ``--skip-postgres``, ``--skip-sqlite``, ``--skip-import``, ``--only-import``, ``--jobs N``,
+``--reads-on URL`` (the decision reads alone, on a table already holding these rows).
 """
 
 from __future__ import annotations
@@ -315,7 +316,8 @@ def main() -> int:
         action="append",
         default=[],
         metavar="URL",
-        help="only the decision reads, on a table this benchmark filled before (kept, e.g. while tuning); repeatable",
+        help="only the decision reads, on an existing table holding market_frame()'s rows (filled once with "
+        "MarketTable(URL).append_chunks([market_frame()]), e.g. while tuning); repeatable",
     )
     args = parser.parse_args()
     if args.reads_on:
