@@ -57,9 +57,12 @@ def test_unknown_extra_is_a_programming_error():
 def test_every_cloud_kind_is_covered():
     from airflow_provider_skynomad.get_provider_info import get_provider_info
 
-    (connection,) = get_provider_info()["connection-types"]
-    kinds = connection["conn-fields"]["cloud"]["schema"]["enum"]
+    from airflow_provider_skynomad.hooks.skynomad import CLOUD_CONN_TYPES
+
+    types = {c["connection-type"]: c for c in get_provider_info()["connection-types"]}
+    kinds = types["skynomad"]["conn-fields"]["cloud"]["schema"]["enum"]
     assert sorted(kinds) == sorted([*EXTRAS, *NEEDS_NO_EXTRA])
+    assert sorted(CLOUD_CONN_TYPES.values()) == sorted(EXTRAS)  # each real cloud's own connection type
 
 
 @pytest.mark.parametrize("extra, source", [("aws", "clouds/aws.py"), ("gcp", "clouds/gcp.py")])
