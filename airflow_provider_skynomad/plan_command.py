@@ -15,66 +15,18 @@ import argparse
 import json
 import math
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from .market.grid import build_grid
 from .market.observations import read_observations
 from .market.view import MarketView
 from .planner.actions import Mode, Option
+from .planner.explain import OptionRow, explain
 from .planner.job import JobSpec, JobState
 from .planner.policies.skynomad import SkyNomadPolicy
-from .planner.utility import MODES
-
-
-@dataclass(frozen=True)
-class OptionRow:
-    market: str
-    mode: str
-    value_usd_per_hour: float  # V
-    useful_share: float  # η
-    price_usd_per_hour: float
-    egress_usd_per_hour: float  # amortised over the stay
-    stay_hours: float
-    utility_usd_per_hour: float  # U
-    rank: int | None  # 1 = tried first; None = not tried
-
-
-def explain(policy: SkyNomadPolicy, job: JobSpec, state: JobState, view: MarketView, now: float):
-    """(decision, rows): the policy's decision and the terms of every option's utility, best U first."""
-    decision = policy.decide(job, state, view, now)
-    state = state.advance(elapsed_hours=now)
-    cheapest_od = float(np.min(view.on_demand_usd_per_hour)) * job.instances
-    home = policy._home(job, state, view) if policy.home else None  # noqa: SLF001 - the policy's own steps
-    scores, _ = policy._score(job, state, view, home)  # noqa: SLF001
-    value, _ = policy._value(job, state, view, scores, cheapest_od)  # noqa: SLF001
-    utility = scores.utility(value)
-    order = {o: k + 1 for k, o in enumerate(o for o in decision.try_in_order if o is not None)}
-    rows = []
-    for i, market in enumerate(view.keys):
-        for j, mode in enumerate(MODES):
-            if not scores.valid[i, j]:
-                continue
-            table = view.spot_usd_per_hour if mode is Mode.SPOT else view.on_demand_usd_per_hour
-            price = float(table[i]) * job.instances
-            rows.append(
-                OptionRow(
-                    market=market,
-                    mode=mode.value,
-                    value_usd_per_hour=round(value, 4),
-                    useful_share=round(float(scores.useful_share[i, j]), 4),
-                    price_usd_per_hour=round(price, 4),
-                    egress_usd_per_hour=round(float(scores.cost_usd_per_hour[i, j]) - price, 4),
-                    stay_hours=round(float(scores.stay_hours[i, j]), 3),
-                    utility_usd_per_hour=round(float(utility[i, j]), 4),
-                    rank=order.get(Option(market, mode)),
-                )
-            )
-    rows.sort(key=lambda r: (r.rank is None, r.rank or 0, -r.utility_usd_per_hour))
-    return decision, rows
 
 
 def add_plan_command(subparsers) -> None:

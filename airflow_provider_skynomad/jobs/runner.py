@@ -30,6 +30,8 @@ from ..market.view import MarketView
 from ..planner.actions import Decision, Mode
 from ..planner.job import JobSpec, JobSpecError, JobState
 from ..planner.registry import get_policy
+
+WEIGHED_DECISIONS_KEPT = 8  # decisions whose weighed options the record keeps (the job page shows them)
 from .carry_out import Workload, apply_result, carry_out, recover_pending
 from .errors import SkyNomadDeadlineMissed, SkyNomadInputError, SkyNomadJobFailed
 from .events import JobEvent
@@ -167,7 +169,7 @@ class JobRunner:
                 policy=self.params.policy,
             )
         )
-        self._decided(0.0, decision)
+        self._decided(0.0, decision, view)
         self.store.save(record)  # first write: only after every check above passed
         self._carry_out(view, decision, 0.0)
         return self._defer()
@@ -245,7 +247,7 @@ class JobRunner:
                 self._say(record.note(at, "deadline pressure", why=why_move(record, view, decision, at)))
                 first = decision.first
                 record.on_safety_net |= first is not None and first.mode is Mode.ON_DEMAND
-        self._decided(now, decision)
+        self._decided(now, decision, view)
         self._carry_out(view, decision, now)
         return self._defer()
 
@@ -350,10 +352,29 @@ class JobRunner:
         state = self.record.state.advance(elapsed_hours=elapsed)
         return policy.decide(self.record.job, state, view, elapsed)
 
-    def _decided(self, at: float, decision: Decision) -> None:
+    def _decided(self, at: float, decision: Decision, view: MarketView | None = None) -> None:
         first = str(decision.first) if decision.first else "idle"
-        self.record.note(at, "decide", want=first, reason=decision.reason)
+        item = self.record.note(at, "decide", want=first, reason=decision.reason)
+        options = self._weighed(view, at) if view is not None else []
+        if options:
+            item["options"] = options
+            explained = [t for t in self.record.timeline if "options" in t]
+            for older in explained[:-WEIGHED_DECISIONS_KEPT]:  # the task state stays small
+                del older["options"]
         self.log.debug("planner at %.2f h wants %s: %s", at, first, decision.reason)
+
+    def _weighed(self, view: MarketView, at: float) -> list[dict]:
+        """The best few options the skynomad policy weighed now (for the job page), [] for other policies."""
+        if self.record.policy != "skynomad":
+            return []
+        from ..planner.explain import weighed
+
+        try:
+            policy = get_policy(self.record.policy, **self.params.policy_params)
+            return weighed(policy, self.record.job, self.record.state.advance(elapsed_hours=at), view, at)
+        except Exception as exc:  # noqa: BLE001 - an explanation must never stop the job
+            self.log.debug("could not explain the decision at %.2f h: %s", at, exc)
+            return []
 
     def _carry_out(self, view: MarketView, decision: Decision, elapsed: float) -> None:
         record = self.record

@@ -126,7 +126,7 @@ def format_timeline(record: JobRecord, summary: dict) -> str:
     lines = [f"SkyNomad job {record.job_id} ({record.policy}): timeline in cloud hours since start"]
     for item in record.timeline:
         # A decision's reason holds the planner's numbers (V, U): those go to DEBUG when decided.
-        hidden = ("at_hours", "event", "reason") if item["event"] == "decide" else ("at_hours", "event")
+        hidden = ("at_hours", "event", "reason", "options") if item["event"] == "decide" else ("at_hours", "event")
         details = " ".join(f"{k}={v}" for k, v in item.items() if k not in hidden)
         lines.append(f"  t={item['at_hours']:7.2f} h  {item['event']:<18} {details}")
     lines.append(

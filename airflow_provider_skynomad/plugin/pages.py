@@ -139,14 +139,41 @@ def job_page(title: str, ti_state: str | None, facts: JobFacts | None, note: str
             "<table><tr><th>at</th><th>chose</th><th>planner's figures</th></tr>"
             + "".join(
                 f'<tr><td class="n">{d.get("at_hours", 0):.2f} h</td><td>{esc(d.get("want", ""))}</td>'
-                f"<td>{esc(d.get('reason', ''))}</td></tr>"
+                f"<td>{esc(d.get('reason', ''))}{_weighed_table(d.get('options') or [])}</td></tr>"
                 for d in facts.decisions
             )
             + "</table>",
-            '<p class="sub">V: what an hour of progress is worth now; U: V·η − price − amortised egress '
-            "(see <code>skynomad plan --explain</code> for every option weighed).</p>",
+            '<p class="sub">V: what an hour of progress is worth now; η: the share of the stay that is '
+            "progress; U: V·η − price − amortised egress; # is the order the options were tried in "
+            "(<code>skynomad plan --explain</code> prints every option).</p>",
         ]
     return page(title, "".join(body), None if facts.finished else REFRESH_SECONDS)
+
+
+def _weighed_table(options: list[dict]) -> str:
+    """The options a decision weighed (best first), as a small table inside its row."""
+    if not options:
+        return ""
+    head = (
+        '<table class="weighed"><tr><th>#</th><th>option</th><th>U $/h</th><th>V $/h</th><th>η</th>'
+        "<th>price $/h</th><th>egress $/h</th><th>stay h</th></tr>"
+    )
+    columns = ("utility_usd_per_hour", "value_usd_per_hour", "useful_share", "price_usd_per_hour")
+    columns += ("egress_usd_per_hour", "stay_hours")
+    rows = "".join(
+        f"<tr><td>{o.get('rank') or ''}</td><td>{esc(str(o.get('mode', '')))} in {esc(str(o.get('market', '')))}</td>"
+        + "".join(f'<td class="n">{_num(o.get(c))}</td>' for c in columns)
+        + "</tr>"
+        for o in options
+    )
+    return head + rows + "</table>"
+
+
+def _num(value) -> str:
+    try:
+        return f"{float(value):.2f}"
+    except (TypeError, ValueError):
+        return ""
 
 
 def markets_page(

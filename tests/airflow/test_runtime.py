@@ -110,6 +110,18 @@ def test_the_summary_says_what_the_probe_dag_spent_on_the_jobs_markets_while_it_
     assert summary["cost_usd"]["total"] < 1000  # reported beside the job's own cost, not added to it
 
 
+def test_a_decision_keeps_the_options_it_weighed_for_the_job_page(cloud):  # noqa: F811
+    store = FakeStore()
+    trigger = defer(make_op(), context_for(store))
+    (decided,) = [t for t in store.get(RECORD_KEY)["timeline"] if t["event"] == "decide"]
+    options = decided["options"]
+    assert 2 <= len(options) <= 6
+    first = options[0]
+    assert first["rank"] == 1 and first["mode"] == "spot"
+    assert first["market"].split(":")[0] == trigger.serialize()[1]["group"]["zone"]  # what was launched
+    assert {"value_usd_per_hour", "useful_share", "price_usd_per_hour", "utility_usd_per_hour"} <= set(first)
+
+
 def test_on_kill_never_launches_a_pending_request(cloud, monkeypatch):  # noqa: F811
     store = FakeStore()
     real_launch = cloud.launch

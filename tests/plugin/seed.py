@@ -94,9 +94,17 @@ def finished_record() -> dict:
     record.note(3.1, "preempted", zone=a, progress="35%")
     record.note(3.1, "launch", mode="spot", zone=b, usd_per_h=2.45)
     record.segments.append(Segment("m", b, "us-west1", "spot", 3.2, 2.45, 0.2, ["i-2"], 6.0, "migrated"))
-    record.note(
+    decided = record.note(
         6.0, "decide", want=f"on-demand({c})", reason="V=11.80 $/h (barrier 11.80, reference 2.40), U_here=-1.2"
     )
+    decided["options"] = [  # what planner/explain.py `weighed` keeps: the best few, tried ones first
+        {"market": f"{c}:a3-highgpu-8g", "mode": "on-demand", "value_usd_per_hour": 11.8, "useful_share": 0.97,
+         "price_usd_per_hour": 7.4, "egress_usd_per_hour": 0.31, "stay_hours": 3.6, "utility_usd_per_hour": 3.73,
+         "rank": 1},
+        {"market": f"{b}:a3-highgpu-8g", "mode": "spot", "value_usd_per_hour": 11.8, "useful_share": 0.41,
+         "price_usd_per_hour": 2.45, "egress_usd_per_hour": 0.0, "stay_hours": 0.4, "utility_usd_per_hour": -1.2,
+         "rank": None},
+    ]  # fmt: skip
     record.note(
         6.0,
         "migrate",

@@ -93,6 +93,9 @@ def test_the_job_page_of_a_finished_run_shows_its_zones_cost_deadline_and_why_it
     assert 'class="chart gantt"' in html and "preempted" in html and "us-west1-a preempted 2 times in 1 h" in html
     assert "latest safe on-demand finish" in html and "uniform progress" in html and "all on-demand" in html
     assert "V=11.80" in html  # the last decisions' numbers
+    weighed = " ".join(text_of(html).split())  # and the options that decision weighed, the one tried first marked
+    assert "1 on-demand in europe-west1-c:a3-highgpu-8g 3.73" in weighed
+    assert "spot in us-west1-a:a3-highgpu-8g -1.20" in weighed
     assert "<script" not in html and "http://" not in html and "https://" not in html
     assert 'http-equiv="refresh"' not in html  # final: no reloading
 
