@@ -16,7 +16,7 @@ from airflow_provider_skynomad.demo import model_is_bit_identical, run_dag_test,
 from .conftest import DAGS_FOLDER, seed_market
 
 SPEED = 600.0  # 1 simulated hour per 6 s: slow enough that the workload's start-up stays inside the cold start
-TRACE_START_HOURS = 90.0  # a stretch of the GCP H100 week where us-east4 spot capacity comes and goes
+TRACE_START_HOURS = 89.5  # a stretch of the GCP H100 week where us-east4 spot capacity comes and goes
 
 
 def load_dag(name: str):
