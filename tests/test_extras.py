@@ -56,7 +56,6 @@ def test_unknown_extra_is_a_programming_error():
 
 def test_every_cloud_kind_is_covered():
     from airflow_provider_skynomad.get_provider_info import get_provider_info
-
     from airflow_provider_skynomad.hooks.skynomad import CLOUD_CONN_TYPES
 
     types = {c["connection-type"]: c for c in get_provider_info()["connection-types"]}
