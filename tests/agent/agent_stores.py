@@ -19,7 +19,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def moto_endpoint():
     """One moto server (S3) on localhost for the session; its URL."""
     moto_server = pytest.importorskip("moto.server")
@@ -47,7 +47,7 @@ def s3_uri(moto_endpoint, monkeypatch):
     return lambda name: f"s3://{bucket}/jobs/{name}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def gcs_endpoint():
     """One gcp-storage-emulator server on localhost for the session; its URL."""
     emulator = pytest.importorskip("gcp_storage_emulator.server")
