@@ -30,8 +30,6 @@ from ..market.view import MarketView
 from ..planner.actions import Decision, Mode
 from ..planner.job import JobSpec, JobSpecError, JobState
 from ..planner.registry import get_policy
-
-WEIGHED_DECISIONS_KEPT = 8  # decisions whose weighed options the record keeps (the job page shows them)
 from .carry_out import Workload, apply_result, carry_out, recover_pending
 from .errors import SkyNomadDeadlineMissed, SkyNomadInputError, SkyNomadJobFailed
 from .events import JobEvent
@@ -42,6 +40,7 @@ from .rescue import Rescue, adoption
 from .summary import deadline_line, format_timeline, job_bill, summarize
 
 MAX_LAGS_KEPT = 50
+WEIGHED_DECISIONS_KEPT = 8  # decisions whose weighed options the record keeps (the job page shows them)
 GUARD_LAGS = 1.0  # the planner already lets a rescue come two lags late; one more lag of margin
 # Half a step: a tenth to see a finished workload (the trigger polls faster then), the rest for a
 # start-up beyond the declared cold start before the group's first checkpoint has measured it.
@@ -355,7 +354,7 @@ class JobRunner:
     def _decided(self, at: float, decision: Decision, view: MarketView | None = None) -> None:
         first = str(decision.first) if decision.first else "idle"
         item = self.record.note(at, "decide", want=first, reason=decision.reason)
-        options = self._weighed(view, at) if view is not None else []
+        options = self._weighed(view, at, decision) if view is not None else []
         if options:
             item["options"] = options
             explained = [t for t in self.record.timeline if "options" in t]
@@ -363,15 +362,17 @@ class JobRunner:
                 del older["options"]
         self.log.debug("planner at %.2f h wants %s: %s", at, first, decision.reason)
 
-    def _weighed(self, view: MarketView, at: float) -> list[dict]:
-        """The best few options the skynomad policy weighed now (for the job page), [] for other policies."""
+    def _weighed(self, view: MarketView, at: float, decision: Decision) -> list[dict]:
+        """The best few options the skynomad policy weighed now (for the job page), ranked by the order
+        `decision` (the one carried out, maybe the trigger's) tries them; [] for other policies."""
         if self.record.policy != "skynomad":
             return []
         from ..planner.explain import weighed
 
         try:
             policy = get_policy(self.record.policy, **self.params.policy_params)
-            return weighed(policy, self.record.job, self.record.state.advance(elapsed_hours=at), view, at)
+            state = self.record.state.advance(elapsed_hours=at)
+            return weighed(policy, self.record.job, state, view, at, decision=decision)
         except Exception as exc:  # noqa: BLE001 - an explanation must never stop the job
             self.log.debug("could not explain the decision at %.2f h: %s", at, exc)
             return []

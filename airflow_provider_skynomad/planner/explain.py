@@ -31,9 +31,13 @@ class OptionRow:
     rank: int | None  # 1 = tried first; None = not tried
 
 
-def explain(policy: SkyNomadPolicy, job: JobSpec, state: JobState, view: MarketView, now: float):
-    """(decision, rows): the policy's decision and the terms of every option's utility, best U first."""
-    decision = policy.decide(job, state, view, now)
+def explain(policy: SkyNomadPolicy, job: JobSpec, state: JobState, view: MarketView, now: float, decision=None):
+    """(decision, rows): the policy's decision and the terms of every option's utility, best U first.
+
+    Give `decision` when it was already made (the runtime's, carried out): it is not made again and
+    the rows are ranked by the order it tries them.
+    """
+    decision = decision if decision is not None else policy.decide(job, state, view, now)
     state = state.advance(elapsed_hours=now)
     cheapest_od = float(np.min(view.on_demand_usd_per_hour)) * job.instances
     home = policy._home(job, state, view) if policy.home else None  # noqa: SLF001 - the policy's own steps
@@ -65,7 +69,9 @@ def explain(policy: SkyNomadPolicy, job: JobSpec, state: JobState, view: MarketV
     return decision, rows
 
 
-def weighed(policy: SkyNomadPolicy, job: JobSpec, state: JobState, view, now: float, top: int = 6) -> list[dict]:
+def weighed(
+    policy: SkyNomadPolicy, job: JobSpec, state: JobState, view, now: float, top: int = 6, decision=None
+) -> list[dict]:
     """The `top` options of `explain`, tried ones first, as plain data (task state, the job page)."""
-    _, rows = explain(policy, job, state, view, now)
+    _, rows = explain(policy, job, state, view, now, decision)
     return [asdict(row) for row in rows[:top]]
