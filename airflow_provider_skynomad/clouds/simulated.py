@@ -554,6 +554,36 @@ class SimulatedCloud(Cloud):
         """Describe every group whose tags include `tags` (like a cloud's list-instances tag filter)."""
         return self.bill(tags)["groups"]
 
+    def launches(self, job_id: str | None = None) -> list[dict]:
+        """Every group ever launched (of `job_id`, if given), oldest first: the cloud's launch record.
+
+        Invariant checks read it: e.g. "never two groups of one job alive at once" compares the
+        `start_hours`/`end_hours` intervals of one job's launches. Ended groups stay in it (only a
+        record a crashed launcher left before starting any process is dropped: nothing ran).
+        Each launch is plain data: ``group_id``, ``job_id``, ``client_token``, ``zone``,
+        ``instance_type``, ``spot``, ``gang_size``, ``status``, ``start_hours``, ``end_hours``
+        (None while the group is alive), ``end_reason`` and ``cost_usd`` (so far), in simulated
+        hours on this cloud's clock.
+        """
+        return [
+            {
+                "group_id": g["group_id"],
+                "job_id": g.get("job_id", ""),
+                "client_token": g["client_token"],
+                "zone": g["zone"],
+                "instance_type": g["instance_type"],
+                "spot": g["spot"],
+                "gang_size": g["count"],
+                "status": g["status"],
+                "start_hours": g["launched_at_hours"],
+                "end_hours": g["ended_at_hours"],
+                "end_reason": g["end_reason"],
+                "cost_usd": g["usd"],
+            }
+            for g in self.bill()["groups"]
+            if job_id is None or g.get("job_id", "") == job_id
+        ]
+
     def job_dir(self, job_id: str, zone: str) -> Path:
         """`job_id`'s directory in `zone` (its checkpoint store is `checkpoint_dir`)."""
         return self.state_dir / "jobs" / _check_job_id(job_id) / zone

@@ -725,3 +725,34 @@ def test_failure_detail_is_the_end_of_a_failed_workloads_log(cloud):
     wait_for(lambda: cloud.poll(ok) is GroupStatus.SUCCEEDED, what="success")
     assert cloud.failure_detail(ok) is None
     assert cloud.console_url(ok) is None and cloud.bill() is not None
+
+
+def test_launches_record_every_group_of_a_job_with_its_simulated_interval(trace, tmp_path):
+    """What the invariant "never two groups of one job alive at once" reads: start/end of each launch."""
+    cloud = SimulatedCloud(trace, tmp_path / "state", speed=FAST, trace_start=8.0)  # r1-a loses capacity at hour 2
+    first = cloud.launch(request("r1-a", token="a-1", job_id="job-a"))
+    other = cloud.launch(request("r2-a", token="b-1", job_id="job-b", spot=False, count=1))
+    cloud.sleep_until_simulated(2.2)
+    assert cloud.poll(first) is GroupStatus.PREEMPTED
+    second = cloud.launch(request("r1-b", token="a-2", job_id="job-a", spot=False))
+
+    launches = cloud.launches("job-a")
+    assert [(x["client_token"], x["zone"], x["spot"], x["gang_size"]) for x in launches] == [
+        ("a-1", "r1-a", True, 2),
+        ("a-2", "r1-b", False, 2),
+    ]
+    preempted, alive = launches
+    assert preempted["end_hours"] == 2.0 and "0 available < 2" in preempted["end_reason"]
+    assert preempted["status"] == "preempted" and preempted["job_id"] == "job-a"
+    assert preempted["cost_usd"] == pytest.approx(2 * 2.0 * (2.0 - preempted["start_hours"]))
+    assert alive["start_hours"] >= preempted["end_hours"] and alive["end_hours"] is None
+    assert alive["end_reason"] is None and alive["cost_usd"] >= 0
+    assert [x["job_id"] for x in cloud.launches()] == ["job-a", "job-b", "job-a"]
+    assert cloud.launches("job-c") == []
+
+    cloud.terminate(second)
+    cloud.terminate(other)
+    ended = cloud.launches("job-a")[1]
+    assert ended["end_hours"] is not None and ended["end_hours"] >= ended["start_hours"]
+    assert ended["end_reason"] == "terminated on request" and ended["status"] == "terminated"
+    assert ended["cost_usd"] == pytest.approx(2 * 10.0 * (ended["end_hours"] - ended["start_hours"]))
