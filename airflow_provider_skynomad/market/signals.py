@@ -1,7 +1,7 @@
 """What the probe DAG learns for free and what it spends, kept beside the market table.
 
-Two tables in the market table's database (same URL, same engine settings, same conventions as
-`market/table.py`):
+Two tables in the market table's database (same URL, engine settings, UTC times and versioned
+schema, from `market/database.py`):
 
 - ``market_signals``: free signals (`clouds.base.Signal`: AWS spot placement scores, spot price
   history), one row per (zone, instance type, kind, count, time). They cost nothing to read, so
@@ -32,21 +32,12 @@ from sqlalchemy import (
     String,
     Table,
     func,
-    inspect,
     select,
 )
 from sqlalchemy.engine import URL
-from sqlalchemy.schema import CreateIndex, CreateTable
 
-from .table import (
-    _INSERT,
-    _PG_CREATE_LOCK,
-    MarketSchemaError,
-    MarketTable,
-    UtcDateTime,
-    _utc,
-    schema_version,
-)
+from .database import INSERT, MarketDatabase, UtcDateTime, utc
+from .table import MarketTable
 
 SCHEMA_VERSION = 1
 """Bump when either table's layout changes, and teach `create()` to migrate from the old one."""
@@ -106,81 +97,20 @@ class ProbeSpend:
     reason: str = ""
 
 
-class SignalTable:
+class SignalTable(MarketDatabase):
     """Free signals and the probe-spend record, in the market table's database.
 
     :param url: SQLAlchemy URL of the market database (`default_market_url()` when omitted).
     :param market: an open `MarketTable` whose engine to share instead of opening another.
     """
 
+    component = _COMPONENT
+    layout_version = SCHEMA_VERSION
+    tables = (market_signals, probe_spend)
+    label = "signal and probe-spend tables"
+
     def __init__(self, url: str | URL | None = None, *, market: MarketTable | None = None):
-        self._owns = market is None
-        self.market = market if market is not None else MarketTable(url)
-        self.engine = self.market.engine
-        self.dialect = self.market.dialect
-        self.display_url = self.market.display_url
-        self._ready = False
-
-    def __repr__(self) -> str:
-        return f"SignalTable({self.display_url!r})"
-
-    def __enter__(self) -> SignalTable:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self._owns:
-            self.market.close()
-
-    # -- schema ------------------------------------------------------------------------------
-
-    def create(self) -> None:
-        """Create both tables if missing and check their version; idempotent, concurrency-safe.
-
-        The market schema comes first (it owns ``schema_version``); then the same advisory lock
-        on PostgreSQL, and the same idempotent statements on SQLite, as `MarketTable.create`.
-        """
-        self.market.create()
-        with self.engine.begin() as conn:
-            found = self._current_version(conn)
-            if found == SCHEMA_VERSION:
-                self._ready = True
-                return
-            if found is not None:
-                raise MarketSchemaError(self._version_message(found))
-            if self.dialect == "postgresql":
-                conn.execute(select(func.pg_advisory_xact_lock(_PG_CREATE_LOCK)))
-            for table in (market_signals, probe_spend):
-                conn.execute(CreateTable(table, if_not_exists=True))
-                for index in table.indexes:
-                    conn.execute(CreateIndex(index, if_not_exists=True))
-            insert = _INSERT[self.dialect](schema_version).values(component=_COMPONENT, version=SCHEMA_VERSION)
-            conn.execute(insert.on_conflict_do_nothing(index_elements=["component"]))
-            found = self._current_version(conn)
-            if found != SCHEMA_VERSION:
-                raise MarketSchemaError(self._version_message(found))
-        self._ready = True
-
-    @staticmethod
-    def _current_version(conn) -> int | None:
-        if not inspect(conn).has_table(schema_version.name):
-            return None
-        return conn.execute(
-            select(schema_version.c.version).where(schema_version.c.component == _COMPONENT)
-        ).scalar_one_or_none()
-
-    def _version_message(self, found: int | None) -> str:
-        return (
-            f"signal and probe-spend tables at {self.display_url} have schema version {found}, but this "
-            f"airflow-provider-skynomad only knows version {SCHEMA_VERSION}; upgrade the package or point "
-            "the URL at another database"
-        )
-
-    def _ensure(self) -> None:
-        if not self._ready:
-            self.create()
+        super().__init__(url, share=market)
 
     # -- free signals ------------------------------------------------------------------------
 
@@ -250,7 +180,7 @@ class SignalTable:
     # -- helpers -----------------------------------------------------------------------------
 
     def _insert(self, table: Table, records: list[dict], key: list[str]) -> int:
-        statement = _INSERT[self.dialect](table).on_conflict_do_nothing(index_elements=key).returning(table.c.zone)
+        statement = INSERT[self.dialect](table).on_conflict_do_nothing(index_elements=key).returning(table.c.zone)
         with self.engine.begin() as conn:
             return len(conn.execute(statement, records).all())
 
@@ -267,9 +197,9 @@ def _filters(table: Table, time_column, zones, since, until) -> list:
     if zones is not None:
         clauses.append(table.c.zone.in_(list(zones)))
     if since is not None:
-        clauses.append(time_column >= _utc(since))
+        clauses.append(time_column >= utc(since))
     if until is not None:
-        clauses.append(time_column < _utc(until))
+        clauses.append(time_column < utc(until))
     return clauses
 
 

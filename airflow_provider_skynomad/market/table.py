@@ -10,94 +10,56 @@ retries are at-least-once: a repeated observation is a no-op and the first write
 from __future__ import annotations
 
 import functools
-import importlib.util
-import os
-import random
-import sqlite3
-import time
-import zlib
 from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime
-from pathlib import Path
+from datetime import datetime
 
 import pandas as pd
 from sqlalchemy import (
+    BigInteger,
     Column,
     DateTime,
     Double,
-    Engine,
     Index,
     Integer,
-    MetaData,
     PrimaryKeyConstraint,
     String,
     Table,
-    create_engine,
-    event,
     func,
-    inspect,
     select,
     type_coerce,
-    update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.schema import CreateIndex, CreateTable
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy.engine import URL
 
 from . import bulk
+from .database import (
+    INSERT,
+    SQLITE_BUSY_TIMEOUT_SECONDS,
+    MarketDatabase,
+    MarketSchemaError,
+    UtcDateTime,
+    default_market_url,
+    metadata,
+    schema_version,
+)
+from .database import utc as _utc
 from .observations import COLUMNS, KEY, validate_observations
 
-SCHEMA_VERSION = 2
-"""Bump when the table layout changes, and teach `create()` to migrate from the old one.
-Version 2 added the index on (observed_at, zone, instance_type); `create()` adds it to a version-1 table."""
-
-SQLITE_BUSY_TIMEOUT_SECONDS = 60.0
-_COMPONENT = "market"
-# pg_advisory_xact_lock key shared by every process creating the schema (any fixed int64).
-_PG_CREATE_LOCK = zlib.crc32(b"airflow-provider-skynomad market schema")
-
-
-class MarketSchemaError(RuntimeError):
-    """The database holds a market schema this code cannot use (e.g. written by a newer release)."""
-
-
-class UtcDateTime(TypeDecorator):
-    """Timezone-aware UTC timestamps on every backend.
-
-    PostgreSQL stores TIMESTAMPTZ natively. SQLite has no time zones, so values are stored as
-    UTC wall-clock text (a fixed format, so the unique key and range filters still work) and
-    marked UTC again on the way out. Naive datetimes are refused: guessing a zone is how a
-    market view ends up hours off.
-    """
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError(f"market timestamps must be timezone-aware, got naive {value!r}")
-        value = value.astimezone(UTC)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
-
-    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
-        return value.astimezone(UTC)
-
-
-metadata = MetaData()
-
-schema_version = Table(
+__all__ = [
+    "SCHEMA_VERSION",
+    "SQLITE_BUSY_TIMEOUT_SECONDS",
+    "MarketSchemaError",
+    "MarketTable",
+    "UtcDateTime",
+    "default_market_url",
+    "market_changes",
+    "market_observations",
     "schema_version",
-    metadata,
-    Column("component", String(64), primary_key=True),
-    Column("version", Integer, nullable=False),
-)
+]
+
+SCHEMA_VERSION = 3
+"""Bump when the table layout changes, and teach `create()` to migrate from the old one.
+Version 2 added the index on (observed_at, zone, instance_type), version 3 the `market_changes`
+table; `create()` adds what is missing to a version-1 or -2 database."""
 
 market_observations = Table(
     "market_observations",
@@ -122,38 +84,18 @@ market_observations = Table(
     Index("ix_market_observations_observed_at", "observed_at", "zone", "instance_type"),
 )
 
-_INSERT = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
-_MIGRATES_FROM = (1,)
+market_changes = Table(
+    "market_changes",
+    metadata,
+    Column("kind", String(32), primary_key=True),
+    Column("count", BigInteger, nullable=False),
+)
+"""Counters of what incremental readers cannot see in new rows: ``deleted`` counts the rows ever
+deleted (compaction). A reader that held rows compares it with the figure it last saw, one
+primary-key lookup per read, and reads its window again when it moved."""
 
-
-def default_market_url() -> str:
-    """The embedded default: sqlite:///$SKYNOMAD_HOME/market.db (SKYNOMAD_HOME defaults to ~/.skynomad)."""
-    home = Path(os.environ.get("SKYNOMAD_HOME") or Path.home() / ".skynomad").expanduser()
-    return URL.create("sqlite", database=str(home / "market.db")).render_as_string()
-
-
-def _parse_url(url: str | URL) -> URL:
-    parsed = make_url(url)
-    if parsed.drivername.split("+")[0] == "postgres":
-        # Airflow's Connection.get_uri() spells PostgreSQL "postgres://", which SQLAlchemy rejects.
-        parsed = parsed.set(drivername=parsed.drivername.replace("postgres", "postgresql", 1))
-    if parsed.drivername == "postgresql":
-        # SQLAlchemy 2.1 maps a bare postgresql:// to psycopg 3; we depend on psycopg2 (the
-        # `postgres` extra), so use whichever driver is actually installed.
-        driver = "psycopg2" if importlib.util.find_spec("psycopg2") else "psycopg"
-        parsed = parsed.set(drivername=f"postgresql+{driver}")
-    if parsed.get_backend_name() not in _INSERT:
-        raise ValueError(
-            f"market table supports sqlite and postgresql URLs, got {parsed.render_as_string(hide_password=True)}"
-        )
-    return parsed
-
-
-def _utc(value: datetime | str | pd.Timestamp) -> datetime:
-    """A bound for range filters; naive values are taken as UTC (traces are written in UTC)."""
-    stamp = pd.Timestamp(value)
-    stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
-    return stamp.to_pydatetime()
+_INSERT = INSERT
+_MIGRATES_FROM = (1, 2)
 
 
 def _empty_frame() -> pd.DataFrame:
@@ -173,7 +115,7 @@ def _read_dtypes() -> dict:
     return dict(_empty_frame().dtypes)
 
 
-class MarketTable:
+class MarketTable(MarketDatabase):
     """Market observations in a SQLite or PostgreSQL database given by a SQLAlchemy URL.
 
     The schema is created on first use (`create()` is idempotent and safe to run from several
@@ -183,96 +125,14 @@ class MarketTable:
         shown in messages (`display_url`).
     """
 
+    component = "market"
+    layout_version = SCHEMA_VERSION
+    tables = (market_observations, market_changes)
+    migrates_from = _MIGRATES_FROM
+    label = "market table"
+
     def __init__(self, url: str | URL | None = None):
-        self.url = _parse_url(url if url is not None else default_market_url())
-        self.display_url = self.url.render_as_string(hide_password=True)
-        self.dialect = self.url.get_backend_name()
-        self._ready = False
-        self.engine = self._make_engine()
-
-    def __repr__(self) -> str:
-        return f"MarketTable({self.display_url!r})"
-
-    def __enter__(self) -> MarketTable:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Release pooled connections (PostgreSQL servers count them)."""
-        self.engine.dispose()
-
-    def _make_engine(self) -> Engine:
-        if self.dialect == "sqlite":
-            if self.url.database and self.url.database != ":memory:":
-                Path(self.url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-            engine = create_engine(self.url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS})
-            event.listen(engine, "connect", _sqlite_pragmas)
-            return engine
-        connect_args = {} if "connect_timeout" in self.url.query else {"connect_timeout": 10}
-        return create_engine(self.url, connect_args=connect_args, pool_pre_ping=True)
-
-    # -- schema ------------------------------------------------------------------------------
-
-    def create(self) -> None:
-        """Create the schema if missing and check its version; idempotent, concurrency-safe.
-
-        PostgreSQL serialises concurrent creators with a transaction-scoped advisory lock
-        (CREATE ... IF NOT EXISTS alone can still collide in the catalog). On SQLite every
-        statement below is atomic and idempotent on its own, and the busy timeout queues them.
-        """
-        with self.engine.begin() as conn:
-            found = self._current_version(conn)
-            if found == SCHEMA_VERSION:
-                self._ready = True
-                return  # fast path: no DDL, so read-only database users work too
-            if found is not None and found not in _MIGRATES_FROM:
-                raise MarketSchemaError(self._version_message(found))
-            if self.dialect == "postgresql":
-                conn.execute(select(func.pg_advisory_xact_lock(_PG_CREATE_LOCK)))
-            conn.execute(CreateTable(schema_version, if_not_exists=True))
-            found = self._current_version(conn)
-            if found is not None and found != SCHEMA_VERSION and found not in _MIGRATES_FROM:
-                raise MarketSchemaError(self._version_message(found))
-            conn.execute(CreateTable(market_observations, if_not_exists=True))
-            for index in market_observations.indexes:
-                conn.execute(CreateIndex(index, if_not_exists=True))
-            insert = _INSERT[self.dialect](schema_version).values(component=_COMPONENT, version=SCHEMA_VERSION)
-            conn.execute(insert.on_conflict_do_nothing(index_elements=["component"]))
-            # A version-1 table only lacked an index, which the loop above created (under the lock).
-            conn.execute(
-                update(schema_version)
-                .where(schema_version.c.component == _COMPONENT, schema_version.c.version.in_(_MIGRATES_FROM))
-                .values(version=SCHEMA_VERSION)
-            )
-            found = self._current_version(conn)
-            if found != SCHEMA_VERSION:
-                raise MarketSchemaError(self._version_message(found))
-        self._ready = True
-
-    def _current_version(self, conn) -> int | None:
-        if not inspect(conn).has_table(schema_version.name):
-            return None
-        return conn.execute(
-            select(schema_version.c.version).where(schema_version.c.component == _COMPONENT)
-        ).scalar_one_or_none()
-
-    def _version_message(self, found: int | None) -> str:
-        if found is not None and found > SCHEMA_VERSION:
-            return (
-                f"market table at {self.display_url} has schema version {found}, but this "
-                f"airflow-provider-skynomad only knows version {SCHEMA_VERSION}; upgrade the package "
-                "or point the URL at another database"
-            )
-        return (
-            f"market table at {self.display_url} has schema version {found}, which this code "
-            f"(version {SCHEMA_VERSION}) cannot migrate; export it with the release that wrote it"
-        )
-
-    def _ensure(self) -> None:
-        if not self._ready:
-            self.create()
+        super().__init__(url)
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -460,31 +320,3 @@ class MarketTable:
         if until is not None:
             clauses.append(table.c.observed_at < _utc(until))
         return clauses
-
-
-def _sqlite_pragmas(dbapi_connection, _record) -> None:
-    """WAL lets readers run beside the single writer; busy_timeout makes writers wait, not fail.
-
-    synchronous=NORMAL is WAL's usual pairing: a power cut may lose the last commits, which a
-    table refilled by the next probe round tolerates, and every commit is not an fsync.
-
-    Switching a fresh file to WAL needs an exclusive lock and SQLite does not apply the busy
-    timeout to it, so several processes opening a new database at once retry here instead.
-    PRAGMAs have no SQLAlchemy Core form, so they are the one place with SQL text.
-    """
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_SECONDS * 1000)}")
-        cursor.execute("PRAGMA synchronous = NORMAL")
-        deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_SECONDS
-        while True:
-            try:
-                if cursor.execute("PRAGMA journal_mode").fetchone()[0] in ("wal", "memory"):
-                    break
-                cursor.execute("PRAGMA journal_mode = WAL").fetchall()
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(random.uniform(0.005, 0.05))
-    finally:
-        cursor.close()

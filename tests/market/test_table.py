@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from sqlalchemy import inspect, update
+from sqlalchemy import inspect, select, update
 
 from airflow_provider_skynomad.market.observations import COLUMNS, TraceError, read_observations
 from airflow_provider_skynomad.market.table import (
@@ -268,3 +268,21 @@ def test_latest_and_zones(table, trace):
     assert table.zones() == ["europe-west1-c", "us-west1-a"]
     assert table.latest_observed_at() == rows["observed_at"].max()
     assert table.latest_observed_at(zones=["nowhere"]) is None
+
+
+def test_an_older_layout_is_brought_up_to_date_and_keeps_its_rows(market_url, trace):
+    """A version-2 database (no `market_changes`, one index fewer) is migrated by `create()` in place."""
+    with MarketTable(market_url) as t:
+        t.append(_rows(trace, ["us-central1-a"], hours=1))
+        with t.engine.begin() as conn:
+            conn.exec_driver_sql("DROP TABLE market_changes")
+            conn.exec_driver_sql("DROP INDEX ix_market_observations_observed_at")
+            conn.execute(update(schema_version).where(schema_version.c.component == "market").values(version=2))
+    with MarketTable(market_url) as t:
+        assert len(t.read()) == 6
+        found = inspect(t.engine)
+        assert "market_changes" in found.get_table_names()
+        assert "ix_market_observations_observed_at" in {i["name"] for i in found.get_indexes("market_observations")}
+        with t.engine.connect() as conn:
+            version = conn.execute(select(schema_version.c.version).where(schema_version.c.component == "market"))
+            assert version.scalar_one() == SCHEMA_VERSION
