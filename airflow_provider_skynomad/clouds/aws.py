@@ -53,6 +53,14 @@ def _per_region(value, region: str):
     return value.get(region) if isinstance(value, dict) else value
 
 
+def _retrying(hook):
+    """The botocore config for a hook's client: the connection's own, with client-side retries
+    (adaptive mode) unless the connection's ``config_kwargs`` set ``retries`` themselves."""
+    from .retry import botocore_retry_config
+
+    return botocore_retry_config(hook.conn_config.botocore_config)
+
+
 def _tag_list(tags: dict[str, str]) -> list[dict]:
     return [{"Key": k, "Value": str(v)} for k, v in tags.items()]
 
@@ -134,7 +142,10 @@ class AwsCloud(Cloud):
         if region not in self._s3_clients:
             from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-            self._s3_clients[region] = S3Hook(aws_conn_id=self.aws_conn_id, region_name=region).get_conn()
+            config = _retrying(S3Hook(aws_conn_id=self.aws_conn_id, region_name=region))
+            self._s3_clients[region] = S3Hook(
+                aws_conn_id=self.aws_conn_id, region_name=region, config=config
+            ).get_conn()
         return self._s3_clients[region]
 
     def sts(self):
@@ -145,7 +156,8 @@ class AwsCloud(Cloud):
     def _ec2_hook(self, region: str | None):
         from airflow.providers.amazon.aws.hooks.ec2 import EC2Hook
 
-        return EC2Hook(aws_conn_id=self.aws_conn_id, region_name=region, api_type="client_type")
+        config = _retrying(EC2Hook(aws_conn_id=self.aws_conn_id, region_name=region, api_type="client_type"))
+        return EC2Hook(aws_conn_id=self.aws_conn_id, region_name=region, api_type="client_type", config=config)
 
     @property
     def store(self) -> JobStore:

@@ -271,7 +271,8 @@ def _extra_of(conn: Any) -> dict:
 
 
 def make_cloud(config: SkyNomadConfig) -> Cloud:
-    """The cloud a config names. Imports lazily: a simulated run never loads boto3 or google.
+    """The cloud a config names, behind bounded API retries. Imports lazily: a simulated run never
+    loads boto3 or google.
 
     `cloud_options` go to the cloud's constructor; a key it does not take, or one the connection
     sets through its own field, is refused with SkyNomadConfigError naming it and the accepted keys.
@@ -315,7 +316,9 @@ def make_cloud(config: SkyNomadConfig) -> Cloud:
             f"skynomad connection: the {config.cloud} cloud does not accept cloud_options "
             f"{', '.join(repr(n) for n in unknown)}; accepted: {', '.join(accepted) or 'none'}"
         )
-    return cls(**fixed, **options)
+    from ..clouds.retry import with_retries
+
+    return with_retries(cls(**fixed, **options))  # every caller gets bounded API retries (clouds/retry.py)
 
 
 class SkyNomadHook(BaseHook):

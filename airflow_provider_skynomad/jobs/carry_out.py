@@ -5,6 +5,11 @@ and terminate; every request is written to the record (with its client token) *b
 sent. `recover_pending` finishes a request a crashed worker left in flight: the cloud answers the
 same token with the same group. `apply_result` records segments, estimated costs and the planner
 state either way. Each launch outcome is reported through `observe(market_key, available)`.
+
+A launch the cloud API refused throughout (clouds/retry.py) is noted in the timeline but never
+reported as a market observation: a throttled API says nothing about spot capacity. When it
+leaves the job with nothing running, the job fails with `SkyNomadJobFailed` naming the API's
+answer (the task's retries, if any, try again later).
 """
 
 from __future__ import annotations
@@ -13,10 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..clouds.base import CapacityError, Cloud, LaunchRequest
+from ..clouds.retry import CloudApiError
 from ..market.grid import Market
 from ..market.view import MarketView
 from ..planner.actions import Decision, Mode, Option
 from .drive import DriveResult, drive, move_checkpoint
+from .errors import SkyNomadJobFailed
 from .record import JobRecord, PendingLaunch, Segment, StateStore
 
 Observe = Callable[[str, int], None]  # (market key, instances available) → shared with the market table
@@ -86,21 +93,33 @@ def carry_out(
         observe(option.market, 0)
         store.save(record)
 
-    result = drive(
-        cloud,
-        decision,
-        current=current,
-        current_option=current_option,
-        checkpoint_zone=checkpoint_zone,
-        markets=markets,
-        make_request=make_request,
-        checkpoint_gb=job.checkpoint_gb,
-        gang_size=job.instances,
-        job_id=record.job_id,
-        tags=workload.tags,
-        before_launch=before_launch,
-        after_failure=after_failure,
-    )
+    def after_api_error(request: LaunchRequest, exc: CloudApiError) -> None:
+        record.failed_launches += 1
+        record.pending = None  # the lookup by its token found no group: nothing is in flight
+        mode = "spot" if request.spot else "on-demand"
+        record.note(elapsed, "cloud api", zone=request.zone, mode=mode, error=str(exc))
+        store.save(record)
+
+    try:
+        result = drive(
+            cloud,
+            decision,
+            current=current,
+            current_option=current_option,
+            checkpoint_zone=checkpoint_zone,
+            markets=markets,
+            make_request=make_request,
+            checkpoint_gb=job.checkpoint_gb,
+            gang_size=job.instances,
+            job_id=record.job_id,
+            tags=workload.tags,
+            before_launch=before_launch,
+            after_failure=after_failure,
+            after_api_error=after_api_error,
+        )
+    except CloudApiError as exc:
+        store.save(record)
+        raise SkyNomadJobFailed(f"SkyNomad job {record.job_id} stopped: {exc}") from exc
     apply_result(record, view, result, elapsed, observe)
     store.save(record)
 

@@ -11,6 +11,15 @@ checkpointed nothing restarts anywhere for free.
 `before_launch` runs before every launch so the caller can persist the request (and its client
 token) first: a crash between persisting and launching is then repaired by finding that token's
 group, or by re-sending the same request, which the cloud answers with the same group.
+
+A launch the cloud API would not take even after its retries (`CloudApiError`: throttled or
+timed out throughout, see clouds/retry.py) may still have gone through unanswered, so the
+token's group is looked up first: found, it is the launch's result. Not found, the option failed
+like a full zone (but teaches nothing about the market) and the next one is tried. When nothing
+launched because of the API: a job that runs keeps its group (a move that cannot be made is no
+reason to stop working), a job that has none fails naming the API's answer. If even the lookup
+fails, nobody can tell whether a group runs: the driver stops there and raises, leaving the
+request in flight for a retry (or `on_kill`, or `skynomad cleanup`) to settle by its token.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..clouds.base import CapacityError, Cloud, GroupHandle, LaunchRequest, ProbeResult
+from ..clouds.retry import CloudApiError
 from ..market.grid import Market
 from ..planner.actions import Decision, Option
 
@@ -34,6 +44,7 @@ class DriveResult:
     terminated: GroupHandle | None = None
     moved_from_zone: str | None = None  # set only when a checkpoint was copied from there
     probes: list[ProbeResult] = field(default_factory=list)
+    api_errors: list[str] = field(default_factory=list)  # launches the cloud API would not take
 
 
 def drive(
@@ -51,13 +62,18 @@ def drive(
     tags: dict[str, str] | None = None,
     before_launch: Callable[[LaunchRequest], None] = lambda request: None,
     after_failure: Callable[[LaunchRequest], None] = lambda request: None,
+    after_api_error: Callable[[LaunchRequest, CloudApiError], None] = lambda request, exc: None,
 ) -> DriveResult:
     """Execute `decision`; see the module docstring for the order of effects.
 
     `tags` (the job's) go on its probes and checkpoint copies, so the cloud can bill them to the job.
+
+    :raises CloudApiError: nothing launched because of the cloud API and the job has no group, or
+        a launch's outcome cannot be told (the message says which, in plain words).
     """
-    probes = [_probe(cloud, markets[key], gang_size, tags) for key in decision.probes]
+    probes = _probes(cloud, markets, decision.probes, gang_size, tags)
     failed: list[Option] = []
+    api_errors: list[str] = []
     for option in decision.try_in_order:
         if option is not None and current is not None and option == current_option:
             return DriveResult(current, current_option, failed=failed, probes=probes)
@@ -74,16 +90,48 @@ def drive(
             failed.append(option)
             after_failure(request)
             continue
+        except CloudApiError as exc:
+            handle = _unanswered(cloud, request, exc)
+            if handle is None:
+                failed.append(option)
+                api_errors.append(str(exc))
+                after_api_error(request, exc)
+                continue
         if current is not None:
             cloud.terminate(current)
         moved_from = move_checkpoint(cloud, checkpoint_zone, market.zone, checkpoint_gb, job_id, tags)
         return DriveResult(
-            handle, option, launched=True, failed=failed, terminated=current, moved_from_zone=moved_from, probes=probes
+            handle,
+            option,
+            launched=True,
+            failed=failed,
+            terminated=current,
+            moved_from_zone=moved_from,
+            probes=probes,
+            api_errors=api_errors,
+        )
+    if api_errors:
+        if current is not None:  # keep working where the job runs; the next step tries again
+            return DriveResult(current, current_option, failed=failed, probes=probes, api_errors=api_errors)
+        raise CloudApiError(
+            f"no group could be launched: {api_errors[-1]}; nothing of this job is running"
+            + (f" ({len(api_errors)} launches refused)" if len(api_errors) > 1 else "")
         )
     # Nothing launched (every spot option was full): the job waits idle for the next step.
     if current is not None:
         cloud.terminate(current)
     return DriveResult(None, None, failed=failed, terminated=current, probes=probes)
+
+
+def _unanswered(cloud: Cloud, request: LaunchRequest, exc: CloudApiError) -> GroupHandle | None:
+    """The group a launch the API never answered started after all, None when it started none."""
+    try:
+        return cloud.find(request.client_token)
+    except Exception as lookup:  # noqa: BLE001 - any failure here means "cannot tell"
+        raise CloudApiError(
+            f"{exc}; whether launch {request.client_token} started a group cannot be told either "
+            f"({type(lookup).__name__}: {lookup}); a retry of the task settles it by its client token"
+        ) from exc
 
 
 def move_checkpoint(
@@ -103,5 +151,15 @@ def _market(markets: dict[str, Market], option: Option) -> Market:
         raise ValueError(f"decision names market {option.market!r}, not among the job's {sorted(markets)}") from None
 
 
-def _probe(cloud: Cloud, market: Market, gang_size: int, tags: dict[str, str] | None) -> ProbeResult:
-    return cloud.probe(market.region, market.zone, market.instance_type, gang_size, tags=tags)
+def _probes(
+    cloud: Cloud, markets: dict[str, Market], keys, gang_size: int, tags: dict[str, str] | None
+) -> list[ProbeResult]:
+    """The decision's probes; one the cloud API refuses is skipped (a probe only informs)."""
+    results = []
+    for key in keys:
+        market = markets[key]
+        try:
+            results.append(cloud.probe(market.region, market.zone, market.instance_type, gang_size, tags=tags))
+        except CloudApiError:
+            continue
+    return results

@@ -32,6 +32,10 @@ def say(item: dict) -> str:
         return f"{at} preempted in {zone} at {item.get('progress') or '?'} done"
     if event == "no capacity":
         return f"{at} no {item['mode']} capacity in {zone}"
+    if event == "cloud api":
+        return f"{at} the cloud API did not take the {item['mode']} launch in {zone}: {item.get('error', '')}"
+    if event == "stale market":
+        return f"{at} {item['words']}"
     if event == "release":
         return f"{at} released the group in {zone}"
     if event == "idle":

@@ -37,6 +37,7 @@ from .narrate import live_status, say, status_line, why_move
 from .params import JobParams
 from .record import JOB_TAG, JobRecord, StateStore, job_id_for
 from .rescue import Rescue, adoption
+from .stale import StaleGuard
 from .summary import deadline_line, format_timeline, job_bill, summarize
 
 MAX_LAGS_KEPT = 50
@@ -112,6 +113,7 @@ class JobRunner:
         self._table_factory = table_factory
         self._table = None
         self._source: MarketSource | None = None
+        self._stale = StaleGuard()
         self.record: JobRecord | None = None
 
     # == entry points =========================================================================
@@ -322,10 +324,16 @@ class JobRunner:
                 self.params.step_hours,
                 record.job.instances,
             )
+        now = self.cloud.now_timestamp()
         try:
-            return self._source.view(self.cloud.now_timestamp() + pd.Timedelta(seconds=1))
+            view = self._source.view(now + pd.Timedelta(seconds=1))
         except MarketInputError as exc:
             raise SkyNomadJobFailed(str(exc)) from exc
+        running = record.state.running.market if record.state.running else None
+        view, warnings = self._stale.apply(view, self._source.held(), now, running)  # jobs/stale.py
+        for words in warnings:
+            self.log.warning("%s", words)
+        return view
 
     def _job_spec(self, deadline_hours: float) -> JobSpec:
         if deadline_hours <= 0:

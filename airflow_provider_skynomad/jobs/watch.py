@@ -12,19 +12,22 @@ One action is the trigger's own: the on-demand safety net under deadline pressur
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
 from ..clouds.base import Cloud, GroupHandle, GroupStatus
+from ..clouds.retry import CloudApiError
 from ..market.source import MarketSource
 from ..planner.actions import Decision, Mode, Option
 from ..planner.job import JobSpec, JobState
 from ..planner.safety import is_safe
 from .events import JobEvent
 from .rescue import Rescue, launch_rescue
+from .stale import StaleGuard
 
 STATUS_SLACK_STEPS = 4  # status visits only with at least this many (step + lag) of slack
+MAX_API_STEPS = 3  # decision steps in a row the cloud API may leave unanswered before the job fails
 
 
 @dataclass
@@ -44,6 +47,9 @@ class Watch:
     warmup_hours: float | None = None  # measured: launch → the group's first checkpoint, minus that work
     rescued: dict | None = None  # the trigger's own rescue, told to the worker with the next event
     _last_step_hours: float | None = None
+    api_failures: int = 0  # steps in a row the cloud API did not answer
+    stale: StaleGuard = field(default_factory=StaleGuard)
+    stale_warnings: list[str] = field(default_factory=list)  # said with the step's words, then cleared
 
     def __post_init__(self) -> None:
         self.declared_cold_start_hours = self.job.cold_start_hours
@@ -92,7 +98,29 @@ class Watch:
         return self._event("status", elapsed, progress, None)
 
     def step(self, cloud: Cloud, source: MarketSource, policy) -> tuple[JobEvent | None, str]:
-        """(event or None, a plain-words line on where the job stands)."""
+        """(event or None, a plain-words line on where the job stands).
+
+        A step the cloud API would not answer even after its retries (clouds/retry.py) changes
+        nothing: a healthy group is not given up because its status could not be read. Only
+        `MAX_API_STEPS` such steps in a row fail the job, naming the API's answer.
+        """
+        try:
+            answer = self._step(cloud, source, policy)
+        except CloudApiError as exc:
+            self.api_failures += 1
+            if self.api_failures < MAX_API_STEPS:
+                return None, f"{exc}; the job's group is left as it is and asked again next step"
+            elapsed = cloud.now_hours() - self.job_start_hours
+            reason = f"{exc} ({self.api_failures} decision steps in a row)"
+            return self._event("failed", elapsed, self.base.progress_hours, None, reason=reason), reason
+        self.api_failures = 0
+        if self.stale_warnings:
+            event, words = answer
+            answer = event, "; ".join([*self.stale_warnings, *([words] if words else [])])
+            self.stale_warnings = []
+        return answer
+
+    def _step(self, cloud: Cloud, source: MarketSource, policy) -> tuple[JobEvent | None, str]:
         started = time.monotonic()
         elapsed = cloud.now_hours() - self.job_start_hours
         status = cloud.poll(self.group) if self.group else None
@@ -219,9 +247,14 @@ class Watch:
         warmup_left = max(0.0, self.launch_delay_hours - age) if base.running else 0.0
         return base.progressed(progress, elapsed_hours=elapsed, warmup_left_hours=warmup_left)
 
-    @staticmethod
-    def view(cloud: Cloud, source: MarketSource):
-        return source.view(cloud.now_timestamp() + pd.Timedelta(seconds=1))
+    def view(self, cloud: Cloud, source: MarketSource):
+        """The planner's view now; stale markets show no spot capacity, and are said once (jobs/stale.py)."""
+        now = cloud.now_timestamp()
+        view = source.view(now + pd.Timedelta(seconds=1))
+        running = self.base.running.market if self.group is not None and self.base.running else None
+        view, warnings = self.stale.apply(view, source.held(), now, running)
+        self.stale_warnings += warnings
+        return view
 
     def _event(
         self,

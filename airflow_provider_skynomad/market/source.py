@@ -110,6 +110,10 @@ class MarketSource:
         self._frame = frame
         return self._frame
 
+    def held(self) -> pd.DataFrame:
+        """The rows read so far (no new read; empty before the first)."""
+        return self._frame if self._frame is not None else pd.DataFrame(columns=KEY)
+
     def view(self, until: pd.Timestamp) -> MarketView:
         """The planner's view of the job's markets as of `until` (exclusive); nothing later is read."""
         frame = self.frame(until)

@@ -1,0 +1,97 @@
+"""Stale market data: say so, and plan as if nobody knew there was spot capacity.
+
+The planner sees a market's last observation hold until the next one (docs/market.md), which
+is right between two probe rounds and wrong when the probe DAG has stopped: hours later the
+view still shows the capacity of then, and a plan built on it is a silent guess. So before the
+runtime (the worker's `JobRunner` and the trigger's `Watch`) hands a view to the planner, every
+market whose newest row is older than `STALE_AFTER_HOURS` is shown with *no spot capacity now*:
+the planner then moves only to markets someone has looked at lately, or to on-demand (which
+always launches), and its safety net keeps the deadline. The market the job runs on is exempt:
+its own group, polled every step, is a fresher observation than any probe. Each stale market is
+named in a warning, in words a user can act on.
+
+The threshold is one constant for the worker and the trigger (both must plan alike); it is above
+the default `max_market_age` at which a job refuses to *start* (2 h), so a job that starts on
+fresh data keeps its plan through an ordinary gap between probe rounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import pandas as pd
+
+from ..market.view import MarketView
+
+STALE_AFTER_HOURS = 3.0
+
+
+@dataclass(frozen=True)
+class StaleMarket:
+    key: str
+    zone: str
+    newest: pd.Timestamp
+    age_hours: float
+
+    def words(self) -> str:
+        return (
+            f"market data for {self.zone} is {self.age_hours:.0f} h old: the newest observation is from "
+            f"{self.newest.isoformat()} (is the skynomad_probe DAG paused?); planning as if {self.zone} had "
+            "no spot capacity until a probe or a launch there looks again"
+        )
+
+
+def stale_markets(
+    view: MarketView, frame: pd.DataFrame, now: pd.Timestamp, after_hours: float = STALE_AFTER_HOURS
+) -> list[StaleMarket]:
+    """Markets of `view` whose newest row in `frame` (the job's window of the table) is older than `after_hours`."""
+    if frame.empty:
+        return []
+    newest = frame.groupby(["zone", "instance_type"], sort=False)["observed_at"].max()
+    out = []
+    for market in view.markets:
+        at = newest.get((market.zone, market.instance_type))
+        if at is None:
+            continue
+        age = (now - at).total_seconds() / 3600.0
+        if age > after_hours:
+            out.append(StaleMarket(market.key, market.zone, at, age))
+    return out
+
+
+def without_spot(view: MarketView, keys: list[str]) -> MarketView:
+    """`view` with no spot capacity at its current tick in the markets `keys` (their history unchanged)."""
+    if not keys:
+        return view
+    grid = view._grid  # noqa: SLF001 - a copy of the view's own grid, one tick changed
+    available = grid.available.copy()
+    for key in keys:
+        available[view.tick, view.index(key)] = 0
+    source_key = (view.source_key, "no spot now", tuple(sorted(keys)))
+    return MarketView(
+        replace(grid, available=available),
+        view.tick,
+        view.gang_size,
+        egress_usd_per_gb=view.egress_usd_per_gb,
+        source_key=source_key,
+    )
+
+
+@dataclass
+class StaleGuard:
+    """Applies the rule above to each view; says each stale market once (until it is fresh again)."""
+
+    after_hours: float = STALE_AFTER_HOURS
+    warned: dict[str, pd.Timestamp] = field(default_factory=dict)  # market key -> newest row when warned
+
+    def apply(
+        self, view: MarketView, frame: pd.DataFrame, now: pd.Timestamp, running_key: str | None
+    ) -> tuple[MarketView, list[str]]:
+        """(the view the planner gets, new warnings in plain words)."""
+        stale = [m for m in stale_markets(view, frame, now, self.after_hours) if m.key != running_key]
+        keys = {m.key for m in stale}
+        for key in [k for k in self.warned if k not in keys]:
+            del self.warned[key]  # fresh again: a later stale spell is said again
+        words = [m.words() for m in stale if self.warned.get(m.key) != m.newest]
+        self.warned.update({m.key: m.newest for m in stale})
+        return without_spot(view, sorted(keys)), words
