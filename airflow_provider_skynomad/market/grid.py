@@ -113,22 +113,24 @@ def build_grid(frame: pd.DataFrame, step_hours: float | None = None) -> MarketGr
     end = frame["observed_at"].max()
     step = pd.Timedelta(hours=step_hours)
     ticks = int((end - start) / step) + 1
-    grid_times = start + step * np.arange(ticks)
+    grid_ns = start.as_unit("ns").value + step.as_unit("ns").value * np.arange(ticks, dtype=np.int64)
 
-    shape = (ticks, len(markets))
-    available = np.zeros(shape, dtype=np.int64)
-    spot = np.full(shape, np.nan)
-    on_demand = np.full(shape, np.nan)
-    grouped = dict(tuple(frame.groupby(["zone", "instance_type"], sort=False)))
-    for j, market in enumerate(markets):
-        rows = grouped[(market.zone, market.instance_type)].set_index("observed_at")
-        # Last observation at or before each tick; ticks before a market's first row see none.
-        at = rows.index.searchsorted(grid_times, side="right") - 1
-        seen = at >= 0
-        at = np.clip(at, 0, None)
-        available[:, j] = np.where(seen, rows["available"].to_numpy()[at], 0)
-        spot[:, j] = np.where(seen, rows["spot_price"].to_numpy()[at], np.nan)
-        on_demand[:, j] = np.where(seen, rows["on_demand_price"].to_numpy()[at], np.nan)
+    # Vectorised "last row at or before each tick's start": a row first counts at the first tick
+    # at or after its time; of the rows of one market landing on one tick, the last (the newest,
+    # as rows of a market are in time order) wins; the ticks after it hold it until the next row.
+    # Ticks before a market's first row see none (-1).
+    times_ns = pd.DatetimeIndex(frame["observed_at"]).as_unit("ns").asi8
+    first_tick = np.searchsorted(grid_ns, times_ns, side="left")
+    market_of = frame.groupby(["zone", "instance_type"], sort=True).ngroup().to_numpy()
+    inside = first_tick < ticks
+    row_at = np.full((ticks, len(markets)), -1, dtype=np.int64)
+    np.maximum.at(row_at, (first_tick[inside], market_of[inside]), np.flatnonzero(inside))
+    row_at = np.maximum.accumulate(row_at, axis=0)
+    seen = row_at >= 0
+    at = np.where(seen, row_at, 0)
+    available = np.where(seen, frame["available"].to_numpy(dtype=np.int64)[at], 0)
+    spot = np.where(seen, frame["spot_price"].to_numpy(dtype=float)[at], np.nan)
+    on_demand = np.where(seen, frame["on_demand_price"].to_numpy(dtype=float)[at], np.nan)
     # Before a market's first observation nothing is known: no capacity and an infinite price, so
     # no policy (nor the optimum) can use it, and no view shows a price that was observed later.
     spot = np.where(np.isnan(spot), np.inf, spot)

@@ -16,7 +16,9 @@ before a cutoff (`keep_full_days` before the newest row by default), so that:
 
 So a job whose window reaches back before the cutoff sees the same grid, forecasts and plan as
 before (tested); it only loses repeated observations. The statement is a single DELETE with
-window functions (LAG/LEAD per market), run in one transaction; it is idempotent.
+window functions (LAG/LEAD per market), run in one transaction; it is idempotent. The same
+transaction adds what it deleted to the `market_changes` counter, which incremental readers
+(`MarketSource`) check on every read: a job holding rows that are gone reads its window again.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from dataclasses import dataclass
 import pandas as pd
 from sqlalchemy import String, delete, func, select, tuple_
 
-from .table import MarketTable, _utc, market_observations
+from .database import INSERT
+from .table import DELETED, MarketTable, _utc, market_changes, market_observations
 
 DEFAULT_KEEP_FULL_DAYS = 7.0
 """Full resolution for a week: twice the default 72 h lookback, so a default job never reads a compacted row."""
@@ -83,7 +86,19 @@ def compact(
             return CompactReport(cutoff=cutoff, examined=before, deleted=found, dry_run=True)
         key = tuple_(t.c.zone, t.c.instance_type, t.c.observed_at)
         deleted = conn.execute(delete(t).where(t.c.observed_at < bound, key.in_(redundant))).rowcount
+        if deleted:
+            _count_deletions(conn, table.dialect, deleted)
     return CompactReport(cutoff=cutoff, examined=before, deleted=deleted)
+
+
+def _count_deletions(conn, dialect: str, deleted: int) -> None:
+    """Add to the deletion counter in the same transaction, so incremental readers re-read their window."""
+    insert = INSERT[dialect](market_changes).values(kind=DELETED, count=deleted)
+    conn.execute(
+        insert.on_conflict_do_update(
+            index_elements=["kind"], set_={"count": market_changes.c.count + insert.excluded.count}
+        )
+    )
 
 
 def _redundant(dialect: str, bound):

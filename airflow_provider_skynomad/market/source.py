@@ -20,6 +20,7 @@ from datetime import timedelta
 
 import pandas as pd
 
+from .egress import EgressModel
 from .grid import Market, build_grid
 from .view import MarketView
 
@@ -70,25 +71,30 @@ class MarketSource:
         self._frame: pd.DataFrame | None = None
         self._view: MarketView | None = None
         self._view_key: tuple | None = None
+        self._deleted = 0
+        self._egress: tuple | None = None  # (markets, their egress matrix): the same markets step after step
 
     def frame(self, until: pd.Timestamp) -> pd.DataFrame:
-        """Rows in [since, until): the first call reads the window, later calls only the last hour again."""
-        if self._frame is None or self._frame.empty:
-            self._frame = self.table.read(
-                zones=self.zones, since=self.since, until=until, instance_types=self.instance_types
-            )
-            return self._frame
+        """Rows in [since, until): the first call reads the window, later calls only the last hour again.
+
+        Every read also returns the table's deletion counter: when it moved (compaction ran), rows
+        held may be gone from the table, and the whole window is read again.
+        """
         held = self._frame
+        if held is None or held.empty:
+            return self._read_window(until)
         newest = held["observed_at"].iloc[-1]  # sorted by time: the last row is the newest
-        new = self.table.read(zones=self.zones, since=newest - OVERLAP, until=until, instance_types=self.instance_types)
+        new, deleted = self.table.read_increment(self.zones, newest - OVERLAP, until, self.instance_types)
+        if deleted != self._deleted:
+            return self._read_window(until)
         # `new` is sorted by time: the rows after `newest` are a suffix, the overlap hour the rest
         # (positional slices: no copy of the columns, which a boolean mask would take).
         cut = int(new["observed_at"].searchsorted(newest, side="right"))
         overlap, later = new.iloc[:cut], new.iloc[cut:]
         late = overlap.iloc[:0]
-        if len(overlap):
-            # Overlap rows are new only if their key is not held yet (a late commit); only the
-            # held rows of that hour are looked at, not the whole window.
+        if len(overlap) and len(overlap) != self._overlap_rows(held, newest):
+            # Some overlap rows are not held yet (a late commit); only the held rows of that hour
+            # are looked at, not the whole window.
             first = int(held["observed_at"].searchsorted(newest - OVERLAP, side="left"))
             tail = held.iloc[first:]
             known = set(zip(tail["zone"], tail["instance_type"], tail["observed_at"], strict=True))
@@ -100,19 +106,22 @@ class MarketSource:
                 late = overlap[fresh]
         if late.empty and later.empty:
             return held  # nothing new: the same object, so the view is not rebuilt
-        frame = (
-            pd.concat([held, late, later], ignore_index=True)
-            if len(late)
-            else pd.concat([held, later], ignore_index=True)
-        )
+        frame = pd.concat([held, late, later] if len(late) else [held, later], ignore_index=True)
         if len(late):  # a late row lands inside the held range: restore the order
             frame = frame.sort_values(["observed_at", "zone", "instance_type"], kind="stable", ignore_index=True)
         self._frame = frame
         return self._frame
 
-    def held(self) -> pd.DataFrame:
-        """The rows read so far (no new read; empty before the first)."""
-        return self._frame if self._frame is not None else pd.DataFrame(columns=KEY)
+    @staticmethod
+    def _overlap_rows(held: pd.DataFrame, newest: pd.Timestamp) -> int:
+        """How many held rows the overlap read covers, [newest - OVERLAP, newest]: when the read
+        returned as many, it holds no late row (every key is unique), and no set is built."""
+        first = int(held["observed_at"].searchsorted(newest - OVERLAP, side="left"))
+        return len(held) - first
+
+    def _read_window(self, until: pd.Timestamp) -> pd.DataFrame:
+        self._frame, self._deleted = self.table.read_increment(self.zones, self.since, until, self.instance_types)
+        return self._frame
 
     def view(self, until: pd.Timestamp) -> MarketView:
         """The planner's view of the job's markets as of `until` (exclusive); nothing later is read."""
@@ -122,11 +131,19 @@ class MarketSource:
                 f"the market table at {getattr(self.table, 'display_url', 'the market database')} has no rows "
                 f"for the job's zones {self.zones} since {self.since.isoformat()}"
             )
-        key = (frame["observed_at"].max(), len(frame))
+        key = (frame["observed_at"].iloc[-1], len(frame))
         if key != self._view_key:
             grid = build_grid(frame, step_hours=self.step_hours)
+            if self._egress is None or self._egress[0] != grid.markets:
+                self._egress = (grid.markets, EgressModel().matrix(grid.markets))
             content = (grid.start.isoformat(), grid.step_hours, tuple(grid.keys))
-            self._view = MarketView(grid, tick=grid.ticks - 1, gang_size=self.gang_size, source_key=content)
+            self._view = MarketView(
+                grid,
+                tick=grid.ticks - 1,
+                gang_size=self.gang_size,
+                egress_usd_per_gb=self._egress[1],
+                source_key=content,
+            )
             self._view_key = key
         return self._view
 

@@ -17,6 +17,7 @@ import pandas as pd
 from sqlalchemy import (
     BigInteger,
     Column,
+    Connection,
     DateTime,
     Double,
     Index,
@@ -24,11 +25,14 @@ from sqlalchemy import (
     PrimaryKeyConstraint,
     String,
     Table,
+    and_,
     func,
     select,
+    true,
     type_coerce,
 )
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError
 
 from . import bulk
 from .database import (
@@ -95,6 +99,8 @@ deleted (compaction). A reader that held rows compares it with the figure it las
 primary-key lookup per read, and reads its window again when it moved."""
 
 _INSERT = INSERT
+DELETED = "deleted"
+"""The `market_changes` counter of deleted rows."""
 _MIGRATES_FROM = (1, 2)
 
 
@@ -133,6 +139,14 @@ class MarketTable(MarketDatabase):
 
     def __init__(self, url: str | URL | None = None):
         super().__init__(url)
+        self._held: Connection | None = None
+
+    def close(self) -> None:
+        """Release the reader's kept connection and the pooled ones (PostgreSQL servers count them)."""
+        if self._held is not None:
+            self._held.close()
+            self._held = None
+        super().close()
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -188,6 +202,67 @@ class MarketTable(MarketDatabase):
         with self.engine.connect() as conn:
             rows = conn.execute(statement).all()
         return self._frame(rows)
+
+    def read_increment(
+        self,
+        zones: list[str] | None,
+        since: datetime | str | pd.Timestamp | None,
+        until: datetime | str | pd.Timestamp | None,
+        instance_types: list[str] | None = None,
+    ) -> tuple[pd.DataFrame, int]:
+        """`read`'s rows and the table's deletion counter (`market_changes`), in one round trip.
+
+        For readers that hold rows and then read only newer ones (`MarketSource`): when the counter
+        moved, rows they hold may be gone (compaction), so they read their window again. The counter
+        is the outer side of a LEFT JOIN, so it comes back even when no row matches.
+
+        On PostgreSQL the statement runs on a connection this table keeps between calls, in
+        autocommit (no transaction stays open): a pooled checkout pings the server first, a second
+        round trip, and on a busy machine every round trip waits for a CPU. A connection the server
+        dropped (a restart) is replaced and the read tried once more.
+        """
+        self._ensure()
+        t, changes = market_observations, market_changes
+        deleted = (
+            select(func.coalesce(func.max(changes.c.count), 0).label("deleted"))
+            .where(changes.c.kind == DELETED)
+            .subquery()
+        )
+        matching = and_(true(), *self._filters(zones, since, until, instance_types))
+        statement = (
+            select(deleted.c.deleted, *self._columns())
+            .select_from(deleted.outerjoin(t, matching))
+            .order_by(t.c.observed_at, t.c.zone, t.c.instance_type)
+        )
+        rows = self._read_kept(statement)
+        counter = int(rows[0][0])
+        if rows[0][1] is None:  # the join's one row without an observation: nothing matched
+            return _empty_frame(), counter
+        return self._frame([row[1:] for row in rows]), counter
+
+    def _read_kept(self, statement) -> list:
+        """All rows of a read-only statement, on the kept connection where there is one (PostgreSQL)."""
+        if self.dialect != "postgresql":
+            with self.engine.connect() as conn:
+                return conn.execute(statement).all()
+        for attempt in (1, 2):
+            if self._held is None:
+                self._held = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            try:
+                return self._held.execute(statement).all()
+            except DBAPIError as exc:
+                self._held.close()
+                self._held = None
+                if attempt == 2 or not exc.connection_invalidated:
+                    raise
+        raise AssertionError("unreachable")
+
+    def deletions(self) -> int:
+        """How many rows were ever deleted from the table (by compaction); 0 for a new table."""
+        self._ensure()
+        statement = select(market_changes.c.count).where(market_changes.c.kind == DELETED)
+        with self.engine.connect() as conn:
+            return int(conn.execute(statement).scalar_one_or_none() or 0)
 
     def _columns(self) -> list:
         """The eleven columns, `observed_at` without `UtcDateTime`'s per-row processing (a window of

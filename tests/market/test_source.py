@@ -46,3 +46,36 @@ def test_incremental_reads_pick_up_new_and_late_rows_in_order(tmp_path):
             lambda f: pd.concat([f, table.read(zones=["r1-a"], since=START + pd.Timedelta(minutes=40),
                                               until=START + pd.Timedelta(minutes=45))], ignore_index=True)
         ))  # fmt: skip
+
+
+def test_a_compaction_makes_the_source_read_its_window_again(market_url):
+    """Rows a source holds can be deleted (compaction); the deletion counter makes it re-read them."""
+    from airflow_provider_skynomad.market.retention import compact
+
+    with MarketTable(market_url) as table:
+        # Two days of one unchanging market every 10 minutes, then one more row.
+        table.append(_rows("r1-a", list(range(0, 2 * 24 * 60, 10))))
+        source = MarketSource(table, ["r1-a"], None, START, 1 / 6, 1)
+        until = START + pd.Timedelta(days=3)
+        assert len(source.frame(until)) == 288
+        assert table.read_increment(["r1-a"], None, None)[1] == 0
+        report = compact(table, keep_full_days=1)
+        assert report.deleted > 0
+        assert table.deletions() == report.deleted
+        table.append(_rows("r1-a", [2 * 24 * 60]))
+        pd.testing.assert_frame_equal(source.frame(until), table.read(zones=["r1-a"], until=until))
+        assert len(source.frame(until)) == 288 - report.deleted + 1
+
+
+def test_the_kept_connection_is_replaced_when_the_server_drops_it(postgres_url):
+    """A PostgreSQL restart drops the reader's kept connection; the next read reconnects once and succeeds."""
+    with MarketTable(postgres_url) as table:
+        table.append(_rows("r1-a", [0, 10]))
+        source = MarketSource(table, ["r1-a"], None, START, 1 / 6, 1)
+        assert len(source.frame(START + pd.Timedelta(minutes=15))) == 2
+        pid = table._held.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+        with table.engine.connect() as admin:
+            assert admin.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)})").scalar_one()
+        table.append(_rows("r1-a", [20]))
+        assert len(source.frame(START + pd.Timedelta(minutes=25))) == 3
+        assert table._held.exec_driver_sql("SELECT pg_backend_pid()").scalar_one() != pid
