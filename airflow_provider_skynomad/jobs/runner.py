@@ -37,7 +37,7 @@ from .narrate import live_status, say, status_line, why_move
 from .params import JobParams
 from .record import JOB_TAG, JobRecord, StateStore, job_id_for
 from .rescue import Rescue, adoption
-from .stale import StaleGuard
+from .stale import StaleGuard, held_rows
 from .summary import deadline_line, format_timeline, job_bill, summarize
 
 MAX_LAGS_KEPT = 50
@@ -330,7 +330,7 @@ class JobRunner:
         except MarketInputError as exc:
             raise SkyNomadJobFailed(str(exc)) from exc
         running = record.state.running.market if record.state.running else None
-        view, warnings = self._stale.apply(view, self._source.held(), now, running)  # jobs/stale.py
+        view, warnings = self._stale.apply(view, held_rows(self._source), now, running)  # jobs/stale.py
         for words in warnings:
             self.log.warning("%s", words)
         return view

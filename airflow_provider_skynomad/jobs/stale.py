@@ -41,13 +41,22 @@ class StaleMarket:
         )
 
 
+def newest_rows(frame: pd.DataFrame) -> pd.Series:
+    """(zone, instance_type) → the newest observed_at in `frame`."""
+    return frame.groupby(["zone", "instance_type"], sort=False)["observed_at"].max()
+
+
 def stale_markets(
-    view: MarketView, frame: pd.DataFrame, now: pd.Timestamp, after_hours: float = STALE_AFTER_HOURS
+    view: MarketView,
+    frame: pd.DataFrame,
+    now: pd.Timestamp,
+    after_hours: float = STALE_AFTER_HOURS,
+    newest: pd.Series | None = None,
 ) -> list[StaleMarket]:
     """Markets of `view` whose newest row in `frame` (the job's window of the table) is older than `after_hours`."""
     if frame.empty:
         return []
-    newest = frame.groupby(["zone", "instance_type"], sort=False)["observed_at"].max()
+    newest = newest_rows(frame) if newest is None else newest
     out = []
     for market in view.markets:
         at = newest.get((market.zone, market.instance_type))
@@ -77,18 +86,29 @@ def without_spot(view: MarketView, keys: list[str]) -> MarketView:
     )
 
 
+def held_rows(source) -> pd.DataFrame:
+    """The rows a `MarketSource` holds after its last view (no new read of the table)."""
+    frame = getattr(source, "_frame", None)
+    return frame if frame is not None else pd.DataFrame(columns=["zone", "instance_type", "observed_at"])
+
+
 @dataclass
 class StaleGuard:
     """Applies the rule above to each view; says each stale market once (until it is fresh again)."""
 
     after_hours: float = STALE_AFTER_HOURS
     warned: dict[str, pd.Timestamp] = field(default_factory=dict)  # market key -> newest row when warned
+    _newest: tuple | None = None  # (frame identity, rows, newest per market): one groupby per new read
 
     def apply(
         self, view: MarketView, frame: pd.DataFrame, now: pd.Timestamp, running_key: str | None
     ) -> tuple[MarketView, list[str]]:
         """(the view the planner gets, new warnings in plain words)."""
-        stale = [m for m in stale_markets(view, frame, now, self.after_hours) if m.key != running_key]
+        key = (id(frame), len(frame))
+        if self._newest is None or self._newest[:2] != key:
+            self._newest = (*key, newest_rows(frame) if len(frame) else None)
+        found = stale_markets(view, frame, now, self.after_hours, self._newest[2])
+        stale = [m for m in found if m.key != running_key]
         keys = {m.key for m in stale}
         for key in [k for k in self.warned if k not in keys]:
             del self.warned[key]  # fresh again: a later stale spell is said again

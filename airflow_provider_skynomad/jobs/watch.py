@@ -24,7 +24,7 @@ from ..planner.job import JobSpec, JobState
 from ..planner.safety import is_safe
 from .events import JobEvent
 from .rescue import Rescue, launch_rescue
-from .stale import StaleGuard
+from .stale import StaleGuard, held_rows
 
 STATUS_SLACK_STEPS = 4  # status visits only with at least this many (step + lag) of slack
 MAX_API_STEPS = 3  # decision steps in a row the cloud API may leave unanswered before the job fails
@@ -252,7 +252,7 @@ class Watch:
         now = cloud.now_timestamp()
         view = source.view(now + pd.Timedelta(seconds=1))
         running = self.base.running.market if self.group is not None and self.base.running else None
-        view, warnings = self.stale.apply(view, source.held(), now, running)
+        view, warnings = self.stale.apply(view, held_rows(source), now, running)
         self.stale_warnings += warnings
         return view
 
