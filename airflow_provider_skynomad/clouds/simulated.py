@@ -13,8 +13,10 @@ capacity-loss instant and billing stops there, however late someone polls.
 
 Layout of `state_dir`::
 
-    cloud.json                 clock epoch, speed, trace (written once; every process reads it)
-    state.json, state.lock     groups, client tokens, probes, egress (flock-guarded JSON)
+    cloud.json, cloud.lock     clock epoch, speed, trace, the cloud's id and where its state is
+                               (written once, under the lock; every process reads it)
+    state.db                   groups, client tokens, probes, egress: a SQLite database, one row
+                               per group (`simulated_store`), unless `state_url` names another
     launches/<hash>.lock       one per client token: one launcher at a time; held by a new group's
                                supervisor until its pgid.json exists (see `SimulatedCloud.launch`)
     groups/<id>/               the supervisor's launch.json, pgid.json, exit.json, alive.lock,
@@ -72,7 +74,7 @@ from .simulated_groups import (
 )
 from .simulated_launcher import WORK_DIR, group_alive, log_tail, spawn_group
 from .simulated_market import TraceMarket
-from .simulated_store import StateStore
+from .simulated_store import StateStore, default_state_url, display_url, exclusive, open_database
 
 COLD_START_ENV = "SKYNOMAD_COLD_START_HOURS"
 DEFAULT_COLD_START_HOURS = 0.2
@@ -86,6 +88,7 @@ FAILURE_DETAIL_LINES = 20
 HOST_ENV_KEPT = ("PATH", "LANG", "LANGUAGE", "TZ", "TMPDIR", "PYTHONPATH")
 HOST_ENV_KEPT_PREFIXES = ("LC_",)
 _SETTINGS = ("trace_path", "speed", "trace_start", "preemption_notice_seconds")
+_MASKED = "***"  # how `display_url` shows a password
 _JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # one safe path component
 __all__ = [
     "CLIENT_TOKEN_TAG",
@@ -112,6 +115,10 @@ class SimulatedCloud(Cloud):
     :param preemption_notice_seconds: simulated seconds between SIGTERM and SIGKILL on preemption.
     :param egress_usd_per_gb: `(source_zone, target_zone) -> USD/GB` for checkpoint copies;
         default: the public list prices of market.egress, the ones the planner plans with.
+    :param state_url: SQLAlchemy URL of the database that keeps the groups, probes and bill
+        (e.g. ``postgresql://user@host/db``); default: ``state.db``, a SQLite file in `state_dir`.
+        Fixed when the state directory is first opened (`cloud.json` keeps it with its password
+        masked); it may hold a password: never log it, `display_state_url` is safe to.
     """
 
     name = "simulated"
@@ -124,6 +131,7 @@ class SimulatedCloud(Cloud):
         trace_start: str | pd.Timestamp | float | None = None,
         preemption_notice_seconds: float = 30.0,
         egress_usd_per_gb: Callable[[str, str], float] | None = None,
+        state_url: str | None = None,
     ):
         if not (isinstance(speed, (int, float)) and math.isfinite(speed) and speed > 0):
             raise ValueError(f"speed must be a positive number of simulated seconds per wall second, got {speed!r}")
@@ -138,32 +146,63 @@ class SimulatedCloud(Cloud):
             "speed": float(speed),
             "trace_start": self._resolve_start(trace_start).isoformat(),
             "preemption_notice_seconds": float(preemption_notice_seconds),
+            "state_url": display_url(state_url),
         }
+        url = state_url or default_state_url(self.state_dir)
+        open_database(url)  # before the clock starts (a new state's first launch is at hour ~0)
         config = open_shared_clock(self.state_dir, wanted)
         self.speed = config["speed"]
         self.preemption_notice_seconds = config["preemption_notice_seconds"]
         self.clock = SimClock(config["epoch_wall"], self.speed, pd.Timestamp(config["trace_start"]))
         self._groups = GroupTracker(self.market, self.clock, self.preemption_notice_seconds)
         self._egress_usd_per_gb = egress_usd_per_gb or self.default_egress_usd_per_gb
-        self._store = StateStore(self.state_dir)
+        self.state_url = state_url
+        cloud_id = config.get("cloud_id") or hashlib.sha256(str(self.state_dir).encode()).hexdigest()[:32]
+        self._store = StateStore(url, cloud_id)
 
     @classmethod
     def attach(
-        cls, state_dir: str | Path, egress_usd_per_gb: Callable[[str, str], float] | None = None
+        cls,
+        state_dir: str | Path,
+        egress_usd_per_gb: Callable[[str, str], float] | None = None,
+        state_url: str | None = None,
     ) -> SimulatedCloud:
-        """Open an existing state directory with the settings it was created with."""
+        """Open an existing state directory with the settings it was created with.
+
+        A state database whose URL holds a password is not found from `cloud.json` alone (it keeps
+        the password masked): pass `state_url` then.
+        """
         settings = read_shared_settings(Path(state_dir).expanduser())
-        return cls(state_dir=state_dir, egress_usd_per_gb=egress_usd_per_gb, **{k: settings[k] for k in _SETTINGS})
+        recorded = settings.get("state_url")
+        if state_url is None and recorded is not None:
+            if _MASKED in recorded:
+                raise ValueError(
+                    f"{state_dir} keeps its state in {recorded}, whose password is not stored: "
+                    "pass state_url (the same URL with its password) to attach"
+                )
+            state_url = recorded
+        fixed = {k: settings[k] for k in _SETTINGS}
+        return cls(state_dir=state_dir, egress_usd_per_gb=egress_usd_per_gb, state_url=state_url, **fixed)
 
     def to_config(self) -> dict:
-        """Plain-data constructor arguments (e.g. for trigger kwargs); the egress function is not included."""
+        """Plain-data constructor arguments (e.g. for trigger kwargs); the egress function is not included.
+
+        `state_url` is given with its password masked (plain data travels into logs and task
+        state); a cloud made from it again needs the password from where it came (the connection).
+        """
         return {
             "trace_path": str(self.trace_path),
             "state_dir": str(self.state_dir),
             "speed": self.speed,
             "trace_start": self.clock.start.isoformat(),
             "preemption_notice_seconds": self.preemption_notice_seconds,
+            "state_url": self.display_state_url,
         }
+
+    @property
+    def display_state_url(self) -> str | None:
+        """Where the state is (None: `state_dir`'s SQLite file), its password masked: safe to log."""
+        return display_url(self.state_url)
 
     # -- clock ------------------------------------------------------------------------------
 
@@ -187,19 +226,24 @@ class SimulatedCloud(Cloud):
         A group being started right now is found; a record a crashed launcher left before
         starting any process is not a group: it is dropped (the token is free again).
         """
-        with self._store.update() as state:
-            group_id = state["tokens"].get(client_token)
-            if group_id is None:
+        record = self._store.group_of_token(client_token)
+        if record is None:
+            return None
+        record = self._refreshed(record)  # adopts processes a crashed launcher started
+        if record["state"] != SPAWNING:
+            return handle_of(record)
+        with _token_lock(self._token_lock_path(client_token), blocking=False) as held:
+            if held is None:
+                return handle_of(record)  # a launcher is starting it right now
+            # Nobody launches with this token now; its launcher may have finished since the read.
+            record = self._store.group_of_token(client_token)
+            if record is None:
                 return None
-            record = state["groups"][group_id]
-            self._groups.refresh(record, time.time())  # adopts processes a crashed launcher started
+            record = self._refreshed(record)
             if record["state"] != SPAWNING:
                 return handle_of(record)
-            with _token_lock(self._token_lock_path(client_token), blocking=False) as held:
-                if held is None:
-                    return handle_of(record)  # a launcher is starting it right now
-                _drop_orphan(state, group_id)
-                return None
+            self._drop_orphan(record)
+            return None
 
     def launch(self, request: LaunchRequest) -> GroupHandle:
         """Record the group, then start its processes; idempotent on the client token.
@@ -213,32 +257,27 @@ class SimulatedCloud(Cloud):
         j = self._validate_request(request)
         cold_start_hours = _cold_start_hours(request.env)
         with _token_lock(self._token_lock_path(request.client_token)) as token_lock:
-            with self._store.update() as state:
-                existing = state["tokens"].get(request.client_token)
-                if existing is not None:
-                    record = same_request(state["groups"][existing], request)
-                    self._groups.refresh(record, time.time())  # adopts processes a crashed launcher started
-                    if record["state"] != SPAWNING:
-                        return handle_of(record)
-                    _drop_orphan(state, existing)  # we hold the token: nobody is starting it, nothing runs
-                now_hours = self.clock.now_hours()
-                self._require_trace(now_hours)
-                if request.spot:
-                    available = self.market.available(j, self._groups.grid_hours(now_hours))
-                    if available < request.count:
-                        raise CapacityError(
-                            f"no spot capacity for {request.count}× {request.instance_type} in {request.zone} at "
-                            f"{self.clock.timestamp_at(now_hours).isoformat()} (the trace shows {available} available)"
-                        )
-                group_id = uuid.uuid4().hex[:12]
-                record = new_record(
-                    request, group_id, self.state_dir / "groups" / group_id, now_hours, cold_start_hours
-                )
-                self.checkpoint_dir(request.job_id, request.zone).mkdir(parents=True, exist_ok=True)
-                state["groups"][group_id] = record
-                state["tokens"][request.client_token] = group_id
+            existing = self._store.group_of_token(request.client_token)
+            if existing is not None:
+                record = self._refreshed(same_request(existing, request))  # adopts what a crashed launcher started
                 if record["state"] != SPAWNING:
-                    return handle_of(record)  # no workload: nothing to start
+                    return handle_of(record)
+                self._drop_orphan(record)  # we hold the token: nobody is starting it, nothing runs
+            now_hours = self.clock.now_hours()
+            self._require_trace(now_hours)
+            if request.spot:
+                available = self.market.available(j, self._groups.grid_hours(now_hours))
+                if available < request.count:
+                    raise CapacityError(
+                        f"no spot capacity for {request.count}× {request.instance_type} in {request.zone} at "
+                        f"{self.clock.timestamp_at(now_hours).isoformat()} (the trace shows {available} available)"
+                    )
+            group_id = uuid.uuid4().hex[:12]
+            record = new_record(request, group_id, self.state_dir / "groups" / group_id, now_hours, cold_start_hours)
+            self.checkpoint_dir(request.job_id, request.zone).mkdir(parents=True, exist_ok=True)
+            self._store.insert(record)
+            if record["state"] != SPAWNING:
+                return handle_of(record)  # no workload: nothing to start
             # Recorded (committed) before any process starts.
             try:
                 pgid = self._spawn(record, request, token_lock.fileno())
@@ -277,16 +316,14 @@ class SimulatedCloud(Cloud):
 
     def _record_spawned(self, group_id: str, pgid: int) -> GroupHandle:
         """The group's processes run: record them (a group terminated meanwhile is killed now)."""
-        with self._store.update() as state:
-            record = state["groups"][group_id]
+        with self._store.changing(group_id) as record:
             self._groups.adopt(record, pgid)
             self._groups.refresh(record, time.time())
             return handle_of(record)
 
     def _spawn_failed(self, group_id: str, exc: BaseException) -> None:
         """Starting the processes raised: adopt them if they started anyway, else the group failed."""
-        with self._store.update() as state:
-            record = state["groups"][group_id]
+        with self._store.changing(group_id) as record:
             now_wall = time.time()
             self._groups.refresh(record, now_wall)
             if record["state"] == SPAWNING and not group_alive(Path(record["group_dir"])):
@@ -297,25 +334,24 @@ class SimulatedCloud(Cloud):
         return self.state_dir / "launches" / f"{hashlib.sha256(client_token.encode()).hexdigest()[:40]}.lock"
 
     def poll(self, handle: GroupHandle) -> GroupStatus:
-        with self._store.update() as state:
-            record = self._record(state, handle)
-            now_wall = time.time()
-            self._groups.refresh(record, now_wall)
-            return self._groups.status(record, self.clock.hours_at_wall(now_wall))
+        now_wall = time.time()
+        record = self._refreshed(self._record(handle), now_wall)
+        return self._groups.status(record, self.clock.hours_at_wall(now_wall))
 
     def terminate(self, handle: GroupHandle) -> None:
         """Stop the group now: its processes are SIGKILLed at once, billing stops (idempotent)."""
-        with self._store.update() as state:
-            self._groups.terminate(self._record(state, handle), time.time())
+        with self._store.changing(self._record(handle)["group_id"]) as record:
+            if record is None:
+                raise ValueError(f"unknown group {handle.to_dict()}: it was not launched through {self.state_dir}")
+            self._groups.terminate(record, time.time())
 
     def progress(self, handle: GroupHandle) -> float | None:
         """step / total_steps from `progress.json` in the group's job's checkpoint in its zone.
 
         The workload writes it after each checkpoint it completes; None when absent or unreadable.
         """
-        with self._store.update() as state:
-            record = self._record(state, handle)
-            job_id, zone = record.get("job_id", ""), record["zone"]
+        record = self._record(handle)
+        job_id, zone = record.get("job_id", ""), record["zone"]
         if not job_id:
             return None  # a group recorded before checkpoints belonged to jobs
         try:
@@ -332,30 +368,30 @@ class SimulatedCloud(Cloud):
         _check_region(self.market.grid.markets[j].region, region, zone)
         if count < 1:
             raise ValueError(f"probe count must be ≥ 1, got {count}")
-        with self._store.update() as state:
-            grid_hours = self._groups.grid_hours(self._require_trace(self.now_hours()))
-            granted = min(self.market.available(j, grid_hours), count)
-            usd = granted * self.market.cost_usd(j, True, grid_hours, grid_hours + PROBE_HOURS)
-            state["probes"].append(
-                {
-                    "zone": zone,
-                    "region": region,
-                    "instance_type": instance_type,
-                    "requested": count,
-                    "available": granted,
-                    "at_hours": grid_hours - self._groups.grid_offset_hours,
-                    "usd": usd,
-                    "tags": {**(tags or {}), "skynomad:purpose": "probe"},
-                }
-            )
-            return ProbeResult(
-                zone=zone,
-                instance_type=instance_type,
-                requested=count,
-                available=granted,
-                spot_usd_per_hour=self.market.spot_usd_per_hour(j, grid_hours),
-                on_demand_usd_per_hour=self.market.on_demand_usd_per_hour(j, grid_hours),
-            )
+        grid_hours = self._groups.grid_hours(self._require_trace(self.now_hours()))
+        granted = min(self.market.available(j, grid_hours), count)
+        usd = granted * self.market.cost_usd(j, True, grid_hours, grid_hours + PROBE_HOURS)
+        self._store.add_line(
+            "probes",
+            {
+                "zone": zone,
+                "region": region,
+                "instance_type": instance_type,
+                "requested": count,
+                "available": granted,
+                "at_hours": grid_hours - self._groups.grid_offset_hours,
+                "usd": usd,
+                "tags": {**(tags or {}), "skynomad:purpose": "probe"},
+            },
+        )
+        return ProbeResult(
+            zone=zone,
+            instance_type=instance_type,
+            requested=count,
+            available=granted,
+            spot_usd_per_hour=self.market.spot_usd_per_hour(j, grid_hours),
+            on_demand_usd_per_hour=self.market.on_demand_usd_per_hour(j, grid_hours),
+        )
 
     def copy_checkpoint(
         self,
@@ -378,13 +414,14 @@ class SimulatedCloud(Cloud):
             raise ValueError(f"size_gb must be ≥ 0, got {size_gb!r}")
         if source_zone == target_zone:
             return False  # already there: nothing moves, nothing is paid
-        with self._store.update() as state:
+        with self._job_files(job_id):
             source = self.checkpoint_dir(job_id, source_zone)
             if not (source.is_dir() and any(source.iterdir())):
                 return False
             _replace_dir(source, self.checkpoint_dir(job_id, target_zone))
             usd_per_gb = float(self._egress_usd_per_gb(source_zone, target_zone))
-            state["egress"].append(
+            self._store.add_line(
+                "egress",
                 {
                     "job_id": job_id,
                     "source_zone": source_zone,
@@ -395,7 +432,7 @@ class SimulatedCloud(Cloud):
                     "usd": size_gb * usd_per_gb,
                     "at_hours": self.now_hours(),
                     "tags": dict(tags or {}),
-                }
+                },
             )
             return True
 
@@ -409,12 +446,10 @@ class SimulatedCloud(Cloud):
     def failure_detail(self, handle: GroupHandle) -> str | None:
         """The workload's stderr tail as the agent recorded it (runs/<token>.json) if its group failed;
         else the end of groups/<id>/workload.log (the agent could not record it: it never ran, or died)."""
-        with self._store.update() as state:
-            record = self._record(state, handle)
-            now_wall = time.time()
-            self._groups.refresh(record, now_wall)
-            failed = self._groups.status(record, self.clock.hours_at_wall(now_wall)) is GroupStatus.FAILED
-            group_dir = Path(record["group_dir"])
+        now_wall = time.time()
+        record = self._refreshed(self._record(handle), now_wall)
+        failed = self._groups.status(record, self.clock.hours_at_wall(now_wall)) is GroupStatus.FAILED
+        group_dir = Path(record["group_dir"])
         if not failed:
             return None
         runs = self.checkpoint_dir(record["job_id"], record["zone"]) / "runs"
@@ -434,27 +469,26 @@ class SimulatedCloud(Cloud):
         wanted = (tags or {}).items()
         found: list[Resource] = []
         job_tags: dict[str, dict[str, str]] = {}
-        with self._store.update() as state:
-            now_wall = time.time()
-            for record in sorted(state["groups"].values(), key=lambda r: r["launched_at_hours"]):
-                self._groups.refresh(record, now_wall)
-                own = {k: v for k, v in record["tags"].items() if k != CLIENT_TOKEN_TAG}
-                job_tags[record.get("job_id", "")] = {"skynomad-job": record.get("job_id", ""), **own}
-                if record["state"] in NOT_ENDED and wanted <= record["tags"].items():
-                    status = self._groups.status(record, self.clock.hours_at_wall(now_wall)).value
-                    found.append(
-                        Resource(
-                            cloud=record["cloud"],
-                            kind="instance",
-                            id=record["group_id"],
-                            region=record["region"],
-                            zone=record["zone"],
-                            job_id=record.get("job_id", ""),
-                            tags=dict(record["tags"]),
-                            detail=f"{record['count']}× {record['instance_type']} "
-                            f"{'spot' if record['spot'] else 'on-demand'}, {status}",
-                        )
+        now_wall = time.time()
+        for record in self._store.records():
+            record = self._refreshed(record, now_wall)
+            own = {k: v for k, v in record["tags"].items() if k != CLIENT_TOKEN_TAG}
+            job_tags[record.get("job_id", "")] = {"skynomad-job": record.get("job_id", ""), **own}
+            if record["state"] in NOT_ENDED and wanted <= record["tags"].items():
+                status = self._groups.status(record, self.clock.hours_at_wall(now_wall)).value
+                found.append(
+                    Resource(
+                        cloud=record["cloud"],
+                        kind="instance",
+                        id=record["group_id"],
+                        region=record["region"],
+                        zone=record["zone"],
+                        job_id=record.get("job_id", ""),
+                        tags=dict(record["tags"]),
+                        detail=f"{record['count']}× {record['instance_type']} "
+                        f"{'spot' if record['spot'] else 'on-demand'}, {status}",
                     )
+                )
         jobs = self.state_dir / "jobs"
         for store in sorted(jobs.glob("*/*/checkpoint")) if jobs.is_dir() else ():
             job_id, zone = store.parent.parent.name, store.parent.name
@@ -480,8 +514,7 @@ class SimulatedCloud(Cloud):
     def release(self, resource: Resource) -> None:
         """Terminate a group / delete a job's checkpoint store in a zone; releasing twice is harmless."""
         if resource.kind == "instance":
-            with self._store.update() as state:
-                record = state["groups"].get(resource.id)
+            with self._store.changing(resource.id) as record:
                 if record is not None:
                     self._groups.terminate(record, time.time())
             return
@@ -489,7 +522,7 @@ class SimulatedCloud(Cloud):
             job_id, _, zone = resource.id.partition("/")
             self.market.zone(zone)  # a zone of this trace: the id names no other directory
             store = self.checkpoint_dir(job_id, zone)
-            with self._store.update():  # not while a copy_checkpoint writes it
+            with self._job_files(job_id):  # not while a copy_checkpoint writes it
                 if store.exists():
                     retired = store.parent / f".{store.name}.{uuid.uuid4().hex[:8]}.released"
                     os.rename(store, retired)
@@ -508,19 +541,13 @@ class SimulatedCloud(Cloud):
         job's ``{"skynomad-job": id}``), as a cloud's cost report filtered by cost-allocation tags.
         """
         wanted = (tags or {}).items()
-        with self._store.update() as state:
-            now_wall = time.time()
-            for record in state["groups"].values():
-                self._groups.refresh(record, now_wall)
-            now_hours = self.clock.hours_at_wall(now_wall)
-            groups = sorted(
-                (self._groups.describe(r, now_hours) for r in state["groups"].values()),
-                key=lambda g: g["launched_at_hours"],
-            )
-            groups = [g for g in groups if wanted <= g["tags"].items()]
-            probes, egress = (
-                [e for e in state[kind] if wanted <= e.get("tags", {}).items()] for kind in ("probes", "egress")
-            )
+        now_wall = time.time()
+        records = [self._refreshed(r, now_wall) for r in self._store.records() if wanted <= r["tags"].items()]
+        now_hours = self.clock.hours_at_wall(now_wall)
+        groups = [self._groups.describe(r, now_hours) for r in records]
+        probes, egress = (
+            [e for e in self._store.lines(kind) if wanted <= e.get("tags", {}).items()] for kind in ("probes", "egress")
+        )
 
         def total(key: str, spot: bool) -> float:
             return sum(g[key] for g in groups if g["spot"] is spot)
@@ -544,11 +571,9 @@ class SimulatedCloud(Cloud):
 
     def describe(self, handle: GroupHandle) -> dict:
         """Everything recorded about one group (status, times, tags, cost so far, process group id)."""
-        with self._store.update() as state:
-            record = self._record(state, handle)
-            now_wall = time.time()
-            self._groups.refresh(record, now_wall)
-            return self._groups.describe(record, self.clock.hours_at_wall(now_wall))
+        now_wall = time.time()
+        record = self._refreshed(self._record(handle), now_wall)
+        return self._groups.describe(record, self.clock.hours_at_wall(now_wall))
 
     def groups(self, tags: dict[str, str] | None = None) -> list[dict]:
         """Describe every group whose tags include `tags` (like a cloud's list-instances tag filter)."""
@@ -565,6 +590,11 @@ class SimulatedCloud(Cloud):
         (None while the group is alive), ``end_reason`` and ``cost_usd`` (so far), in simulated
         hours on this cloud's clock.
         """
+        now_wall = time.time()
+        now_hours = self.clock.hours_at_wall(now_wall)
+        described = (
+            self._groups.describe(self._refreshed(r, now_wall), now_hours) for r in self._store.records(job_id)
+        )
         return [
             {
                 "group_id": g["group_id"],
@@ -580,8 +610,7 @@ class SimulatedCloud(Cloud):
                 "end_reason": g["end_reason"],
                 "cost_usd": g["usd"],
             }
-            for g in self.bill()["groups"]
-            if job_id is None or g.get("job_id", "") == job_id
+            for g in described
         ]
 
     def job_dir(self, job_id: str, zone: str) -> Path:
@@ -601,8 +630,7 @@ class SimulatedCloud(Cloud):
 
     def work_dir(self, handle: GroupHandle) -> Path:
         """The group's local disk: the workload's cwd; `work_dir/checkpoint` is its SKYNOMAD_CHECKPOINT_DIR."""
-        with self._store.update() as state:
-            return Path(self._record(state, handle)["group_dir"]) / WORK_DIR
+        return Path(self._record(handle)["group_dir"]) / WORK_DIR
 
     def default_egress_usd_per_gb(self, source_zone: str, target_zone: str) -> float:
         """The public list prices the planner plans with (market.egress), so bill and plan agree."""
@@ -657,6 +685,37 @@ class SimulatedCloud(Cloud):
         _check_job_id(request.job_id)
         return j
 
+    def _refreshed(self, record: dict, now_wall: float | None = None) -> dict:
+        """The record settled as of `now_wall` (adopted processes, preemption, exit, kills).
+
+        Settling is tried on the copy first: a group whose fate has not changed since it was
+        stored (most polls) is written by nobody. Otherwise it is settled again on the locked
+        row and stored; what settling does to processes (SIGKILL of what must not run) is
+        idempotent, so doing it on both is harmless.
+        """
+        now_wall = time.time() if now_wall is None else now_wall
+        if _settled(record):
+            return record
+        before = json.dumps(record, sort_keys=True)
+        trial = json.loads(before)
+        self._groups.refresh(trial, now_wall)
+        if json.dumps(trial, sort_keys=True) == before:
+            return trial
+        with self._store.changing(record["group_id"]) as locked:
+            if locked is None:
+                return trial  # dropped meanwhile (an orphan record): what it was is all there is
+            self._groups.refresh(locked, now_wall)
+            return locked
+
+    def _drop_orphan(self, record: dict) -> None:
+        """Forget a group recorded by a launcher that died before starting any process of it."""
+        self._store.delete(record["group_id"])
+        shutil.rmtree(record["group_dir"], ignore_errors=True)
+
+    def _job_files(self, job_id: str):
+        """One job's checkpoint stores change one at a time (a copy, a release): its lock file."""
+        return exclusive(self.state_dir / "jobs" / _check_job_id(job_id) / ".lock")
+
     def _workload_env(self, request: LaunchRequest, group_id: str, home: Path) -> dict[str, str]:
         """The instance's environment: the few host variables of `HOST_ENV_KEPT`, the group's own
         HOME, the request's env, and what the simulated cloud provides (``SKYNOMAD_*``, last: they win)."""
@@ -672,9 +731,9 @@ class SimulatedCloud(Cloud):
             "SKYNOMAD_INSTANCE_COUNT": str(request.count),
         }
 
-    def _record(self, state: dict, handle: GroupHandle) -> dict:
-        group_id = state["tokens"].get(handle.client_token)
-        record = None if group_id is None else state["groups"][group_id]
+    def _record(self, handle: GroupHandle) -> dict:
+        """The stored record of the group `handle` names (as read now: see `_refreshed`)."""
+        record = self._store.group_of_token(handle.client_token)
         if (
             record is None
             or record["zone"] != handle.zone
@@ -727,11 +786,11 @@ def _token_lock(path: Path, blocking: bool = True):
         yield lock
 
 
-def _drop_orphan(state: dict, group_id: str) -> None:
-    """Forget a group recorded by a launcher that died before starting any process of it."""
-    record = state["groups"].pop(group_id)
-    state["tokens"].pop(record["client_token"], None)
-    shutil.rmtree(record["group_dir"], ignore_errors=True)
+def _settled(record: dict) -> bool:
+    """Nothing can change this record any more: ended, and its processes (if any) are known dead."""
+    if record["state"] in NOT_ENDED:
+        return False
+    return record["killed"] or not record.get("command")
 
 
 def _check_job_id(job_id: str) -> str:

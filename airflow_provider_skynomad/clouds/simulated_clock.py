@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,16 +64,16 @@ class SimClock:
 
 
 def open_shared_clock(state_dir: Path, settings: dict) -> dict:
-    """Create `cloud.json` with `settings` and the epoch (now), or check `settings` against it.
+    """Create `cloud.json` with `settings`, the epoch (now) and the cloud's id, or check `settings` against it.
 
     The first process to open a state directory fixes the epoch; every later one reads it.
     Disagreeing settings (another speed or trace) would silently show two different clocks, so
     they are an error that says how to attach instead.
     """
     path = state_dir / CONFIG_FILE
-    with exclusive(state_dir / "state.lock"):
+    with exclusive(state_dir / "cloud.lock"):
         if not path.exists():
-            atomic_write_json(path, {**settings, "epoch_wall": time.time()})
+            atomic_write_json(path, {**settings, "epoch_wall": time.time(), "cloud_id": uuid.uuid4().hex})
         config = json.loads(path.read_text())
     differ = [f"{k}={config.get(k)!r} (asked {v!r})" for k, v in settings.items() if config.get(k) != v]
     if differ:

@@ -26,7 +26,7 @@ def config(cloud: str, tmp_path, **options) -> SkyNomadConfig:
 @pytest.mark.parametrize(
     ("cloud", "accepted"),
     [
-        ("simulated", ["trace_start", "preemption_notice_seconds", "egress_usd_per_gb"]),
+        ("simulated", ["trace_start", "preemption_notice_seconds", "egress_usd_per_gb", "state_url"]),
         (
             "aws",
             [

@@ -209,7 +209,8 @@ def test_capacity_loss_in_the_bundled_gcp_trace(tmp_path):
     run_hours = (available.index.to_series() - run_started.shift()) / pd.Timedelta(hours=1)
     loss_at = available.index[drops & (run_hours >= 2.0)][0]
     before = loss_at - pd.Timedelta(hours=2)
-    cloud = SimulatedCloud(BUNDLED_GCP, tmp_path / "state", speed=FAST, trace_start=before.isoformat())
+    # One simulated hour per wall second: the outage may last one 10-minute row, 0.17 s to launch in.
+    cloud = SimulatedCloud(BUNDLED_GCP, tmp_path / "state", speed=3600, trace_start=before.isoformat())
     region = zone.rsplit("-", 1)[0]
     handle = cloud.launch(
         LaunchRequest("gcp", region, zone, "a3-highgpu-1g", gang, True, "gcp-1", command=SLEEPER, job_id=JOB)
