@@ -187,7 +187,7 @@ def print_summary(report: dict) -> None:
     from rich.table import Table
 
     table = Table(title=f"{len(report['windows'])} windows, {report['wall_seconds']} s")
-    for column in ("policy", "mean cost (USD)", "× optimal", "misses", "migrations"):
+    for column in ("policy", "mean cost (USD)", "× optimal", "misses", "migrations", "optimum gap"):
         table.add_column(column, justify="left" if column == "policy" else "right")
     for name, row in sorted(report["summary"].items(), key=lambda kv: kv[1]["mean_cost_usd"]):
         label = f"{name} ({row['zone']})" if "zone" in row else name
@@ -198,8 +198,20 @@ def print_summary(report: dict) -> None:
             f"{ratio:.3f}" if ratio else "-",
             f"{row['misses']:g}",
             f"{row['mean_migrations']:.1f}",
+            _optimum_gap(row) if name == "optimal" else "",
         )
     Console().print(table)
+    optimal = report["summary"].get("optimal")
+    if optimal is not None and not optimal.get("exact", True):
+        Console().print(
+            f"The optimum is bracketed, not exact, in some windows (widest gap {optimal['max_gap']:.2%}, "
+            f"mean upper end {optimal['mean_upper_usd']:.2f} USD): the × optimal figures are upper bounds."
+        )
+
+
+def _optimum_gap(row: dict) -> str:
+    """'exact', or the widest bracket of the windows where the DP could only bracket the optimum."""
+    return "exact" if row.get("exact", True) else f"≤ {row.get('max_gap', 0.0):.2%}"
 
 
 def build_parser() -> argparse.ArgumentParser:
