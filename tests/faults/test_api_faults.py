@@ -25,13 +25,51 @@ def test_throttled_and_timed_out_calls_are_retried_and_a_lost_launch_reply_launc
     plan.add("progress", "timeout", times=2)
     env = sim(synthetic_trace(), plan=plan)
     outcome, state = run_job()
-    out = capfd.readouterr().out
-    print(out[-12000:])
-    assert state == "success", outcome
+    assert state == "success", (outcome, capfd.readouterr().out[-3000:])
     assert plan.injected("launch", "throttle") == 2 and plan.injected("launch", "lost_reply") == 1
     assert plan.injected("poll") == 3 and plan.injected("progress") == 2
     cloud = attach_cloud(env.home)
     launches = cloud.launches(outcome["job_id"])
     assert len(launches) == 1, launches  # the retried launch found its own group by its client token
     assert outcome["deadline_met"] is True
+    check(env, outcome)
+
+
+def test_a_throttled_launch_that_outlasts_the_retries_fails_the_job_in_plain_words(sim, capfd):
+    plan = FaultPlan()
+    plan.add("launch", "throttle", times=None)  # the API never takes a launch
+    env = sim(synthetic_trace(), plan=plan)
+    outcome, state = run_job()
+    out = capfd.readouterr().out
+    assert state == "failed"
+    assert "the cloud API did not answer" in out and "nothing of this job is running" in out, out[-3000:]
+    outcome["error"] = next(line for line in out.splitlines() if "nothing of this job is running" in line)
+    assert plan.injected("launch") >= 3 * 4  # every zone tried, each with its retries
+    assert attach_cloud(env.home).launches(outcome["job_id"]) == []
+    check(env, outcome)
+
+
+def test_a_poll_throttled_for_good_fails_the_job_after_a_few_steps_and_stops_its_group(sim, capfd):
+    plan = FaultPlan()
+    plan.add("poll", "throttle", skip=2, times=None)
+    env = sim(synthetic_trace(), plan=plan)
+    outcome, state = run_job()
+    out = capfd.readouterr().out
+    assert state == "failed"
+    assert "decision steps in a row" in out, out[-3000:]
+    outcome["error"] = next(line for line in out.splitlines() if "decision steps in a row" in line)
+    (launch,) = attach_cloud(env.home).launches(outcome["job_id"])
+    assert launch["end_hours"] is not None  # stopped when the job failed
+    check(env, outcome)
+
+
+def test_no_capacity_in_the_cheapest_zone_moves_the_launch_elsewhere(sim, capfd):
+    plan = FaultPlan()
+    plan.add("launch", "capacity", zones={"us-central1-a"}, times=None)
+    env = sim(synthetic_trace(), plan=plan)
+    outcome, state = run_job()
+    assert state == "success", (outcome, capfd.readouterr().out[-3000:])
+    assert plan.injected("launch", "capacity") >= 1
+    zones = [g["zone"] for g in attach_cloud(env.home).launches(outcome["job_id"])]
+    assert zones and "us-central1-a" not in zones
     check(env, outcome)
