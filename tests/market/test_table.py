@@ -286,3 +286,19 @@ def test_an_older_layout_is_brought_up_to_date_and_keeps_its_rows(market_url, tr
         with t.engine.connect() as conn:
             version = conn.execute(select(schema_version.c.version).where(schema_version.c.component == "market"))
             assert version.scalar_one() == SCHEMA_VERSION
+
+
+def test_bulk_insert_keeps_stored_rows_counts_new_ones_and_stores_exact_floats(table, trace):
+    """The bulk path (COPY and a keyed INSERT on PostgreSQL): stored keys win, floats round-trip exactly."""
+    rows = trace.iloc[:11_000].reset_index(drop=True)
+    rows["spot_price"] = rows["spot_price"] + 0.1 + 0.2  # floats with 17 significant digits
+    early = rows.iloc[:1_000].assign(available=0)
+    assert table.append(early) == 1_000
+    assert table.append_chunks([rows.iloc[:5_500], rows.iloc[5_500:]]) == 10_000  # two chunks over COPY_MIN_ROWS
+    back = table.read()
+    assert len(back) == 11_000
+    stored = back.set_index(["zone", "instance_type", "observed_at"])
+    wanted = rows.set_index(["zone", "instance_type", "observed_at"])
+    first = early.set_index(["zone", "instance_type", "observed_at"]).index
+    assert (stored.loc[first, "available"] == 0).all()
+    assert stored["spot_price"].to_dict() == wanted["spot_price"].to_dict()
