@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import tempfile
 from collections.abc import Iterator
 
 import pandas as pd
@@ -142,6 +143,54 @@ def copy_payload(rows: pd.DataFrame) -> bytes:
     options = pa_csv.WriteOptions(include_header=False)
     pa_csv.write_csv(pa.Table.from_pandas(out, preserve_index=False), buffer, options)
     return buffer.getvalue()
+
+
+def copy_out_chunks(conn: Connection, statement, chunk_rows: int) -> Iterator[pd.DataFrame] | None:
+    """The rows of `statement` as typed frames, through PostgreSQL's COPY ... TO STDOUT (psycopg2).
+
+    For dumps (`export`): the server formats the rows as CSV, spooled to a temporary file (memory
+    stays bounded), and pandas' C parser reads them back in chunks: no Python object per value
+    on the way, which is what a cursor costs. COPY takes no bound parameters, so the statement's
+    parameters are quoted by psycopg2's own `mogrify`, the escaping psycopg2 applies to every
+    parameter it sends. None when the driver has no `copy_expert` (psycopg 3): use a cursor.
+    """
+    cursor = conn.connection.dbapi_connection.cursor()
+    if not hasattr(cursor, "copy_expert"):
+        cursor.close()
+        return None
+    compiled = statement.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    query = cursor.mogrify(str(compiled), compiled.params).decode()
+    # Times in UTC, ISO order; floats in their shortest exact form (PostgreSQL 12 and later).
+    for setting in ("TimeZone = 'UTC'", "DateStyle = 'ISO, YMD'", "extra_float_digits = 1"):
+        conn.exec_driver_sql(f"SET LOCAL {setting}")
+    spool = tempfile.TemporaryFile()  # noqa: SIM115 - closed by _parse_copied, or below on an error
+    try:
+        cursor.copy_expert(f"COPY ({query}) TO STDOUT WITH (FORMAT csv)", spool)
+    except BaseException:
+        spool.close()
+        raise
+    finally:
+        cursor.close()
+    spool.seek(0)
+    return _parse_copied(spool, chunk_rows)
+
+
+def _parse_copied(spool, chunk_rows: int) -> Iterator[pd.DataFrame]:
+    dtypes = {c: str for c in _TEXT} | {c: "int64" for c in ("accelerator_count", "requested", "available")}
+    dtypes |= {"spot_price": "float64", "on_demand_price": "float64", "observed_at": str}
+    with spool:
+        reader = pd.read_csv(
+            spool,
+            header=None,
+            names=COLUMNS,
+            dtype=dtypes,
+            keep_default_na=False,
+            chunksize=chunk_rows,
+        )
+        for chunk in reader:
+            times = pd.to_datetime(chunk["observed_at"], utc=True, format="ISO8601")
+            chunk["observed_at"] = times.astype("datetime64[us, UTC]")
+            yield chunk
 
 
 def fetch_chunks(conn: Connection, statement, chunk_rows: int) -> Iterator[list]:

@@ -350,14 +350,18 @@ class MarketTable(MarketDatabase):
     ) -> Iterator[pd.DataFrame]:
         """The rows `read` would return, as typed frames of at most `chunk_rows`, in the same order.
 
-        For dumps of the whole table (`export`): a server-side cursor on PostgreSQL, so memory
-        stays bounded by one chunk whatever the table's size.
+        For dumps of the whole table (`export`): COPY on PostgreSQL (`bulk.copy_out_chunks`), so
+        memory stays bounded by one chunk whatever the table's size.
         """
         self._ensure()
         table = market_observations
         statement = select(*self._columns()).order_by(table.c.observed_at, table.c.zone, table.c.instance_type)
         statement = statement.where(*self._filters(zones, since, until))
         with self.engine.connect() as conn:
+            copied = bulk.copy_out_chunks(conn, statement, chunk_rows) if self.dialect == "postgresql" else None
+            if copied is not None:
+                yield from copied
+                return
             for rows in bulk.fetch_chunks(conn, statement, chunk_rows):
                 yield self._frame(rows)
 
