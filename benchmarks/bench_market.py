@@ -6,15 +6,15 @@ of its own, dropped at the end) and on a SQLite file, prints:
 
 - **decision reads**: what `MarketSource` does per trigger step, an incremental read of the rows
   since the newest one held minus the 1 h overlap, as p50/p99 over every step of several jobs
-  (each job runs 24 h of 10-minute steps); beside it the same step with the planner's view
-  rebuilt (read + grid);
+  (each job runs 24 h of 10-minute steps), CPU and wall apart; beside it the same step with the
+  planner's view rebuilt (read + grid), which is what a decision pays;
 - **start reads**: the first read of a job, `select_markets` (the start-of-job check over the
   lookback window) plus the job's first full-window read (72 h lookback), p50/p99 over job starts;
   for a job on 8 markets (two regions) and on all 200;
 - **import / export**: `skynomad market import` and `export` of a 10⁶-row trace, each in its own
   process (wall seconds and that process's peak RSS), into an empty table;
-- **probe round**: rows per second when a probe round appends one row per market (200 rows in
-  one append) and when each region's probe task appends its own 4 rows;
+- **probe round**: rows per second a probe round writes, when it appends one row per market (200
+  rows in one append) and when each region's probe task appends its own 4 rows;
 - **compaction**: `skynomad market compact` of the 864k-row table keeping 7 days at full resolution.
 
 Run: ``nice -n 10 python benchmarks/bench_market.py`` (a few minutes on 2 cores).
@@ -157,7 +157,7 @@ def decision_reads(url: str, frame: pd.DataFrame, jobs: int) -> dict:
     first = frame["observed_at"].min() + pd.Timedelta(hours=LOOKBACK_HOURS + 1)
     starts = pd.date_range(first, end - pd.Timedelta(hours=JOB_HOURS), periods=jobs)
     out = {
-        size: {"start": [], "step": [], "step_cpu": [], "view": [], "start_cpu": []}
+        size: {"start": [], "step": [], "step_cpu": [], "view": [], "view_cpu": [], "start_cpu": []}
         for size in ("8 markets", "200 markets")
     }
     with MarketTable(url) as table:
@@ -196,10 +196,10 @@ def decision_reads(url: str, frame: pd.DataFrame, jobs: int) -> dict:
                     source.frame(now)
                     out[name]["step"].append(time.perf_counter() - began)
                     out[name]["step_cpu"].append(time.process_time() - cpu)
-                    if regions is not None:  # the grid of 200 markets is the planner's cost, not the table's
-                        began = time.perf_counter()
-                        source.view(now)
-                        out[name]["view"].append(time.perf_counter() - began)
+                    began, cpu = time.perf_counter(), time.process_time()
+                    source.view(now)  # the grid rebuilt from the rows just read
+                    out[name]["view"].append(time.perf_counter() - began + out[name]["step"][-1])
+                    out[name]["view_cpu"].append(time.process_time() - cpu + out[name]["step_cpu"][-1])
     return out
 
 
@@ -326,8 +326,9 @@ def main() -> int:
             print(f"\n== decision reads on {MarketTable(url).display_url} (load {os.getloadavg()[0]:.1f})")
             for size, figures in decision_reads(url, frame, args.jobs).items():
                 print(f"  job on {size}:")
-                for key, label in (("step", "read, wall"), ("step_cpu", "read, CPU"), ("start", "start, wall"),
-                                   ("start_cpu", "start, CPU"), ("view", "view, wall")):  # fmt: skip
+                for key, label in (("step", "read, wall"), ("step_cpu", "read, CPU"), ("view", "read+view, wall"),
+                                   ("view_cpu", "read+view, CPU"), ("start", "start, wall"),
+                                   ("start_cpu", "start, CPU")):  # fmt: skip
                     if figures[key]:
                         print(f"    {label:12s} {_ms(figures[key])}")
         return 0
@@ -351,6 +352,7 @@ def main() -> int:
                     f"\n== {name}: filled {len(frame):,} rows in {seconds:.1f} s ({rate:,.0f} rows/s; CPU: "
                     f"{cpu:.1f} s here" + (f", {server:.1f} s in the PostgreSQL backend)" if server else ")")
                 )
+                print(f"  load average before the reads: {os.getloadavg()[0]:.1f}")
                 reads = decision_reads(url, frame, args.jobs)
                 for size, figures in reads.items():
                     print(f"  job on {size}:")
@@ -358,12 +360,13 @@ def main() -> int:
                     print(f"    decision read (incremental), CPU   {_ms(figures['step_cpu'])}")
                     print(f"    start read (select + window), wall {_ms(figures['start'])}")
                     print(f"    start read (select + window), CPU  {_ms(figures['start_cpu'])}")
-                    if figures["view"]:
-                        print(f"    view rebuilt after the read, wall  {_ms(figures['view'])}")
+                    print(f"    read + view rebuilt, wall          {_ms(figures['view'])}")
+                    print(f"    read + view rebuilt, CPU           {_ms(figures['view_cpu'])}")
                 probe = probe_rounds(url, frame)
                 print(
-                    f"  probe round ({probe['rows']} rows): {probe['whole']:,.0f} rows/s in one append, "
-                    f"{probe['per_region']:,.0f} rows/s as one append per region"
+                    f"  rows per second a probe round writes ({probe['rows']} markets): {probe['whole']:,.0f} in one "
+                    f"append, {probe['per_region']:,.0f} as one append per region ({ZONES_PER_REGION} rows each, "
+                    "in sequence)"
                 )
                 done = compaction(url)
                 print(
@@ -385,6 +388,7 @@ def main() -> int:
                     for what in ("import", "export"):
                         seconds, rss, said = figures[what]
                         print(f"  {name:10s} {what}: {seconds:5.1f} s, peak RSS {rss:5.0f} MB ({said.split(';')[0]})")
+                    print(f"  {name:10s} load average now: {os.getloadavg()[0]:.1f}")
                     print(
                         f"  {name:10s} (a process that exports nothing: {figures['baseline_rss']:.0f} MB, "
                         f"{figures['whole_cli_rss']:.0f} MB through the whole `skynomad` CLI); "
