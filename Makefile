@@ -19,10 +19,11 @@ browser:
 	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver)
 
+# Two xdist workers (the machine's two cores); tests marked xdist_group("services") run on one of them.
 test: $(STAMP) browser
 	$(BIN)/ruff check --no-cache --quiet .
 	$(BIN)/ruff format --no-cache --check --quiet .
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=20 tests
 
 evaluate: $(STAMP)
 	$(BIN)/skynomad evaluate --trace airflow_provider_skynomad/data/gcp-h100-2025-first-week.csv.gz \

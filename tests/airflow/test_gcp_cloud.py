@@ -37,6 +37,10 @@ from .conftest import DAGS_FOLDER
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
 import metadata_stub  # noqa: E402
 
+# `make test` runs the suite on two xdist workers; the tests that start Airflow's services or a whole
+# cloud end to end share one, so no two of them load the two cores at once.
+pytestmark = pytest.mark.xdist_group("services")
+
 ZONE_A, ZONE_B = "us-central1-a", "europe-west4-b"
 BUCKET_A, BUCKET_B = "sn-ckpt-us-central1", "sn-ckpt-europe-west4"
 PREEMPT_AT_STEP = 6

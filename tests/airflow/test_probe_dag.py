@@ -21,6 +21,10 @@ from .conftest import seed_market
 from .fakes import FakeCloud
 from .test_dag_runs import SPEED, TRACE_START_HOURS, load_dag
 
+# `make test` runs the suite on two xdist workers; the tests that start Airflow's services or a whole
+# cloud end to end share one, so no two of them load the two cores at once.
+pytestmark = pytest.mark.xdist_group("services")
+
 SIX_ZONES = ["us-central1-a", "us-west1-a", "europe-west1-c", "europe-west3-c", "asia-southeast1-b", "asia-south2-b"]
 MAX_AGE = timedelta(hours=2)
 INTERVAL = timedelta(minutes=10)

@@ -26,6 +26,10 @@ from airflow_provider_skynomad.demo import model_is_bit_identical
 
 from .conftest import EXAMPLE_DAGS, TEST_DAGS, seed_market
 
+# `make test` runs the suite on two xdist workers; the tests that start Airflow's services or a whole
+# cloud end to end share one, so no two of them load the two cores at once.
+pytestmark = pytest.mark.xdist_group("services")
+
 # Slower than the dag.test runs: real services add seconds of latency per hop (a worker resume of
 # 10 s is 33 simulated minutes here); the operator learns that lag and its safety net reserves it.
 SPEED = 200.0
