@@ -59,6 +59,18 @@ def add_evaluate_command(subparsers) -> None:
         help="checkpoint transfer rate between zones: a migration also takes S/bandwidth (default: instant)",
     )
     p.add_argument(
+        "--checkpoint-interval-hours",
+        type=number,
+        default=0.0,
+        help="the job checkpoints every this many hours of progress (default 0: progress is saved as made)",
+    )
+    p.add_argument(
+        "--final-checkpoint-on-notice",
+        action="store_true",
+        help="a preemption notice leaves time for a last checkpoint (default: a preempted group loses the "
+        "progress since its last periodic checkpoint)",
+    )
+    p.add_argument(
         "--reaction-minutes",
         type=number,
         default=0.0,
@@ -115,6 +127,8 @@ def _prepare(args) -> tuple[Evaluation, list[str]]:
     bandwidth = args.bandwidth_gb_per_second
     if bandwidth is not None and bandwidth <= 0:
         raise UsageError(f"--bandwidth-gb-per-second must be > 0, got {bandwidth}")
+    if args.checkpoint_interval_hours < 0:
+        raise UsageError(f"--checkpoint-interval-hours must be ≥ 0, got {args.checkpoint_interval_hours}")
     if args.reaction_minutes < 0:
         raise UsageError(f"--reaction-minutes must be ≥ 0, got {args.reaction_minutes}")
     table_minutes = args.market_table_minutes
@@ -128,6 +142,8 @@ def _prepare(args) -> tuple[Evaluation, list[str]]:
         instances=args.instances,
         bandwidth_gb_per_hour=None if bandwidth is None else bandwidth * 3600.0,
         reaction_hours=args.reaction_minutes / 60.0,
+        checkpoint_interval_hours=args.checkpoint_interval_hours,
+        final_checkpoint_on_notice=args.final_checkpoint_on_notice,
     )
     job.require_feasible()
     frame = read_observations(args.trace, args.zones)
@@ -203,15 +219,20 @@ def print_summary(report: dict) -> None:
     Console().print(table)
     optimal = report["summary"].get("optimal")
     if optimal is not None and not optimal.get("exact", True):
+        upper = optimal.get("mean_upper_usd")
+        upper = "unbounded" if upper is None else f"{upper:.2f} USD"
         Console().print(
-            f"The optimum is bracketed, not exact, in some windows (widest gap {optimal['max_gap']:.2%}, "
-            f"mean upper end {optimal['mean_upper_usd']:.2f} USD): the × optimal figures are upper bounds."
+            f"The optimum is bracketed, not exact, in some windows (widest gap {_optimum_gap(optimal)[2:]}, "
+            f"mean upper end {upper}): the × optimal figures are upper bounds."
         )
 
 
 def _optimum_gap(row: dict) -> str:
     """'exact', or the widest bracket of the windows where the DP could only bracket the optimum."""
-    return "exact" if row.get("exact", True) else f"≤ {row.get('max_gap', 0.0):.2%}"
+    if row.get("exact", True):
+        return "exact"
+    gap = row.get("max_gap")
+    return "≤ unbounded" if gap is None else f"≤ {gap:.2%}"
 
 
 def build_parser() -> argparse.ArgumentParser:

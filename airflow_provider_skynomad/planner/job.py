@@ -27,6 +27,11 @@ class JobSpec:
         resuming the worker after a trigger event). The safety net lets a change start that late and a
         rescue come two lags late, so a slow scheduler cannot turn "just in time" into "late". The
         operator learns it; the simulator replays it (`skynomad evaluate --reaction-minutes`).
+    :param checkpoint_interval_hours: the job writes a checkpoint every this many hours of progress;
+        0 (the default) means progress is saved as it is made, so no preemption loses work.
+    :param final_checkpoint_on_notice: the preemption notice leaves time for one last checkpoint (a
+        small checkpoint, a long notice). When False and the interval is > 0, a preempted group loses
+        the progress made since its last periodic checkpoint. A stop the job chooses always saves first.
     """
 
     work_hours: float
@@ -37,6 +42,8 @@ class JobSpec:
     probe_hours: float = 1.0 / 60.0
     bandwidth_gb_per_hour: float | None = None
     reaction_hours: float = 0.0
+    checkpoint_interval_hours: float = 0.0
+    final_checkpoint_on_notice: bool = False
 
     def __post_init__(self) -> None:
         checks = [
@@ -48,11 +55,23 @@ class JobSpec:
             (self.probe_hours >= 0, f"probe_hours must be ≥ 0, got {self.probe_hours}"),
             (self.reaction_hours >= 0, f"reaction_hours must be ≥ 0, got {self.reaction_hours}"),
             (
+                self.checkpoint_interval_hours >= 0,
+                f"checkpoint_interval_hours must be ≥ 0, got {self.checkpoint_interval_hours}",
+            ),
+            (
                 self.bandwidth_gb_per_hour is None or self.bandwidth_gb_per_hour > 0,
                 f"bandwidth_gb_per_hour must be > 0 when set, got {self.bandwidth_gb_per_hour}",
             ),
         ]
-        numbers = ("work_hours", "deadline_hours", "cold_start_hours", "checkpoint_gb", "probe_hours", "reaction_hours")
+        numbers = (
+            "work_hours",
+            "deadline_hours",
+            "cold_start_hours",
+            "checkpoint_gb",
+            "probe_hours",
+            "reaction_hours",
+            "checkpoint_interval_hours",
+        )
         for name in numbers + (("bandwidth_gb_per_hour",) if self.bandwidth_gb_per_hour is not None else ()):
             if not math.isfinite(getattr(self, name)):  # nan fails the checks below anyway; inf would not
                 raise JobSpecError(f"{name} must be a finite number, got {getattr(self, name)}")
@@ -71,6 +90,17 @@ class JobSpec:
                 f"deadline {self.deadline_hours:g} h is shorter than work {self.work_hours:g} h + one cold start "
                 f"{self.cold_start_hours:g} h: no plan can meet it; extend the deadline or reduce the work"
             )
+
+    @property
+    def loses_work(self) -> bool:
+        """A preemption loses the progress since the last periodic checkpoint (no final one on notice)."""
+        return self.checkpoint_interval_hours > 0 and not self.final_checkpoint_on_notice
+
+    def unsaved_after(self, unsaved_hours: float, progress_hours: float) -> float:
+        """Progress not yet checkpointed after `progress_hours` more on a group that had `unsaved_hours`."""
+        if not self.loses_work:
+            return 0.0
+        return math.fmod(unsaved_hours + progress_hours, self.checkpoint_interval_hours)
 
     def transfer_hours(self, moved: bool) -> float:
         """Extra start-up time of a launch that first copies the checkpoint from another zone."""
@@ -101,6 +131,8 @@ class JobState:
     :param checkpoint_market: where the latest checkpoint lives (None until the job has made progress:
         a group lost in its first cold start leaves nothing to move).
     :param last_preempted_market: the most recent market that preempted us (failover skips it first).
+    :param unsaved_hours: the part of p the running group made since its last periodic checkpoint
+        (`JobSpec.checkpoint_interval_hours`): lost if it is preempted without a final checkpoint.
     """
 
     elapsed_hours: float = 0.0
@@ -110,6 +142,7 @@ class JobState:
     warmup_left_hours: float = 0.0
     checkpoint_market: str | None = None
     last_preempted_market: str | None = None
+    unsaved_hours: float = 0.0
 
     def moves_checkpoint(self, market: str) -> bool:
         """A launch in `market` must first copy the checkpoint there (there is one and it lives elsewhere)."""
@@ -130,7 +163,17 @@ class JobState:
             running_since_hours=at_hours,
             warmup_left_hours=warmup_hours,
             checkpoint_market=checkpoint,
+            unsaved_hours=0.0,  # the group it replaces (if any) saved before it stopped
         )
+
+    def lost(self) -> JobState:
+        """The running group was preempted without a final checkpoint: p goes back to the last checkpoint.
+
+        Back at 0 there is no checkpoint at all, so the next launch moves nothing.
+        """
+        progress = max(0.0, self.progress_hours - self.unsaved_hours)
+        checkpoint = self.checkpoint_market if progress > 0 else None
+        return replace(self, progress_hours=progress, unsaved_hours=0.0, checkpoint_market=checkpoint)
 
     def progressed(self, progress_hours: float, **changes) -> JobState:
         """Progress is now `progress_hours`; the first progress writes the first checkpoint where the group runs."""

@@ -4,7 +4,8 @@ Decisions happen once per step and a spot group is only preempted at a step boun
 (the next observation), so the worst case after choosing option X now is: X makes this
 step's progress, then is lost, and an on-demand group started at t + step (+ two of the
 driver's reaction lags) must still finish, cold start included. An option is *safe* when that worst
-case meets the deadline.
+case meets the deadline. When the job checkpoints periodically and a preemption leaves no
+time for a final checkpoint, the worst case also loses the progress since the last one.
 """
 
 from __future__ import annotations
@@ -63,10 +64,20 @@ def is_safe(job: JobSpec, state: JobState, view: MarketView, option: Option | No
         # On-demand is never lost, and a group that finishes within this step is not lost either:
         # either way it only has to finish in time itself.
         return finish <= job.deadline_hours + EPS_HOURS
-    after = remaining - step_progress_hours(job, state, view, option)
-    # The rescue runs on-demand where the checkpoint then is, so it pays a cold start but no transfer.
-    rescue = after + job.cold_start_hours
+    gain = step_progress_hours(job, state, view, option)
+    after = remaining - gain
+    # The rescue runs on-demand where the checkpoint then is, so it pays a cold start but no transfer,
+    # and redoes what the lost group had not checkpointed yet (periodic checkpoints, no final one).
+    rescue = after + unsaved_at_loss_hours(job, state, option, gain) + job.cold_start_hours
     return state.elapsed_hours + rescue_lead_hours(job, view) + rescue <= job.deadline_hours + EPS_HOURS
+
+
+def unsaved_at_loss_hours(job: JobSpec, state: JobState, option: Option | None, gain_hours: float) -> float:
+    """Progress a spot `option` would lose if preempted after this step's `gain_hours` (0 without loss)."""
+    if option is None or option.mode is Mode.ON_DEMAND or not job.loses_work:
+        return 0.0
+    before = state.unsaved_hours if option == state.running else 0.0
+    return job.unsaved_after(before, gain_hours)
 
 
 def outlives_warmup(job: JobSpec, state: JobState, view: MarketView, option: Option | None) -> bool:

@@ -1,7 +1,8 @@
 """Utility of running an option for the next while: U = V·η − price − S·egress/L̄ (docs/planner.md).
 
 V is what an hour of progress is worth now, η the share of the expected stay that is
-useful (the rest is cold start), and egress is amortised over that stay. Idle is worth 0.
+useful (the rest is cold start, and with periodic checkpoints the work a preemption takes back),
+and egress is amortised over that stay. Idle is worth 0.
 Every option is scored at once as arrays (markets × modes): a decision scores all of them
 each step, and one vectorised pass keeps that well inside the latency budget at 200 options.
 """
@@ -103,7 +104,13 @@ def score_all(
     stay = np.stack([spot, od], axis=1)
     valid = (stay > 0) & np.isfinite(price)
     safe_stay = np.where(valid, stay, 1.0)
-    useful = np.where(valid, np.maximum(stay - delay, 0.0) / safe_stay, 0.0)
+    lost = np.zeros((n, 2))
+    if job.loses_work:
+        # A spot stay that ends in a preemption loses about half an interval (or half of what it made).
+        ends_preempted = spot < left[:, 0]
+        made = np.maximum(spot - delay[:, 0], 0.0)
+        lost[:, 0] = np.where(ends_preempted, np.minimum(job.checkpoint_interval_hours, made) / 2.0, 0.0)
+    useful = np.where(valid, np.maximum(stay - delay - lost, 0.0) / safe_stay, 0.0)
     horizon = np.maximum(safe_stay, np.minimum(residency_hours, left))
     cost = np.where(valid, price + egress / horizon, np.inf)
     return Scores(view.keys, np.where(valid, stay, 0.0), useful, cost, valid)

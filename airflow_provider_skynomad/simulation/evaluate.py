@@ -94,21 +94,32 @@ class Evaluation:
         return run
 
     def _optimal(self, start: int) -> dict:
-        """The exact optimum; where the DP could only bracket it, its lower end, the upper end and the gap."""
+        """The exact optimum; where the DP could only bracket it, its lower end and upper end (`_bracket` ends it)."""
         best = optimal_cost(self.job, self.grid, start, self.egress_usd_per_gb)
         out = {"cost_usd": round(best.cost_usd, 6), "met_deadline": best.feasible, "exact": best.exact}
         if not best.exact:
-            out["upper_usd"] = round(best.upper_usd, 6)
-            out["gap"] = round(best.gap, 6)
-            if best.gap > GAP_WARNING:
-                warnings.warn(
-                    f"the optimum of the window at {self.grid.time_at(start).isoformat()} is only bracketed: "
-                    f"{best.cost_usd:.2f}–{best.upper_usd:.2f} USD (gap {best.gap:.2%}); ratios to it are upper "
-                    "bounds on the true ratios",
-                    OptimumGapWarning,
-                    stacklevel=2,
-                )
+            out["upper_usd"] = best.upper_usd
         return out
+
+    def _bracket(self, start: int, results: dict) -> None:
+        """Close a bracketed optimum: its upper end is also no more than any on-time run's cost; gap; warn."""
+        best = results.get(OPTIMAL)
+        if best is None or best["exact"]:
+            return
+        on_time = [r["cost_usd"] for name, r in results.items() if name != OPTIMAL and r["met_deadline"]]
+        upper = min([best["upper_usd"], *on_time])
+        lower = best["cost_usd"]
+        gap = (upper - lower) / lower if lower > 0 and np.isfinite(upper) else (0.0 if upper == lower else np.inf)
+        best["upper_usd"] = round(upper, 6) if np.isfinite(upper) else None
+        best["gap"] = round(gap, 6) if np.isfinite(gap) else None
+        if not gap <= GAP_WARNING:
+            wide = f"{upper:.2f} USD (gap {gap:.2%})" if np.isfinite(gap) else "unbounded (no run met the deadline)"
+            warnings.warn(
+                f"the optimum of the window at {self.grid.time_at(start).isoformat()} is only bracketed: "
+                f"{lower:.2f}–{wide}; ratios to it are upper bounds on the true ratios",
+                OptimumGapWarning,
+                stacklevel=3,
+            )
 
     def run(self, progress: Callable[[], None] | None = None) -> dict:
         windows = []
@@ -119,6 +130,7 @@ class Evaluation:
                 results[name] = run(start)
                 if progress:
                     progress()
+            self._bracket(start, results)
             windows.append({"start": self.grid.time_at(start).isoformat().replace("+00:00", "Z"), "results": results})
         return {"windows": windows, "summary": summarise(windows)}
 
@@ -149,12 +161,22 @@ def summarise(windows: list[dict]) -> dict:
             summary.pop(n)
     if OPTIMAL in summary:
         # Exact in every window, or the widest bracket (ratios to the optimum are then upper bounds).
-        gaps = [w["results"][OPTIMAL].get("gap", 0.0) for w in windows]
+        # An unbounded bracket (no run on time) is None in the JSON and inf here: its max/mean are None too.
+        gaps = [_number(w["results"][OPTIMAL].get("gap", 0.0)) for w in windows]
         summary[OPTIMAL]["exact"] = all(w["results"][OPTIMAL].get("exact", True) for w in windows)
-        summary[OPTIMAL]["max_gap"] = round(float(max(gaps)), 6)
-        uppers = [w["results"][OPTIMAL].get("upper_usd", w["results"][OPTIMAL]["cost_usd"]) for w in windows]
-        summary[OPTIMAL]["mean_upper_usd"] = round(float(np.mean(uppers)), 6)
+        summary[OPTIMAL]["max_gap"] = _finite(max(gaps))
+        optima = [w["results"][OPTIMAL] for w in windows]
+        uppers = [_number(r.get("upper_usd", r["cost_usd"])) for r in optima]
+        summary[OPTIMAL]["mean_upper_usd"] = _finite(np.mean(uppers))
     if OPTIMAL in summary and summary[OPTIMAL]["mean_cost_usd"] > 0:
         for row in summary.values():
             row["ratio_to_optimal"] = round(row["mean_cost_usd"] / summary[OPTIMAL]["mean_cost_usd"], 4)
     return summary
+
+
+def _number(value) -> float:
+    return np.inf if value is None else float(value)
+
+
+def _finite(value) -> float | None:
+    return round(float(value), 6) if np.isfinite(value) else None

@@ -17,12 +17,16 @@ make q 1 s), the quantum is coarsened to step ÷ m and two DPs bracket the optim
 rounded down give a lower bound, warm-ups rounded up (and a checkpoint assumed wherever a group
 ran) give the cost of a schedule that is feasible in the real model, an upper bound.
 `Optimum.cost_usd` is then the lower bound, `upper_usd` the upper one and `gap` their distance.
+
+A job whose preemptions lose work (periodic checkpoints, no final one on notice) gets the
+lossless job's optimum as a lower bound, with no upper bound of its own (`upper_usd` inf);
+`skynomad evaluate` closes the bracket with the cheapest on-time run of any policy.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import reduce
 
 import numpy as np
@@ -131,6 +135,12 @@ def optimal_cost(
     if start_tick < 0 or start_tick + ticks > grid.ticks:
         raise ValueError(f"window of {ticks} steps from tick {start_tick} does not fit the trace's {grid.ticks} steps")
     egress = egress_usd_per_gb if egress_usd_per_gb is not None else EgressModel().matrix(grid.markets)
+    if job.loses_work:
+        # No state here for progress since the last periodic checkpoint: solve the job whose
+        # preemptions lose nothing. Every schedule costs at least as much when they do, so this is
+        # a lower bound; the caller brackets it with the cost of any schedule that met the deadline.
+        saved = optimal_cost(replace(job, checkpoint_interval_hours=0.0), grid, start_tick, egress, max_levels)
+        return replace(saved, exact=False, upper_usd=math.inf)
     lower, upper = _lattices(job, grid.step_hours, max_levels, max_band_levels)
     best = _solve(job, grid, start_tick, ticks, egress, lower)
     if upper is None:

@@ -30,6 +30,7 @@ class RunResult:
     preemptions: int = 0
     launches: int = 0
     unfinished_work_hours: float = 0.0
+    lost_work_hours: float = 0.0  # progress preemptions took back (periodic checkpoints, no final one)
     segments: list[Segment] = field(default_factory=list)
 
     @property
@@ -49,6 +50,8 @@ class RunResult:
             "launches": self.launches,
             "finish_hours": None if self.finish_hours is None else round(self.finish_hours, 6),
         }
+        if self.lost_work_hours:
+            data["lost_work_hours"] = round(self.lost_work_hours, 6)
         if timeline:
             data["timeline"] = [vars(s) for s in self.segments]
         return data

@@ -1,10 +1,12 @@
 """The one simulation loop every policy runs through.
 
 Time moves in decision steps on the market grid. At each step: a running spot group whose
-market lost capacity is preempted; the policy decides from what it may know (MarketView
-with only the cells the job observed, plus the market table's history before the job);
-probes are paid; options are tried in order; the step is billed, cold starts included,
-and progress is made. The same accounting is what the optimum (simulation.optimal) minimises.
+market lost capacity is preempted (losing the progress since its last periodic checkpoint when
+the job checkpoints periodically and the notice leaves no time for a final one); the policy
+decides from what it may know (MarketView with only the cells the job observed, plus the market
+table's history before the job); probes are paid; options are tried in order; the step is
+billed, cold starts included, and progress is made. The same accounting is what the optimum
+(simulation.optimal) minimises; with lost work it is a lower bound (see there).
 
 With `job.reaction_hours` > 0 the loop plays Airflow's split: the trigger asks the planner each
 step and raises an event when it wants a change (or the group is lost); the worker carries the
@@ -129,6 +131,9 @@ def simulate(
             if state.running.mode is Mode.SPOT and not usable[g, i]:
                 result.preemptions += 1
                 ledger.close("preempted")
+                if job.loses_work:
+                    result.lost_work_hours += state.unsaved_hours
+                    state = state.lost()
                 state = state.advance(running=None, warmup_left_hours=0.0, last_preempted_market=state.running.market)
                 if lag and pending is None:
                     pending = (k + lag, None)  # the worker wakes `lag` later and decides then
@@ -157,7 +162,11 @@ def simulate(
         remaining = job.work_hours - state.progress_hours
         used = dt if dt - warm < remaining - EPS else warm + remaining
         ledger.bill(state.running, t, used, price * used)
-        state = state.progressed(state.progress_hours + used - warm, warmup_left_hours=state.warmup_left_hours - warm)
+        state = state.progressed(
+            state.progress_hours + used - warm,
+            warmup_left_hours=state.warmup_left_hours - warm,
+            unsaved_hours=job.unsaved_after(state.unsaved_hours, used - warm),
+        )
         if used < dt or state.progress_hours >= job.work_hours - EPS:
             result.finish_hours = t + used
             break
@@ -217,5 +226,5 @@ def _carry_out(decision: Decision, state: JobState, job: JobSpec, step: _Step, l
             result.launches += 1
             state = state.launched(chosen, t, job.launch_hours(moved))
         else:
-            state = state.advance(running=None, warmup_left_hours=0.0)
+            state = state.advance(running=None, warmup_left_hours=0.0, unsaved_hours=0.0)  # it saves, then stops
     return state

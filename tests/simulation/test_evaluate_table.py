@@ -40,3 +40,11 @@ def test_a_bracketed_optimum_prints_its_widest_gap_and_says_ratios_are_upper_bou
     assert "≤ 1.23%" in rows(out)["optimal"]
     assert "exact" not in rows(out)["optimal"]
     assert "101.20 USD" in out and "upper bounds" in out
+
+
+def test_a_negative_checkpoint_interval_is_a_usage_error(tmp_path, capsys):
+    from airflow_provider_skynomad.cli import main
+
+    argv = ["evaluate", "--trace", str(tmp_path / "t.csv"), "--work-hours", "1", "--deadline-hours", "2"]
+    assert main([*argv, "--checkpoint-interval-hours", "-0.5"]) == 2
+    assert "--checkpoint-interval-hours must be ≥ 0" in capsys.readouterr().err
