@@ -1,0 +1,61 @@
+"""A distributed Airflow (CeleryExecutor, two workers, two triggerers) running 12 SkyNomad jobs at
+once while its own processes fail one after another: a worker is ``kill -9``-ed during a launch,
+a triggerer while jobs are deferred (the other takes its triggers over), then the scheduler;
+PostgreSQL (metadata DB and market table, a private server) restarts during decision steps; and
+another team's tasks take every worker slot. Afterwards every invariant of invariants.py must hold.
+
+About four minutes on 2 busy cores: one cluster start (~1 min), the probe DAG, one wave of jobs.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from cluster import PROBE_DAG, Cluster
+from faults import KillScheduler, KillTriggerer, KillWorker, RestartPostgres, SaturatePool, Wave
+from invariants import check
+
+RUNS = 12
+SPEED = 80.0  # 1 cloud hour = 45 wall s: a worker's start of a task (~20 s on a busy box) is 0.25 h
+
+
+@pytest.fixture
+def cluster(cluster_services, tmp_path):
+    cluster = Cluster(tmp_path / "cluster", speed=SPEED)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def test_jobs_survive_faults_of_airflow_processes(cluster):
+    probes = list(cluster.run_states(PROBE_DAG)) or [cluster.trigger(PROBE_DAG)]
+    assert set(cluster.wait_runs(PROBE_DAG, probes, 300).values()) == {"success"}, cluster.tail()
+
+    faults = [
+        KillWorker("kill -9 worker during a launch"),
+        KillTriggerer("kill -9 triggerer while jobs are deferred"),
+        KillScheduler("kill -9 scheduler"),
+        RestartPostgres("PostgreSQL restart during decision steps"),
+        SaturatePool("worker pool saturated", seconds=15.0),
+    ]
+    wave = Wave(cluster, [1.0 + 0.1 * (i % 6) for i in range(RUNS)], faults)
+    began = time.monotonic()
+    try:
+        states = wave.run(timeout=360)
+    except TimeoutError as exc:
+        pytest.fail("\n".join(wave.log) + f"\n{exc}")
+    wall = time.monotonic() - began
+    report = check(cluster, states)
+    story = "\n".join(wave.log)
+    print(f"{report.completed}/{report.started} runs completed in {wall:.0f} s wall\n{story}")
+
+    assert all(f.done for f in faults), f"not every fault was injected:\n{story}\n{cluster.tail()}"
+    assert faults[0].record["fleet_tasks_running_on_it"] >= 1
+    assert faults[1].record["triggers_held"] >= 2
+    assert faults[1].record["recovery_seconds"] is not None, story  # the other triggerer took over
+    assert cluster.services["worker-0"].kills == 1 and cluster.services["triggerer-0"].kills == 1
+    assert report.ok, "\n".join(report.problems) + f"\n{story}\n{report.outcomes}"
+    assert report.completed == RUNS, report.outcomes
