@@ -16,12 +16,13 @@ STEP_MINUTES = 10.0
 TRACE_START_HOURS = 90.0
 
 
-def setup(home: Path):
+def setup(home: Path, speed: float = SPEED):
+    """The `skynomad_default` connection (simulated cloud at `speed`x) and a market table around its start."""
     os.environ["SKYNOMAD_HOME"] = str(home)
     os.environ["AIRFLOW_CONN_SKYNOMAD_DEFAULT"] = json.dumps(
         {
             "conn_type": "skynomad",
-            "extra": {"cloud": "simulated", "speed": SPEED, "cloud_options": {"trace_start": TRACE_START_HOURS}},
+            "extra": {"cloud": "simulated", "speed": speed, "cloud_options": {"trace_start": TRACE_START_HOURS}},
         }
     )
     import pandas as pd
