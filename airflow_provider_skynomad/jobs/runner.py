@@ -240,14 +240,23 @@ class JobRunner:
             self._publish(now)
             return self._defer()
         view = self.view()
-        if event.kind == "preempted":
-            decision = event.decision or self._decide(view, now)
-        else:
-            decision = event.decision
-            if event.kind == "deadline_pressure":
-                self._say(record.note(at, "deadline pressure", why=why_move(record, view, decision, at)))
-                first = decision.first
-                record.on_safety_net |= first is not None and first.mode is Mode.ON_DEMAND
+        decision = event.decision
+        if decision is not None and event.kind != "deadline_pressure" and now - at > self.params.step_hours:
+            # Airflow resumed the task a step or more after the trigger decided (a full pool, a
+            # restarted scheduler): a move that was safe then may not be now. Decide again (a
+            # decision under deadline pressure is carried out as made: it is what keeps the deadline).
+            self.log.info(
+                "[t=%.2f h] Airflow resumed the job %.2f cloud h after the trigger decided; deciding again",
+                now,
+                now - at,
+            )
+            decision = None
+        if decision is None:
+            decision = self._decide(view, now)
+        if event.kind == "deadline_pressure":
+            self._say(record.note(at, "deadline pressure", why=why_move(record, view, decision, at)))
+            first = decision.first
+            record.on_safety_net |= first is not None and first.mode is Mode.ON_DEMAND
         self._decided(now, decision, view)
         self._carry_out(view, decision, now)
         return self._defer()

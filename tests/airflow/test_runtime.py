@@ -486,3 +486,21 @@ def test_no_status_visit_when_the_slack_is_tight(cloud):  # noqa: F811
     tight = Watch(JobSpec(work_hours=1.0, deadline_hours=1.5), 0.0, state, handle, 0.2, seq=1)
     assert roomy.status_event(cloud, 1 / 6).kind == "status"
     assert tight.status_event(cloud, 1 / 6) is None
+
+
+def test_a_decision_carried_out_long_after_the_trigger_made_it_is_made_again(cloud):  # noqa: F811
+    """The trigger chose a spot launch while it was safe; Airflow resumed the task hours later (a
+    saturated pool, a restarted scheduler). Carried out then, the launch would miss the deadline:
+    the worker decides again on what is true now and takes on-demand."""
+    from airflow_provider_skynomad.planner.actions import Decision
+
+    store = FakeStore()
+    defer(make_op(), context_for(store))
+    first = cloud.launches[0]
+    other = "us-east4-b" if first.zone != "us-east4-b" else "us-central1-a"
+    stale = Decision(try_in_order=(Option(other, Mode.SPOT),), reason="spot there was cheap and safe at 1 h")
+    cloud.progress_fraction = 0.0
+    cloud.hours = 4.0  # 6 h of work left, 6 h to the deadline: only on-demand, now, can make it
+    with pytest.raises(TaskDeferred):
+        make_op().execute_complete(context_for(store), _event("replan", 1, 1.0, 0.0, decision=stale.to_dict()))
+    assert cloud.launches[-1].spot is False, cloud.launches
