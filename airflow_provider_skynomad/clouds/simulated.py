@@ -89,6 +89,7 @@ HOST_ENV_KEPT = ("PATH", "LANG", "LANGUAGE", "TZ", "TMPDIR", "PYTHONPATH")
 HOST_ENV_KEPT_PREFIXES = ("LC_",)
 _SETTINGS = ("trace_path", "speed", "trace_start", "preemption_notice_seconds")
 _MASKED = "***"  # how `display_url` shows a password
+LEGACY_STATE_FILE = "state.json"  # where a state directory of an earlier version kept its state
 _JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # one safe path component
 __all__ = [
     "CLIENT_TOKEN_TAG",
@@ -159,6 +160,10 @@ class SimulatedCloud(Cloud):
         self.state_url = state_url
         cloud_id = config.get("cloud_id") or hashlib.sha256(str(self.state_dir).encode()).hexdigest()[:32]
         self._store = StateStore(url, cloud_id)
+        legacy = self.state_dir / LEGACY_STATE_FILE
+        if legacy.exists():
+            with exclusive(self.state_dir / "cloud.lock"):
+                self._store.import_legacy(legacy)
 
     @classmethod
     def attach(

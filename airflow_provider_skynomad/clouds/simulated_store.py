@@ -190,6 +190,38 @@ class StateStore:
             query = select(table.c.entry).where(table.c.cloud_id == self.cloud_id).order_by(table.c.id)
             return list(conn.execute(query).scalars())
 
+    def import_legacy(self, path: Path) -> None:
+        """Take over the JSON document an earlier version kept (groups, probes, copies), once.
+
+        Its groups may still be running: without this they would be nobody's. The file is renamed
+        (``.imported``) after the rows are committed; a cloud that has rows already imported it (an
+        opener died before the rename). Callers hold the state directory's lock.
+        """
+        if not path.exists():
+            return
+        state = json.loads(path.read_text())
+        with self._write() as conn:
+            mine = [
+                select(t.c.cloud_id).where(t.c.cloud_id == self.cloud_id).limit(1) for t in (groups, probes, egress)
+            ]
+            if any(conn.execute(query).first() for query in mine):
+                state = {}
+            for record in state.get("groups", {}).values():
+                conn.execute(
+                    insert(groups).values(
+                        cloud_id=self.cloud_id,
+                        group_id=record["group_id"],
+                        client_token=record["client_token"],
+                        job_id=record.get("job_id", ""),
+                        launched_at_hours=record["launched_at_hours"],
+                        record=record,
+                    )
+                )
+            for kind, table in _LINES.items():
+                for entry in state.get(kind, []):
+                    conn.execute(insert(table).values(cloud_id=self.cloud_id, entry=entry))
+        os.replace(path, path.with_name(path.name + ".imported"))
+
     # -- internals -----------------------------------------------------------------------------
 
     def _is(self, group_id: str):

@@ -268,3 +268,30 @@ def _race(cloud: SimulatedCloud, postgres_url: str, barrier: Path, workers: int,
     assert bill["total_usd"] == pytest.approx(bill["spot_usd"] + bill["on_demand_usd"] + bill["probe_usd"])
     cloud.terminate(_handle(shared_group))
     assert cloud.launches("job-shared")[0]["end_reason"] == "terminated on request"
+
+
+def test_a_state_dir_of_the_json_version_is_taken_over_with_its_running_group(trace, tmp_path):
+    """What an earlier version kept in state.json (a group still running, a probe) is the cloud's after an upgrade."""
+    first = SimulatedCloud(trace, tmp_path / "first", speed=FAST)
+    running = first.launch(request("old-1", command=SLEEPER))
+    (record,) = first._store.records()
+    probe = {"zone": "r1-a", "usd": 0.5, "tags": {"skynomad:purpose": "probe"}}
+    groups = {record["group_id"]: record}
+    legacy = {"version": 1, "groups": groups, "tokens": {"old-1": record["group_id"]}, "probes": [probe], "egress": []}
+    state = tmp_path / "legacy"
+    state.mkdir()
+    config = json.loads((tmp_path / "first" / "cloud.json").read_text())
+    old_keys = {k: v for k, v in config.items() if k not in ("cloud_id", "state_url")}
+    (state / "cloud.json").write_text(json.dumps(old_keys))
+    (state / "state.json").write_text(json.dumps(legacy))
+
+    upgraded = SimulatedCloud.attach(state)
+    assert not (state / "state.json").exists() and (state / "state.json.imported").is_file()
+    assert upgraded.find("old-1") == running
+    assert upgraded.poll(running) in (GroupStatus.STARTING, GroupStatus.RUNNING)
+    assert upgraded.bill()["probe_usd"] == 0.5
+    upgraded.terminate(running)
+    assert upgraded.launches()[0]["end_reason"] == "terminated on request"
+    (state / "state.json").write_text(json.dumps(legacy))  # as if an opener died before its rename
+    again = SimulatedCloud.attach(state)
+    assert len(again.groups()) == 1 and again.bill()["probes"] == 1
