@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import queue
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterable, Iterator
 
 import pandas as pd
 from sqlalchemy import Connection, column, exists, select
@@ -191,6 +193,55 @@ def _parse_copied(spool, chunk_rows: int) -> Iterator[pd.DataFrame]:
             times = pd.to_datetime(chunk["observed_at"], utc=True, format="ISO8601")
             chunk["observed_at"] = times.astype("datetime64[us, UTC]")
             yield chunk
+
+
+def read_ahead(chunks: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    """The chunks, each produced by a thread while the database inserts the one before.
+
+    An import alternates reading and validating a chunk (this process's CPU) with inserting it
+    (the server's, or SQLite's with the GIL released): with one chunk read ahead, the two
+    overlap. Memory holds at most one chunk more. An error while producing is raised here, in
+    the caller's thread, so its transaction rolls back as before; when the caller stops early,
+    the thread ends after the chunk it is reading.
+    """
+    handoff: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                handoff.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for chunk in chunks:
+                if not put((chunk, None)):
+                    return
+        except BaseException as exc:  # noqa: BLE001 - handed to the consuming thread, raised there
+            put((_END, exc))
+            return
+        put((_END, None))
+
+    thread = threading.Thread(target=produce, name="skynomad-read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            chunk, error = handoff.get()
+            if chunk is _END:
+                if error is not None:
+                    raise error
+                return
+            yield chunk
+    finally:
+        stop.set()
+        thread.join()
+
+
+_END = object()
 
 
 def fetch_chunks(conn: Connection, statement, chunk_rows: int) -> Iterator[list]:

@@ -136,3 +136,51 @@ def build_grid(frame: pd.DataFrame, step_hours: float | None = None) -> MarketGr
     spot = np.where(np.isnan(spot), np.inf, spot)
     on_demand = np.where(np.isnan(on_demand), np.inf, on_demand)
     return MarketGrid(start, step_hours, markets, available, spot, on_demand)
+
+
+def extend_grid(grid: MarketGrid, frame: pd.DataFrame, built_rows: int) -> MarketGrid | None:
+    """What `build_grid(frame, grid.step_hours)` gives, computed from `grid` and only the newest rows.
+
+    `grid` was built from ``frame.iloc[:built_rows]``, and every later row of `frame` is newer
+    than all of those (rows appended in time order, as a job's incremental reads append them).
+    Then the ticks the grid has keep their values, and only the new ticks are computed, from the
+    rows after the grid's last tick. None when a later row names a market the grid lacks (the
+    caller builds the grid again).
+    """
+    times_ns = pd.DatetimeIndex(frame["observed_at"]).as_unit("ns").asi8
+    step_ns = pd.Timedelta(hours=grid.step_hours).as_unit("ns").value
+    start_ns = grid.start.as_unit("ns").value
+    ticks = int((times_ns[-1] - start_ns) // step_ns) + 1
+    if ticks == grid.ticks:
+        return grid
+    column = {(m.zone, m.instance_type): j for j, m in enumerate(grid.markets)}
+    newer = frame.iloc[built_rows:]
+    if any(key not in column for key in zip(newer["zone"], newer["instance_type"], strict=True)):
+        return None
+    grid_ns = start_ns + step_ns * np.arange(grid.ticks, ticks, dtype=np.int64)
+    last_ns = start_ns + step_ns * (grid.ticks - 1)
+    # Rows after the last old tick (old rows among them too) are the only ones a new tick can take.
+    first = int(np.searchsorted(times_ns, last_ns, side="right"))
+    tail = frame.iloc[first:]
+    market_of = np.array([column[key] for key in zip(tail["zone"], tail["instance_type"], strict=True)], dtype=np.int64)
+    tick_of = np.searchsorted(grid_ns, times_ns[first:], side="left")
+    inside = tick_of < len(grid_ns)
+    row_at = np.full((len(grid_ns), len(grid.markets)), -1, dtype=np.int64)
+    np.maximum.at(row_at, (tick_of[inside], market_of[inside]), np.flatnonzero(inside))
+    row_at = np.maximum.accumulate(row_at, axis=0)
+    seen = row_at >= 0
+    at = np.where(seen, row_at, 0)
+
+    def block(values: np.ndarray, old: np.ndarray) -> np.ndarray:
+        # A market with no row since the last old tick holds that tick's value.
+        new = np.where(seen, values[at] if len(values) else 0, old[-1])
+        return np.concatenate([old, new.astype(old.dtype)])
+
+    return MarketGrid(
+        grid.start,
+        grid.step_hours,
+        grid.markets,
+        block(tail["available"].to_numpy(dtype=np.int64), grid.available),
+        block(tail["spot_price"].to_numpy(dtype=float), grid.spot_usd_per_hour),
+        block(tail["on_demand_price"].to_numpy(dtype=float), grid.on_demand_usd_per_hour),
+    )

@@ -21,7 +21,7 @@ from datetime import timedelta
 import pandas as pd
 
 from .egress import EgressModel
-from .grid import Market, build_grid
+from .grid import Market, MarketGrid, build_grid, extend_grid
 from .view import MarketView
 
 KEY = ["zone", "instance_type", "observed_at"]
@@ -72,6 +72,10 @@ class MarketSource:
         self._view: MarketView | None = None
         self._view_key: tuple | None = None
         self._deleted = 0
+        # The grid of the frame's first `_grid_rows` rows: while reads only append rows, the next
+        # view extends it by the new ticks instead of building it again.
+        self._grid: MarketGrid | None = None
+        self._grid_rows = 0
         self._egress: tuple | None = None  # (markets, their egress matrix): the same markets step after step
 
     def frame(self, until: pd.Timestamp) -> pd.DataFrame:
@@ -109,6 +113,7 @@ class MarketSource:
         frame = pd.concat([held, late, later] if len(late) else [held, later], ignore_index=True)
         if len(late):  # a late row lands inside the held range: restore the order
             frame = frame.sort_values(["observed_at", "zone", "instance_type"], kind="stable", ignore_index=True)
+            self._grid = None  # and the grid cannot just be extended
         self._frame = frame
         return self._frame
 
@@ -121,6 +126,7 @@ class MarketSource:
 
     def _read_window(self, until: pd.Timestamp) -> pd.DataFrame:
         self._frame, self._deleted = self.table.read_increment(self.zones, self.since, until, self.instance_types)
+        self._grid = None
         return self._frame
 
     def view(self, until: pd.Timestamp) -> MarketView:
@@ -133,7 +139,12 @@ class MarketSource:
             )
         key = (frame["observed_at"].iloc[-1], len(frame))
         if key != self._view_key:
-            grid = build_grid(frame, step_hours=self.step_hours)
+            grid = None
+            if self._grid is not None and self._grid_rows < len(frame):  # rows were only appended
+                grid = extend_grid(self._grid, frame, self._grid_rows)
+            if grid is None:
+                grid = build_grid(frame, step_hours=self.step_hours)
+            self._grid, self._grid_rows = grid, len(frame)
             if self._egress is None or self._egress[0] != grid.markets:
                 self._egress = (grid.markets, EgressModel().matrix(grid.markets))
             content = (grid.start.isoformat(), grid.step_hours, tuple(grid.keys))

@@ -10,6 +10,7 @@ retries are at-least-once: a repeated observation is a no-op and the first write
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 
@@ -140,12 +141,12 @@ class MarketTable(MarketDatabase):
     def __init__(self, url: str | URL | None = None):
         super().__init__(url)
         self._held: Connection | None = None
+        self._held_lock = threading.Lock()
 
     def close(self) -> None:
         """Release the reader's kept connection and the pooled ones (PostgreSQL servers count them)."""
-        if self._held is not None:
-            self._held.close()
-            self._held = None
+        with self._held_lock:
+            self._drop_kept()
         super().close()
 
     # -- writes ------------------------------------------------------------------------------
@@ -167,12 +168,14 @@ class MarketTable(MarketDatabase):
         Built for streams (`iter_observations`): each chunk is inserted as it comes, and if any
         chunk raises (a bad row, a database error), the whole transaction is rolled back, so
         nothing is written. `validated`: the chunks come from `validate_observations` already.
+        A stream (not a list) is read one chunk ahead in a thread (`bulk.read_ahead`), so reading
+        and validating the next chunk overlaps the database's insert of this one.
         """
         self._ensure()
         inserted = 0
         insert_for = _INSERT[self.dialect]
         with self.engine.begin() as conn, bulk.large_cache(conn, self.dialect):
-            for chunk in chunks:
+            for chunk in chunks if isinstance(chunks, list | tuple) else bulk.read_ahead(chunks):
                 if len(chunk) == 0:
                     continue
                 rows = chunk if validated else validate_observations(chunk, source=source)
@@ -245,17 +248,28 @@ class MarketTable(MarketDatabase):
         if self.dialect != "postgresql":
             with self.engine.connect() as conn:
                 return conn.execute(statement).all()
-        for attempt in (1, 2):
-            if self._held is None:
-                self._held = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        with self._held_lock:  # a SQLAlchemy connection is not for two threads at once
             try:
-                return self._held.execute(statement).all()
+                return self._kept().execute(statement).all()
             except DBAPIError as exc:
-                self._held.close()
-                self._held = None
-                if attempt == 2 or not exc.connection_invalidated:
+                self._drop_kept()
+                if not exc.connection_invalidated:
                     raise
-        raise AssertionError("unreachable")
+            try:  # the server dropped the connection (e.g. it restarted): once more on a new one
+                return self._kept().execute(statement).all()
+            except DBAPIError:
+                self._drop_kept()
+                raise
+
+    def _kept(self) -> Connection:
+        if self._held is None:
+            self._held = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        return self._held
+
+    def _drop_kept(self) -> None:
+        if self._held is not None:
+            self._held.close()
+            self._held = None
 
     def deletions(self) -> int:
         """How many rows were ever deleted from the table (by compaction); 0 for a new table."""

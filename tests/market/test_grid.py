@@ -50,3 +50,26 @@ def test_grid_holds_the_last_row_at_or_before_each_tick(trace, step_hours):
     np.testing.assert_array_equal(grid.spot_usd_per_hour, spot)
     late = grid.keys.index("us-east4-a:a3-highgpu-2g")
     assert np.isinf(grid.on_demand_usd_per_hour[0, late])  # nothing known before its first row
+
+
+def test_extending_a_grid_by_appended_rows_gives_the_grid_built_from_all_of_them(trace):
+    from airflow_provider_skynomad.market.grid import extend_grid
+
+    frame = trace.sort_values(["observed_at", "zone"], ignore_index=True)
+    # The window grows by the rows newer than all it holds, as a job's reads append them (whole
+    # probe rounds, so each cut falls between two times); some steps add no tick.
+    times = frame["observed_at"]
+    cuts = [int(times.searchsorted(times.iloc[0] + pd.Timedelta(minutes=m), side="right")) for m in (30, 40, 50, 90)]
+    cuts += [int(times.searchsorted(times.iloc[0] + pd.Timedelta(hours=h), side="right")) for h in (2, 3.5, 5)]
+    grid, built = build_grid(frame.iloc[:39], step_hours=0.25), 39
+    for end in [*cuts, len(frame)]:
+        part = frame.iloc[:end]
+        grid = extend_grid(grid, part, built)
+        built = end
+        whole = build_grid(part, step_hours=0.25)
+        assert grid.ticks == whole.ticks
+        np.testing.assert_array_equal(grid.available, whole.available)
+        np.testing.assert_array_equal(grid.spot_usd_per_hour, whole.spot_usd_per_hour)
+        np.testing.assert_array_equal(grid.on_demand_usd_per_hour, whole.on_demand_usd_per_hour)
+    unknown = pd.concat([frame.iloc[:39], frame.iloc[[-1]].assign(zone="nowhere-a")], ignore_index=True)
+    assert extend_grid(build_grid(frame.iloc[:39], step_hours=0.25), unknown, 39) is None
