@@ -117,6 +117,23 @@ def _lattices(
     return lower, upper
 
 
+def _lossy_lattice(
+    job: JobSpec, step_hours: float, max_levels: int | None, max_band_levels: int
+) -> tuple[_Lattice, int] | None:
+    """The exact lattice with the checkpoint interval in its quantum, and the interval in quanta; None if too fine."""
+    whole = [_ms(h) for h in (step_hours, job.cold_start_hours, job.launch_hours(True), job.checkpoint_interval_hours)]
+    if any(w is None for w in whole):
+        return None
+    quantum = reduce(math.gcd, whole) / 1000.0
+    interval_q = round(job.checkpoint_interval_hours * 3600 / quantum)
+    levels = math.ceil(job.work_hours * 3600 / quantum - 1e-9)
+    if (max_levels is not None and levels > max_levels) or _band(job, quantum) * interval_q > max_band_levels:
+        return None
+    step_q = round(step_hours * 3600 / quantum)
+    cold_q, move_q = round(job.cold_start_hours * 3600 / quantum), round(job.launch_hours(True) * 3600 / quantum)
+    return _Lattice(quantum, step_q, cold_q, move_q, levels, True, False), interval_q
+
+
 def optimal_cost(
     job: JobSpec,
     grid: MarketGrid,
@@ -136,9 +153,14 @@ def optimal_cost(
         raise ValueError(f"window of {ticks} steps from tick {start_tick} does not fit the trace's {grid.ticks} steps")
     egress = egress_usd_per_gb if egress_usd_per_gb is not None else EgressModel().matrix(grid.markets)
     if job.loses_work:
-        # No state here for progress since the last periodic checkpoint: solve the job whose
-        # preemptions lose nothing. Every schedule costs at least as much when they do, so this is
-        # a lower bound; the caller brackets it with the cost of any schedule that met the deadline.
+        lattice = _lossy_lattice(job, grid.step_hours, max_levels, max_band_levels)
+        if lattice is not None:
+            exact, interval_q = lattice
+            best = _solve(job, grid, start_tick, ticks, egress, exact, interval_q)
+            return Optimum(cost_usd=best, feasible=math.isfinite(best), quantum_seconds=exact.quantum_s, exact=True)
+        # Too fine a lattice for the unsaved progress as state: solve the job whose preemptions lose
+        # nothing. Every schedule costs at least as much when they do, so this is a lower bound; the
+        # caller brackets it with the cost of any schedule that met the deadline.
         saved = optimal_cost(replace(job, checkpoint_interval_hours=0.0), grid, start_tick, egress, max_levels)
         return replace(saved, exact=False, upper_usd=math.inf)
     lower, upper = _lattices(job, grid.step_hours, max_levels, max_band_levels)
@@ -149,8 +171,15 @@ def optimal_cost(
     return Optimum(best, math.isfinite(best), lower.quantum_s, exact=False, upper_usd=max(high, best))
 
 
-def _solve(job: JobSpec, grid: MarketGrid, start_tick: int, ticks: int, egress: np.ndarray, lat: _Lattice) -> float:
-    """The DP on one lattice: min cost over (market, mode, warm-up left, progress) step by step."""
+def _solve(
+    job: JobSpec, grid: MarketGrid, start_tick: int, ticks: int, egress: np.ndarray, lat: _Lattice, interval_q: int = 0
+) -> float:
+    """The DP on one lattice: min cost over (market, mode, warm-up left, unsaved progress, progress) step by step.
+
+    `interval_q` > 0: the job checkpoints every that many quanta of a group's progress and a
+    preemption takes back what the group made since its last checkpoint (its "unsaved" quanta, 0
+    for on-demand, which is never lost, and for every stop the job chooses, which saves first).
+    """
     markets = len(grid.markets)
     q, step_q, levels = lat.quantum_s, lat.step_q, lat.levels
     if step_q < 1:
@@ -158,6 +187,7 @@ def _solve(job: JobSpec, grid: MarketGrid, start_tick: int, ticks: int, egress: 
     step_s = grid.step_hours * 3600
     work_s = job.work_hours * 3600
     deadline_s = job.deadline_hours * 3600 + 1e-6
+    unsaved = max(interval_q, 1)  # unsaved-progress slots; 1 (always 0) when nothing can be lost
 
     # Remaining warm-up values a group can have at the start of a step.
     warmups = sorted({w for first in (lat.cold_q, lat.move_q) for w in range(first, -1, -step_q)} | {0})
@@ -169,7 +199,7 @@ def _solve(job: JobSpec, grid: MarketGrid, start_tick: int, ticks: int, egress: 
     # idle[loc, p]: loc = market index of the checkpoint, or `markets` for "no checkpoint yet".
     idle = np.full((markets + 1, levels), inf)
     idle[markets, 0] = 0.0
-    run = np.full((markets, 2, len(warmups), levels), inf)
+    run = np.full((markets, 2, len(warmups), unsaved, levels), inf)
     spare = np.full_like(run, inf)
     fee = job.checkpoint_gb * np.asarray(egress, dtype=float)
     stay_fee = np.diag(fee).copy()  # launching where the checkpoint is (normally 0)
@@ -191,7 +221,17 @@ def _solve(job: JobSpec, grid: MarketGrid, start_tick: int, ticks: int, egress: 
         band = slice(lo, hi)
         avail = usable[g]
         # Any group can be stopped (a spot group without capacity must be): the best way to be free.
-        ended = run[:, :, :, band].min(axis=(1, 2))
+        # A preempted spot group falls back by its unsaved progress; below the band nothing can finish.
+        ended = run[:, :, :, 0, band].min(axis=(1, 2))
+        if interval_q:
+            ended = np.minimum(ended, run[:, ON_DEMAND, :, :, band].min(axis=(1, 2)))
+            up = run[avail, SPOT, :, :, band].min(axis=(1, 2))
+            ended[avail] = np.minimum(ended[avail], up)
+            down = np.flatnonzero(~avail)
+            width = hi - lo
+            for u in range(1, min(unsaved, width)):
+                lost = run[down, SPOT, :, u, lo + u : hi].min(axis=1)
+                ended[down, : width - u] = np.minimum(ended[down, : width - u], lost)
         idle_band = idle[:, band]
         if lo == 0:
             # A group that made no progress leaves no checkpoint (pessimistic lattice: it may have one).
@@ -202,23 +242,23 @@ def _solve(job: JobSpec, grid: MarketGrid, start_tick: int, ticks: int, egress: 
                 np.minimum(idle_band[:markets, 1:], ended[:, 1:], out=idle_band[:markets, 1:])
         else:
             np.minimum(idle_band[:markets], ended, out=idle_band[:markets])
-        run[~avail, SPOT, :, band] = inf
+        run[~avail, SPOT, :, :, band] = inf
 
         # Launch anywhere: where the checkpoint is (or none yet) with a cold start, elsewhere with a move.
         stay = np.minimum(idle_band[:markets] + stay_fee[:, None], idle_band[markets][None, :])
         moved = (idle_band[:markets, None, :] + move_fee[:, :, None]).min(axis=0)
         for j, launch in ((cold_j, stay), (move_j, moved)):
-            np.minimum(run[:, ON_DEMAND, j, band], launch, out=run[:, ON_DEMAND, j, band])
-            spot = run[:, SPOT, j, band]
+            np.minimum(run[:, ON_DEMAND, j, 0, band], launch, out=run[:, ON_DEMAND, j, 0, band])
+            spot = run[:, SPOT, j, 0, band]
             np.minimum(spot, np.where(avail[:, None], launch, inf), out=spot)
 
         # Run one step: bill, progress, and record finishes within the deadline.
-        price = np.stack([spot_price[g], od_price[g]], axis=1)[:, :, None]
+        price = np.stack([spot_price[g], od_price[g]], axis=1)[:, :, None, None]
         nxt_hi = min(levels, hi + step_q)
-        spare[:, :, :, lo:nxt_hi] = inf
+        spare[:, :, :, :, lo:nxt_hi] = inf
         for j, w in enumerate(warmups):
             d = gain[j]
-            cost = run[:, :, j, band]
+            cost = run[:, :, j, :, band]
             # Finishing this step from progress p ≥ levels − d: pay only the time needed.
             first = max(lo, levels - d)
             if first < hi:
@@ -226,12 +266,16 @@ def _solve(job: JobSpec, grid: MarketGrid, start_tick: int, ticks: int, egress: 
                 need_s = np.maximum(min(w * q, step_s) + (work_s - p * q), 0.0)
                 ok = t0 + need_s <= deadline_s
                 if ok.any():
-                    total = cost[:, :, first - lo :] + price * (need_s / 3600.0)
+                    total = cost[..., first - lo :] + price * (need_s / 3600.0)
                     best = min(best, float(np.where(ok, total, inf).min()))
             stop = min(hi, levels - d)
             if stop > lo:
-                target = spare[:, :, after[j], lo + d : stop + d]
-                np.minimum(target, cost[:, :, : stop - lo] + price * (step_s / 3600.0), out=target)
+                billed = cost[..., : stop - lo] + price * (step_s / 3600.0)
+                if interval_q and d % unsaved:
+                    # Spot's unsaved progress grows by d quanta, a checkpoint every interval; on-demand saves.
+                    billed[:, SPOT] = np.roll(billed[:, SPOT], d % unsaved, axis=1)
+                target = spare[:, :, after[j], :, lo + d : stop + d]
+                np.minimum(target, billed, out=target)
         run, spare = spare, run
         hi = nxt_hi
     return float(best)
