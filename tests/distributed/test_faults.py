@@ -17,7 +17,10 @@ from faults import KillScheduler, KillTriggerer, KillWorker, RestartPostgres, Sa
 from invariants import check
 
 RUNS = 12
-SPEED = 80.0  # 1 cloud hour = 45 wall s: a worker's start of a task (~20 s on a busy box) is 0.25 h
+# 1 cloud hour = 72 wall s. The clock accelerates the jobs, not Airflow: a resume the faults delay
+# by 30-40 s wall (a dead scheduler, a full pool, a worker parsing the DAG for 20 s on a busy box)
+# is half a cloud hour here, a few per cent of the slack it would be at 1x.
+SPEED = 50.0
 
 
 @pytest.fixture
@@ -41,20 +44,23 @@ def test_jobs_survive_faults_of_airflow_processes(cluster):
         RestartPostgres("PostgreSQL restart during decision steps"),
         SaturatePool("worker pool saturated", seconds=15.0),
     ]
-    wave = Wave(cluster, [1.0 + 0.1 * (i % 6) for i in range(RUNS)], faults)
+    wave = Wave(cluster, [0.8 + 0.1 * (i % 6) for i in range(RUNS)], faults)
     began = time.monotonic()
     try:
         states = wave.run(timeout=360)
     except TimeoutError as exc:
         pytest.fail("\n".join(wave.log) + f"\n{exc}")
     wall = time.monotonic() - began
-    report = check(cluster, states)
+    report = check(cluster, states, cold_start_hours=0.2)
     story = "\n".join(wave.log)
-    print(f"{report.completed}/{report.started} runs completed in {wall:.0f} s wall\n{story}")
+    print(
+        f"{report.completed}/{report.started} runs completed in {wall:.0f} s wall; longest make-before-break "
+        f"handover {report.max_handover_hours * 3600:.0f} cloud s\n{story}"
+    )
 
     assert all(f.done for f in faults), f"not every fault was injected:\n{story}\n{cluster.tail()}"
     assert faults[0].record["fleet_tasks_running_on_it"] >= 1
-    assert faults[1].record["triggers_held"] >= 2
+    assert faults[1].record["triggers_held"] >= 1
     assert faults[1].record["recovery_seconds"] is not None, story  # the other triggerer took over
     assert cluster.services["worker-0"].kills == 1 and cluster.services["triggerer-0"].kills == 1
     assert report.ok, "\n".join(report.problems) + f"\n{story}\n{report.outcomes}"

@@ -16,7 +16,7 @@ from airflow.sdk import DAG
 from airflow_provider_skynomad.operators.skynomad import SkyNomadOperator
 
 WORKLOAD = str(Path(__file__).resolve().parents[1] / "light_workload.py")
-DEADLINE_HOURS = 3.0
+DEADLINE_HOURS = 2.5
 
 with DAG(
     "skynomad_fleet",
