@@ -18,9 +18,11 @@ rounded down give a lower bound, warm-ups rounded up (and a checkpoint assumed w
 ran) give the cost of a schedule that is feasible in the real model, an upper bound.
 `Optimum.cost_usd` is then the lower bound, `upper_usd` the upper one and `gap` their distance.
 
-A job whose preemptions lose work (periodic checkpoints, no final one on notice) gets the
-lossless job's optimum as a lower bound, with no upper bound of its own (`upper_usd` inf);
-`skynomad evaluate` closes the bracket with the cheapest on-time run of any policy.
+A job whose preemptions lose work (periodic checkpoints, no final one on notice) adds the progress
+since the group's last checkpoint to the state, in the same quanta (the interval joins the gcd):
+a preemption moves the group back by it, a stop the job chooses saves it. Where that lattice would
+be too fine, the lossless job's optimum is a lower bound with no upper end of its own (`upper_usd`
+inf); `skynomad evaluate` closes the bracket with the cheapest on-time run of any policy.
 """
 
 from __future__ import annotations
