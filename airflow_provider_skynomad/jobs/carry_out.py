@@ -116,12 +116,19 @@ def carry_out(
             before_launch=before_launch,
             after_failure=after_failure,
             after_api_error=after_api_error,
+            on_demand_fallbacks=on_demand_by_price(view),
         )
     except CloudApiError as exc:
         store.save(record)
         raise SkyNomadJobFailed(f"SkyNomad job {record.job_id} stopped: {exc}") from exc
     apply_result(record, view, result, elapsed, observe)
     store.save(record)
+
+
+def on_demand_by_price(view: MarketView) -> tuple[Option, ...]:
+    """On-demand in every market of the view, cheapest first (the driver's fallbacks, see `drive`)."""
+    order = sorted(range(len(view.keys)), key=lambda j: float(view.on_demand_usd_per_hour[j]))
+    return tuple(Option(view.keys[j], Mode.ON_DEMAND) for j in order)
 
 
 def recover_pending(

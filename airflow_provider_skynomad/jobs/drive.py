@@ -15,7 +15,10 @@ group, or by re-sending the same request, which the cloud answers with the same 
 A launch the cloud API would not take even after its retries (`CloudApiError`: throttled or
 timed out throughout, see clouds/retry.py) may still have gone through unanswered, so the
 token's group is looked up first: found, it is the launch's result. Not found, the option failed
-like a full zone (but teaches nothing about the market) and the next one is tried. When nothing
+like a full zone (but teaches nothing about the market) and the next one is tried. An on-demand
+launch with no capacity (planners assume on-demand always launches; clouds do run out) is
+followed by on-demand in the job's other markets, cheapest first (`on_demand_fallbacks`). A move
+that cannot be made (every option full or refused) leaves the job on the group it has. When nothing
 launched because of the API: a job that runs keeps its group (a move that cannot be made is no
 reason to stop working), a job that has none fails naming the API's answer. If even the lookup
 fails, nobody can tell whether a group runs: the driver stops there and raises, leaving the
@@ -30,7 +33,7 @@ from dataclasses import dataclass, field
 from ..clouds.base import CapacityError, Cloud, GroupHandle, LaunchRequest, ProbeResult
 from ..clouds.retry import CloudApiError
 from ..market.grid import Market
-from ..planner.actions import Decision, Option
+from ..planner.actions import Decision, Mode, Option
 
 
 @dataclass
@@ -63,6 +66,7 @@ def drive(
     before_launch: Callable[[LaunchRequest], None] = lambda request: None,
     after_failure: Callable[[LaunchRequest], None] = lambda request: None,
     after_api_error: Callable[[LaunchRequest, CloudApiError], None] = lambda request, exc: None,
+    on_demand_fallbacks: tuple[Option, ...] = (),
 ) -> DriveResult:
     """Execute `decision`; see the module docstring for the order of effects.
 
@@ -74,7 +78,7 @@ def drive(
     probes = _probes(cloud, markets, decision.probes, gang_size, tags)
     failed: list[Option] = []
     api_errors: list[str] = []
-    for option in decision.try_in_order:
+    for option in _with_fallbacks(decision.try_in_order, on_demand_fallbacks, failed):
         if option is not None and current is not None and option == current_option:
             return DriveResult(current, current_option, failed=failed, probes=probes)
         if option is None:
@@ -110,17 +114,35 @@ def drive(
             probes=probes,
             api_errors=api_errors,
         )
+    if current is not None:  # a move that cannot be made leaves the job where it runs
+        return DriveResult(current, current_option, failed=failed, probes=probes, api_errors=api_errors)
     if api_errors:
-        if current is not None:  # keep working where the job runs; the next step tries again
-            return DriveResult(current, current_option, failed=failed, probes=probes, api_errors=api_errors)
         raise CloudApiError(
             f"no group could be launched: {api_errors[-1]}; nothing of this job is running"
             + (f" ({len(api_errors)} launches refused)" if len(api_errors) > 1 else "")
         )
     # Nothing launched (every spot option was full): the job waits idle for the next step.
-    if current is not None:
-        cloud.terminate(current)
-    return DriveResult(None, None, failed=failed, terminated=current, probes=probes)
+    return DriveResult(None, None, failed=failed, probes=probes)
+
+
+def _with_fallbacks(order, fallbacks: tuple[Option, ...], failed: list[Option]):
+    """`order`, then — only once an on-demand option in it had no capacity — `fallbacks` not tried yet.
+
+    Planners take on-demand to always launch; a cloud out of on-demand capacity in one zone
+    (AWS ``InsufficientInstanceCapacity``) must not leave the safety net without a group while
+    other zones could run it.
+    """
+    tried = set()
+    for option in order:
+        tried.add(option)
+        yield option
+        if option is None:
+            return  # IDLE ends the walk: it always "succeeds"
+    if not any(o is not None and o.mode is Mode.ON_DEMAND for o in failed):
+        return
+    for option in fallbacks:
+        if option not in tried:
+            yield option
 
 
 def _unanswered(cloud: Cloud, request: LaunchRequest, exc: CloudApiError) -> GroupHandle | None:

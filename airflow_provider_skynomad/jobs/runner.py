@@ -428,7 +428,8 @@ class JobRunner:
     def _observe(self, market_key: str, available: int) -> None:
         """Our own launch outcomes and preemptions are market observations: share them via the table."""
         try:
-            view = self.view()
+            self.view()
+            view = self._source.view(self.cloud.now_timestamp() + pd.Timedelta(seconds=1))  # the prices as observed
             row = self._source.observation_row(view, market_key, available, self.cloud.now_timestamp().floor("us"))
             self.table.append(pd.DataFrame([row]), source=f"SkyNomad job {self.record.job_id}")
         except Exception as exc:  # noqa: BLE001 - sharing an observation must never fail the job

@@ -4,9 +4,11 @@ The planner sees a market's last observation hold until the next one (docs/marke
 is right between two probe rounds and wrong when the probe DAG has stopped: hours later the
 view still shows the capacity of then, and a plan built on it is a silent guess. So before the
 runtime (the worker's `JobRunner` and the trigger's `Watch`) hands a view to the planner, every
-market whose newest row is older than `STALE_AFTER_HOURS` is shown with *no spot capacity now*:
+market whose newest row is older than `STALE_AFTER_HOURS` is shown as a market before its first
+observation is (no spot capacity and no spot price *now*; on-demand prices are public and stay):
 the planner then moves only to markets someone has looked at lately, or to on-demand (which
-always launches), and its safety net keeps the deadline. The market the job runs on is exempt:
+always launches), and its safety net keeps the deadline. The job's own rows (launch outcomes)
+are written with the prices as observed, never from this view. The market the job runs on is exempt:
 its own group, polled every step, is a fresher observation than any probe. Each stale market is
 named in a warning, in words a user can act on.
 
@@ -69,16 +71,19 @@ def stale_markets(
 
 
 def without_spot(view: MarketView, keys: list[str]) -> MarketView:
-    """`view` with no spot capacity at its current tick in the markets `keys` (their history unchanged)."""
+    """`view` with nothing known about spot now in the markets `keys`: no capacity and an infinite
+    price at its current tick, as a grid shows a market before its first observation (market/grid.py),
+    so no policy chooses spot there; their history and on-demand prices are unchanged."""
     if not keys:
         return view
     grid = view._grid  # noqa: SLF001 - a copy of the view's own grid, one tick changed
-    available = grid.available.copy()
+    available, spot = grid.available.copy(), grid.spot_usd_per_hour.copy()
     for key in keys:
         available[view.tick, view.index(key)] = 0
+        spot[view.tick, view.index(key)] = float("inf")
     source_key = (view.source_key, "no spot now", tuple(sorted(keys)))
     return MarketView(
-        replace(grid, available=available),
+        replace(grid, available=available, spot_usd_per_hour=spot),
         view.tick,
         view.gang_size,
         egress_usd_per_gb=view.egress_usd_per_gb,

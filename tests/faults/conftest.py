@@ -89,13 +89,19 @@ def seed_rows(frame: pd.DataFrame, until_hours: float = FUTURE_HOURS) -> pd.Data
 def sim(airflow_db, skynomad_home, tmp_path, monkeypatch):  # noqa: F811
     """Returns `setup(frame, seed_until_hours=..., plan=None)` → a namespace of what the test needs."""
 
-    def setup(frame: pd.DataFrame, seed_until_hours: float = FUTURE_HOURS, plan=None, extra: dict | None = None):
+    def setup(
+        frame: pd.DataFrame,
+        seed_until_hours: float = FUTURE_HOURS,
+        plan=None,
+        extra: dict | None = None,
+        speed: float = SPEED,
+    ):
         trace = write_trace(frame, tmp_path / "trace.csv")
         connection = {
             "conn_type": "skynomad",
             "extra": {
                 "cloud": "simulated",
-                "speed": SPEED,
+                "speed": speed,
                 "trace_path": str(trace),
                 "cloud_options": {"trace_start": HISTORY_HOURS},
                 **(extra or {}),
@@ -138,8 +144,11 @@ def load_dag(name: str, attribute: str = "dag"):
     return getattr(module, attribute)
 
 
-def run_job(attribute: str = "dag", work_hours: float = 1.0) -> tuple[dict, str]:
-    """dag.test() one job; (its outcome as tests/faults/invariants.py takes it, the run's state)."""
+def run_job(attribute: str = "dag", work_hours: float = 1.0, capfd=None) -> tuple[dict, str]:
+    """dag.test() one job; (its outcome as tests/faults/invariants.py takes it, the run's state).
+
+    A failed job's outcome carries the error its task log named (from `capfd`, where dag.test()
+    prints the task's log)."""
     from airflow_provider_skynomad.demo import run_dag_test, task_result
     from airflow_provider_skynomad.jobs.record import job_id_for
 
@@ -149,18 +158,15 @@ def run_job(attribute: str = "dag", work_hours: float = 1.0) -> tuple[dict, str]
     summary = task_result(dag.dag_id, run_id, "job")
     if summary is not None:
         return summary, state
-    return {"job_id": job_id, "error": failure_of(dag.dag_id, run_id)}, state
+    out = capfd.readouterr().out if capfd is not None else ""
+    if capfd is not None:
+        print(out)  # keep it for the test's own checks and for a failure's report
+    return {"job_id": job_id, "error": failure_of(out)}, state
 
 
-def failure_of(dag_id: str, run_id: str) -> str:
-    """The failed task's error as its log says it (the last line naming an error)."""
-    from airflow.configuration import conf
-
-    logs = Path(conf.get("logging", "base_log_folder"))
-    lines: list[str] = []
-    for path in logs.glob(f"dag_id={dag_id}/run_id={run_id}/task_id=job/*.log"):
-        lines += path.read_text(errors="replace").splitlines()
-    errors = [line for line in lines if "SkyNomad" in line and ("stopped" in line or "failed" in line)]
+def failure_of(log: str) -> str:
+    """The error a failed task's log names: the last line of the exception that failed it."""
+    errors = [line for line in log.splitlines() if line.startswith(("airflow_provider_skynomad.", "Skynomad"))]
     return errors[-1] if errors else ""
 
 

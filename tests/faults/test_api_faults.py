@@ -39,11 +39,10 @@ def test_a_throttled_launch_that_outlasts_the_retries_fails_the_job_in_plain_wor
     plan = FaultPlan()
     plan.add("launch", "throttle", times=None)  # the API never takes a launch
     env = sim(synthetic_trace(), plan=plan)
-    outcome, state = run_job()
-    out = capfd.readouterr().out
+    outcome, state = run_job(capfd=capfd)
     assert state == "failed"
-    assert "the cloud API did not answer" in out and "nothing of this job is running" in out, out[-3000:]
-    outcome["error"] = next(line for line in out.splitlines() if "nothing of this job is running" in line)
+    assert "the cloud API did not answer" in outcome["error"], outcome
+    assert "nothing of this job is running" in outcome["error"]
     assert plan.injected("launch") >= 3 * 4  # every zone tried, each with its retries
     assert attach_cloud(env.home).launches(outcome["job_id"]) == []
     check(env, outcome)
@@ -53,23 +52,33 @@ def test_a_poll_throttled_for_good_fails_the_job_after_a_few_steps_and_stops_its
     plan = FaultPlan()
     plan.add("poll", "throttle", skip=2, times=None)
     env = sim(synthetic_trace(), plan=plan)
-    outcome, state = run_job()
-    out = capfd.readouterr().out
+    outcome, state = run_job(capfd=capfd)
     assert state == "failed"
-    assert "decision steps in a row" in out, out[-3000:]
-    outcome["error"] = next(line for line in out.splitlines() if "decision steps in a row" in line)
+    assert "decision steps in a row" in outcome["error"], outcome
     (launch,) = attach_cloud(env.home).launches(outcome["job_id"])
     assert launch["end_hours"] is not None  # stopped when the job failed
     check(env, outcome)
 
 
-def test_no_capacity_in_the_cheapest_zone_moves_the_launch_elsewhere(sim, capfd):
+def test_no_capacity_in_the_cheapest_zone_sends_the_job_elsewhere_and_a_failed_move_back_keeps_it_there(sim, capfd):
     plan = FaultPlan()
-    plan.add("launch", "capacity", zones={"us-central1-a"}, times=None)
+    plan.add("launch", "capacity", zones={"us-central1-a"}, times=None)  # the API refuses what the probes saw
     env = sim(synthetic_trace(), plan=plan)
-    outcome, state = run_job()
+    outcome, state = run_job(capfd=capfd)
     assert state == "success", (outcome, capfd.readouterr().out[-3000:])
     assert plan.injected("launch", "capacity") >= 1
-    zones = [g["zone"] for g in attach_cloud(env.home).launches(outcome["job_id"])]
-    assert zones and "us-central1-a" not in zones
+    launches = attach_cloud(env.home).launches(outcome["job_id"])
+    assert [g["zone"] for g in launches] == ["us-central1-b"]  # one group, kept while moves back failed
+    check(env, outcome)
+
+
+def test_no_on_demand_capacity_in_one_zone_falls_back_to_on_demand_in_another(sim, capfd):
+    plan = FaultPlan()
+    plan.add("launch", "capacity", zones={"us-central1-a"}, spot=False, times=None)
+    env = sim(synthetic_trace(), plan=plan)
+    outcome, state = run_job("on_demand_dag", capfd=capfd)
+    assert state == "success", (outcome, capfd.readouterr().out[-3000:])
+    assert plan.injected("launch", "capacity") == 1
+    (launch,) = attach_cloud(env.home).launches(outcome["job_id"])
+    assert not launch["spot"] and launch["zone"] == "us-central1-b"  # the next cheapest on-demand
     check(env, outcome)

@@ -39,3 +39,5 @@ def job_dag(dag_id: str, **overrides) -> DAG:
 
 dag = job_dag("skynomad_faults")
 stale_dag = job_dag("skynomad_faults_stale", max_market_age=timedelta(hours=8))
+short_dag = job_dag("skynomad_faults_short", deadline=timedelta(hours=2.5))
+on_demand_dag = job_dag("skynomad_faults_on_demand", policy="on-demand")
