@@ -247,15 +247,36 @@ _MARKET_CLI = (
 )
 
 
-def _measure(code: str, *argv: str) -> tuple[int, float, float, float, str]:
+SERVER_CPU: dict[str, float] = {}
+"""PostgreSQL backend CPU seconds of the last measured command, by command (see `_backend_pids`)."""
+
+
+def _backend_pids(app: str) -> list[int]:
+    """PIDs of the PostgreSQL backends serving connections named `app` (application_name)."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(f"postgresql+{_DRIVER}://postgres@127.0.0.1:5432/test")
+    try:
+        with engine.connect() as conn:
+            query = text("SELECT pid FROM pg_stat_activity WHERE application_name = :app")
+            return list(conn.execute(query, {"app": app}).scalars())
+    finally:
+        engine.dispose()
+
+
+def _measure(code: str, *argv: str, server_app: str | None = None) -> tuple[int, float, float, float, str]:
     """Exit code, wall seconds, peak RSS (MB) and CPU seconds of one command in its own process.
 
     Peak RSS is the child's own high-water mark (VmHWM, polled): the rusage of a child forked
     from this process starts from *this* process's peak, which the 864k-row frames make large.
+    `server_app`: the application_name of the command's PostgreSQL connections, whose backends'
+    CPU seconds (read from /proc while they live) go to `SERVER_CPU[server_app]`.
     """
     began = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", code, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     peak_kb = 0
+    backends: dict[int, float] = {}
+    polls = 0
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
@@ -266,25 +287,45 @@ def _measure(code: str, *argv: str) -> tuple[int, float, float, float, str]:
                     peak_kb = max(peak_kb, int(line.split()[1]))
         except OSError:
             pass
+        if server_app and polls % 4 == 0:
+            for backend in set(backends) | set(_backend_pids(server_app)):
+                cpu = _server_cpu_seconds(backend)
+                backends[backend] = max(backends.get(backend, 0.0), cpu)
+        polls += 1
         time.sleep(0.05)
+    if server_app:
+        SERVER_CPU[server_app] = sum(backends.values())
     elapsed = time.perf_counter() - began
     out = proc.stdout.read().decode() + proc.stderr.read().decode()
     proc.returncode = os.waitstatus_to_exitcode(status)
     return proc.returncode, elapsed, peak_kb / 1024, usage.ru_utime + usage.ru_stime, out.strip()
 
 
-def _run_cli(*argv: str) -> tuple[float, float, str]:
+def _run_cli(*argv: str, server_app: str | None = None) -> tuple[float, float, str]:
     """Wall seconds and peak RSS (MB) of one `skynomad market` command in its own process."""
-    code, elapsed, rss, cpu, out = _measure(_MARKET_CLI, *argv)
+    SERVER_CPU.pop(server_app or "", None)
+    code, elapsed, rss, cpu, out = _measure(_MARKET_CLI, *argv, server_app=server_app)
+    if server_app in SERVER_CPU and SERVER_CPU[server_app]:
+        return elapsed, rss, f"CPU {cpu:.1f} s here, {SERVER_CPU[server_app]:.1f} s in PostgreSQL; {out}"
     if code != 0:
         raise RuntimeError(f"skynomad {' '.join(argv)} exited {code}: {out}")
     return elapsed, rss, f"CPU {cpu:.1f} s; {out}"
 
 
 def import_export(url: str, trace: Path, tmp: Path) -> dict:
-    seconds_in, rss_in, said_in = _run_cli("market", "import", "--trace", str(trace), "--url", url)
+    from sqlalchemy import make_url
+
+    named = {}
+    if url.startswith("postgresql"):
+        named = {what: make_url(url).update_query_dict({"application_name": f"bench_{what}"}).render_as_string(
+            hide_password=False) for what in ("import", "export")}  # fmt: skip
+    seconds_in, rss_in, said_in = _run_cli(
+        "market", "import", "--trace", str(trace), "--url", named.get("import", url), server_app="bench_import"
+    )
     out = tmp / f"export-{uuid.uuid4().hex[:6]}.csv"
-    seconds_out, rss_out, said_out = _run_cli("market", "export", "--output", str(out), "--url", url)
+    seconds_out, rss_out, said_out = _run_cli(
+        "market", "export", "--output", str(out), "--url", named.get("export", url), server_app="bench_export"
+    )
     same = out.read_bytes() == trace.read_bytes()
     out.unlink()
     nothing = ("market", "export", "--output", str(out), "--url", url, "--since", "2100-01-01")
