@@ -7,8 +7,9 @@ step is 10 simulated minutes = 10 wall seconds (the cloud runs at 60x).
 
 A step is *late* by how much its decision (when `Watch.step` returned) came after it was due:
 the jobs run far from their end, so a trigger owes one decision per step, and step k is due
-k − w steps after its decision w, the first one measured. Each trigger's first two steps are
-warm-up (it reads its market window and fits its forecasts once). Prints, per N:
+k − j steps after each earlier decision j; it is late by how much it trails the earliest of
+those. Each trigger's first two steps are warm-up (it reads its market window and fits its
+forecasts once); measuring starts once every trigger is past them. Prints, per N:
 p50/p99/max lateness, each step's wall time, the triggerer's CPU seconds per decision step, the loop's own lag (how late
 a 0.1 s timer on the loop fires), and at the end the largest N whose p99 lateness is < 1 s.
 First it prints what one step's calls to the simulated cloud cost with 50 and 200 groups in it.
@@ -126,11 +127,15 @@ async def capacity_run(n: int, seconds: float) -> dict:
     started = time.monotonic()
     tasks = [asyncio.create_task(drive(t)) for t in triggers]
     lag_task = asyncio.create_task(watch_loop())
-    # Measure once every trigger is past its warm-up: CPU and loop lag of the steady state only.
-    await asyncio.sleep(2 * STEP_WALL_SECONDS + min(30.0, 0.1 * n))
+    # Measure once every trigger is past its warm-up: lateness, CPU and loop lag of the steady state only.
+    deadline = time.monotonic() + 300
+    while sum(len(decided.get(i, [])) > WARMUP_STEPS for i in range(n)) < n and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+    window_start = time.monotonic()
     cpu_before, steps_before, lag_from = cpu_seconds(), sum(map(len, decided.values())), len(loop_lag)
     await asyncio.sleep(seconds)
     cpu_used, steps = cpu_seconds() - cpu_before, sum(map(len, decided.values())) - steps_before
+    window_end = time.monotonic()
     for task in [*tasks, lag_task]:
         task.cancel()
     await asyncio.gather(*tasks, lag_task, return_exceptions=True)
@@ -142,11 +147,15 @@ async def capacity_run(n: int, seconds: float) -> dict:
 
     lateness, durations = [], []
     for seq, done in decided.items():
-        # The promise is one decision every step: step k is due k - w steps after decision w (the
-        # first one measured), so a trigger whose steps drift by their own duration falls behind.
-        for k in range(WARMUP_STEPS + 1, len(done)):
-            lateness.append(max(0.0, done[k] - done[WARMUP_STEPS] - (k - WARMUP_STEPS) * STEP_WALL_SECONDS))
-        durations += [end - begin for begin, end in zip(starts[seq][WARMUP_STEPS:], done[WARMUP_STEPS:], strict=False)]
+        # The promise is one decision per step. Step k is due k - j steps after any earlier
+        # decision j, so it is late by how much it trails the earliest of those cadences: a trigger
+        # whose steps drift by their own duration falls further behind at every step.
+        best = float("inf")  # min over earlier decisions j of done[j] - j·step
+        for k in range(WARMUP_STEPS, len(done)):
+            if k > WARMUP_STEPS and window_start <= done[k] <= window_end:
+                lateness.append(max(0.0, done[k] - k * STEP_WALL_SECONDS - best))
+                durations.append(done[k] - starts[seq][k])
+            best = min(best, done[k] - k * STEP_WALL_SECONDS)
     lags = loop_lag[lag_from:]
     return {
         "jobs": n,
@@ -159,6 +168,7 @@ async def capacity_run(n: int, seconds: float) -> dict:
         "cpu_s_per_step": round(cpu_used / steps, 4) if steps else None,
         "steps_per_s": round(steps / seconds, 2),
         "loop_lag_p99_s": round(percentile(lags, 0.99), 3),
+        "warmup_s": round(window_start - started, 1),
         "wall_s": round(time.monotonic() - started, 1),
     }
 
