@@ -134,6 +134,8 @@ class Cluster:
     triggerers: int = 2
     services: dict[str, Service] = field(default_factory=dict)
     held: set[str] = field(default_factory=set)  # killed on purpose: not restarted until released
+    triggerer_pythonpath: tuple[str, ...] = ()  # e.g. a benchmark's sitecustomize that times decision steps
+    triggerer_env: dict = field(default_factory=dict)
 
     def __post_init__(self):
         self.root.mkdir(parents=True, exist_ok=True)
@@ -165,7 +167,13 @@ class Cluster:
         self._add("dag-processor", "dag-processor")
         self._add("scheduler", "scheduler")
         for i in range(self.triggerers):
-            self._add(f"triggerer-{i}", "triggerer", AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()))
+            self._add(
+                f"triggerer-{i}",
+                "triggerer",
+                AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()),
+                PYTHONPATH=os.pathsep.join([*self.triggerer_pythonpath, self.env["PYTHONPATH"]]),
+                **self.triggerer_env,
+            )
         for i in range(self.workers):
             self._add(
                 f"worker-{i}",
@@ -209,6 +217,9 @@ class Cluster:
             "AIRFLOW__CORE__PARALLELISM": "1024",
             "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "1024",
             "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+            # A worker parses the DAG file before each task; with every slot starting a task at once on
+            # a busy small box that takes longer than the default 30 s, and the task fails at startup.
+            "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "180",
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{self.port}/execution/",
