@@ -88,7 +88,10 @@ class Watch:
         only worth it with room to spare.
         """
         elapsed = cloud.now_hours() - self.job_start_hours
-        progress = self.progress(cloud, elapsed)
+        try:
+            progress = self.progress(cloud, elapsed)
+        except CloudApiError:
+            return None  # a status visit can wait; the next step asks the cloud again
         state = self.state_now(elapsed, progress)
         on_demand = state.running is not None and state.running.mode is Mode.ON_DEMAND
         warmup = state.warmup_left_hours if on_demand else self.job.cold_start_hours
