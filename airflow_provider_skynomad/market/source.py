@@ -2,7 +2,8 @@
 
 A job reads the market table many times (every decision step, on every worker visit), so reads
 are windowed and incremental: the first read takes the job's lookback window, later reads only
-rows at or after the newest one already held. The window is anchored at the job's start (it
+rows newer than the newest one already held (plus a count of the hour before it, which tells a
+late commit). The window is anchored at the job's start (it
 grows, it does not slide), so the decision grid keeps its origin across reads and the planner's
 forecasts are cached by *content* — the grid's origin, markets and step, and the refit bucket —
 not by the identity of a Python object that is rebuilt every poll. A view is rebuilt only when
@@ -28,6 +29,8 @@ KEY = ["zone", "instance_type", "observed_at"]
 # Later reads go back this far before the newest row held: a probe task that stamped its rows at
 # probe time but committed them after another region's rows are still read (duplicates dropped).
 OVERLAP = pd.Timedelta(hours=1)
+# The table's time resolution: `newest + _TICK` is the first time after `newest` (an inclusive bound).
+_TICK = pd.Timedelta(microseconds=1)
 
 
 class MarketInputError(ValueError):
@@ -79,27 +82,34 @@ class MarketSource:
         self._egress: tuple | None = None  # (markets, their egress matrix): the same markets step after step
 
     def frame(self, until: pd.Timestamp) -> pd.DataFrame:
-        """Rows in [since, until): the first call reads the window, later calls only the last hour again.
+        """Rows in [since, until): the first call reads the window, later calls only what is newer.
 
-        Every read also returns the table's deletion counter: when it moved (compaction ran), rows
-        held may be gone from the table, and the whole window is read again.
+        A later call fetches the rows newer than the newest one held, and counts, in the same
+        statement, the rows of the hour before it. Only when that count differs from the rows held
+        there (a probe task committed rows stamped earlier than another's) are that hour's rows
+        fetched and the missing ones merged in. Every read also returns the table's deletion
+        counter: when it moved (compaction ran), rows held may be gone from the table, and the
+        whole window is read again.
         """
         held = self._frame
         if held is None or held.empty:
             return self._read_window(until)
         newest = held["observed_at"].iloc[-1]  # sorted by time: the last row is the newest
-        new, deleted = self.table.read_increment(self.zones, newest - OVERLAP, until, self.instance_types)
-        if deleted != self._deleted:
+        after = newest + _TICK
+        increment = self.table.read_increment(
+            self.zones, after, until, self.instance_types, count_between=(newest - OVERLAP, after)
+        )
+        if increment.deleted != self._deleted:
             return self._read_window(until)
-        # `new` is sorted by time: the rows after `newest` are a suffix, the overlap hour the rest
-        # (positional slices: no copy of the columns, which a boolean mask would take).
-        cut = int(new["observed_at"].searchsorted(newest, side="right"))
-        overlap, later = new.iloc[:cut], new.iloc[cut:]
-        late = overlap.iloc[:0]
-        if len(overlap) and len(overlap) != self._overlap_rows(held, newest):
-            # Some overlap rows are not held yet (a late commit); only the held rows of that hour
-            # are looked at, not the whole window.
-            first = int(held["observed_at"].searchsorted(newest - OVERLAP, side="left"))
+        later = increment.rows
+        late = later.iloc[:0]
+        first = int(held["observed_at"].searchsorted(newest - OVERLAP, side="left"))
+        if increment.counted != len(held) - first:
+            # Some rows of that hour are not held yet (a late commit): fetch the hour, and compare
+            # keys with the held rows of that hour only, not the whole window.
+            overlap = self.table.read(
+                zones=self.zones, since=newest - OVERLAP, until=after, instance_types=self.instance_types
+            )
             tail = held.iloc[first:]
             known = set(zip(tail["zone"], tail["instance_type"], tail["observed_at"], strict=True))
             fresh = [
@@ -117,15 +127,8 @@ class MarketSource:
         self._frame = frame
         return self._frame
 
-    @staticmethod
-    def _overlap_rows(held: pd.DataFrame, newest: pd.Timestamp) -> int:
-        """How many held rows the overlap read covers, [newest - OVERLAP, newest]: when the read
-        returned as many, it holds no late row (every key is unique), and no set is built."""
-        first = int(held["observed_at"].searchsorted(newest - OVERLAP, side="left"))
-        return len(held) - first
-
     def _read_window(self, until: pd.Timestamp) -> pd.DataFrame:
-        self._frame, self._deleted = self.table.read_increment(self.zones, self.since, until, self.instance_types)
+        self._frame, self._deleted, _ = self.table.read_increment(self.zones, self.since, until, self.instance_types)
         self._grid = None
         return self._frame
 

@@ -13,6 +13,7 @@ import functools
 import threading
 from collections.abc import Iterable, Iterator
 from datetime import datetime
+from typing import NamedTuple
 
 import pandas as pd
 from sqlalchemy import (
@@ -122,6 +123,16 @@ def _read_dtypes() -> dict:
     return dict(_empty_frame().dtypes)
 
 
+class Increment(NamedTuple):
+    """What `MarketTable.read_increment` returns."""
+
+    rows: pd.DataFrame
+    deleted: int
+    """The `market_changes` counter of rows ever deleted."""
+    counted: int | None
+    """Rows in `count_between`, when asked."""
+
+
 class MarketTable(MarketDatabase):
     """Market observations in a SQLite or PostgreSQL database given by a SQLAlchemy URL.
 
@@ -212,12 +223,19 @@ class MarketTable(MarketDatabase):
         since: datetime | str | pd.Timestamp | None,
         until: datetime | str | pd.Timestamp | None,
         instance_types: list[str] | None = None,
-    ) -> tuple[pd.DataFrame, int]:
+        *,
+        count_between: tuple | None = None,
+    ) -> Increment:
         """`read`'s rows and the table's deletion counter (`market_changes`), in one round trip.
 
         For readers that hold rows and then read only newer ones (`MarketSource`): when the counter
         moved, rows they hold may be gone (compaction), so they read their window again. The counter
         is the outer side of a LEFT JOIN, so it comes back even when no row matches.
+
+        :param count_between: (first, end): also count the matching rows (same zones and instance
+            types) with first ≤ observed_at < end, in the same statement. A reader compares the
+            count with what it holds there to learn whether a late commit landed, without fetching
+            those rows.
 
         On PostgreSQL the statement runs on a connection this table keeps between calls, in
         autocommit (no transaction stays open): a pooled checkout pings the server first, a second
@@ -226,22 +244,25 @@ class MarketTable(MarketDatabase):
         """
         self._ensure()
         t, changes = market_observations, market_changes
-        deleted = (
-            select(func.coalesce(func.max(changes.c.count), 0).label("deleted"))
-            .where(changes.c.kind == DELETED)
-            .subquery()
-        )
+        outer = [func.coalesce(func.max(changes.c.count), 0).label("deleted")]
+        if count_between is not None:
+            first, end = count_between
+            counted = select(func.count()).where(*self._filters(zones, first, end, instance_types))
+            outer.append(counted.scalar_subquery().label("counted"))
+        deleted = select(*outer).where(changes.c.kind == DELETED).subquery()
         matching = and_(true(), *self._filters(zones, since, until, instance_types))
+        extra = 1 if count_between is None else 2
         statement = (
-            select(deleted.c.deleted, *self._columns())
+            select(*deleted.c, *self._columns())
             .select_from(deleted.outerjoin(t, matching))
             .order_by(t.c.observed_at, t.c.zone, t.c.instance_type)
         )
         rows = self._read_kept(statement)
         counter = int(rows[0][0])
-        if rows[0][1] is None:  # the join's one row without an observation: nothing matched
-            return _empty_frame(), counter
-        return self._frame([row[1:] for row in rows]), counter
+        counted_rows = int(rows[0][1]) if count_between is not None else None
+        if rows[0][extra] is None:  # the join's one row without an observation: nothing matched
+            return Increment(_empty_frame(), counter, counted_rows)
+        return Increment(self._frame([row[extra:] for row in rows]), counter, counted_rows)
 
     def _read_kept(self, statement) -> list:
         """All rows of a read-only statement, on the kept connection where there is one (PostgreSQL)."""

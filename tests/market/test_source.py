@@ -79,3 +79,21 @@ def test_the_kept_connection_is_replaced_when_the_server_drops_it(postgres_url):
         table.append(_rows("r1-a", [20]))
         assert len(source.frame(START + pd.Timedelta(minutes=25))) == 3
         assert table._held.exec_driver_sql("SELECT pg_backend_pid()").scalar_one() != pid
+
+
+def test_a_read_with_nothing_late_fetches_only_the_newer_rows(tmp_path, monkeypatch):
+    """The hour before the mark is counted, not fetched, unless a late commit landed in it."""
+    with MarketTable(f"sqlite:///{tmp_path / 'm.db'}") as table:
+        table.append(pd.concat([_rows("r1-a", [0, 10, 20]), _rows("r2-a", [0, 10, 20])]))
+        source = MarketSource(table, ["r1-a", "r2-a"], None, START, 1 / 6, 1)
+        source.frame(START + pd.Timedelta(minutes=25))
+        fetched = []
+        real_read = table.read
+        monkeypatch.setattr(table, "read", lambda **kw: fetched.append(kw) or real_read(**kw))
+        table.append(pd.concat([_rows("r1-a", [30]), _rows("r2-a", [30])]))
+        assert len(source.frame(START + pd.Timedelta(minutes=35))) == 8
+        assert fetched == []  # the count matched: only the two newer rows came back
+        table.append(_rows("r1-a", [25]))  # stamped before the mark, committed after it was read
+        frame = source.frame(START + pd.Timedelta(minutes=35))
+        assert len(fetched) == 1
+        pd.testing.assert_frame_equal(frame, real_read(zones=["r1-a", "r2-a"], until=START + pd.Timedelta(minutes=35)))
