@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 import pandas as pd
 from sqlalchemy import Connection, column, exists, select
 from sqlalchemy import table as sql_table
+from sqlalchemy.exc import DBAPIError
 
 from .observations import COLUMNS, KEY
 
@@ -96,7 +97,8 @@ def _copy_rows(conn: Connection, table, rows: pd.DataFrame, insert_for) -> int:
     under a lock that keeps other writers out until the import commits (readers go on): an
     ON CONFLICT insert costs the server a speculative insertion per row (~25 % more), and key
     order keeps the B-tree inserts of each market together (another ~20 %). Probe tasks wait for
-    the lock, as they wait for SQLite's write lock during an import.
+    the lock, as they wait for SQLite's write lock during an import. A role that may not take
+    the lock (INSERT without UPDATE, DELETE or TRUNCATE) gets the ON CONFLICT insert instead.
     """
     # Both names are constants of this module; the rows themselves travel as COPY data.
     conn.exec_driver_sql(
@@ -116,15 +118,35 @@ def _copy_rows(conn: Connection, table, rows: pd.DataFrame, insert_for) -> int:
                 stream.write(payload)
     finally:
         cursor.close()
-    conn.exec_driver_sql(f"LOCK TABLE {table.name} IN SHARE ROW EXCLUSIVE MODE")
     staging = sql_table(_STAGING, *(column(c) for c in COLUMNS))
+    in_order = select(*staging.c).order_by(*(staging.c[c] for c in KEY))
+    if not _lock_writers_out(conn, table):  # a role that may only insert: ON CONFLICT keeps it safe
+        moved = insert_for(table).from_select(COLUMNS, in_order).on_conflict_do_nothing(index_elements=KEY)
+        return conn.execute(moved).rowcount
     stored = table.alias("stored")
-    new = (
-        select(*staging.c)
-        .where(~exists().where(*(stored.c[c] == staging.c[c] for c in KEY)))
-        .order_by(*(staging.c[c] for c in KEY))
-    )
+    new = in_order.where(~exists().where(*(stored.c[c] == staging.c[c] for c in KEY)))
     return conn.execute(insert_for(table).from_select(COLUMNS, new)).rowcount
+
+
+_INSUFFICIENT_PRIVILEGE = "42501"
+
+
+def _lock_writers_out(conn: Connection, table) -> bool:
+    """Hold other writers off the table until the commit (readers go on); False if the role may not.
+
+    PostgreSQL grants this lock mode only to roles with UPDATE, DELETE or TRUNCATE on the table;
+    a savepoint keeps the transaction usable when it is refused. A lock taken under a released
+    savepoint is held until the transaction ends.
+    """
+    try:
+        with conn.begin_nested():
+            conn.exec_driver_sql(f"LOCK TABLE {table.name} IN SHARE ROW EXCLUSIVE MODE")
+    except DBAPIError as exc:
+        code = getattr(exc.orig, "pgcode", None) or getattr(exc.orig, "sqlstate", None)
+        if code == _INSUFFICIENT_PRIVILEGE:
+            return False
+        raise
+    return True
 
 
 def copy_payload(rows: pd.DataFrame) -> bytes:

@@ -310,3 +310,40 @@ def test_bulk_insert_keeps_stored_rows_counts_new_ones_and_stores_exact_floats(t
     # The export path (COPY out on PostgreSQL) gives the same typed rows, exact floats included.
     dumped = pd.concat(list(table.iter_read(chunk_rows=4_000)), ignore_index=True)
     pd.testing.assert_frame_equal(dumped, back)
+
+
+def test_a_role_that_may_only_insert_still_bulk_imports(postgres_url, trace, monkeypatch):
+    """The bulk path's writers' lock needs UPDATE, DELETE or TRUNCATE; without them it falls back to ON CONFLICT."""
+    import uuid
+
+    from sqlalchemy import create_engine, make_url
+
+    from airflow_provider_skynomad.market import bulk
+
+    locked = []
+    real_lock = bulk._lock_writers_out
+    monkeypatch.setattr(
+        bulk, "_lock_writers_out", lambda conn, table: locked.append(real_lock(conn, table)) or locked[-1]
+    )
+
+    url = make_url(postgres_url)
+    schema = url.query["options"].split("=", 1)[1]
+    role = f"skynomad_insert_only_{uuid.uuid4().hex[:8]}"
+    with MarketTable(postgres_url) as owner:
+        owner.append(_rows(trace, ["us-central1-a"], hours=1))
+    admin = create_engine(url)
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN')
+        conn.exec_driver_sql(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
+        conn.exec_driver_sql(f'GRANT SELECT, INSERT ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
+    try:
+        rows = trace.iloc[:6_000]
+        with MarketTable(url.set(username=role)) as limited:
+            assert limited.append_chunks([rows]) == 6_000 - 6  # the stored hour of us-central1-a is kept
+            assert limited.count() == 6_000
+        assert locked == [False]
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f'DROP OWNED BY "{role}"')
+            conn.exec_driver_sql(f'DROP ROLE "{role}"')
+        admin.dispose()
