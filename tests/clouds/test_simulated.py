@@ -689,7 +689,14 @@ def _crash_a_launcher(cloud, when: str, launch: LaunchRequest) -> None:
     assert subprocess.run(argv, capture_output=True, text=True, timeout=120).returncode == 7
 
 
-def test_a_launcher_killed_after_starting_the_group_leaves_it_findable_and_killable(cloud):
+@pytest.fixture
+def slow_cloud(trace, tmp_path) -> SimulatedCloud:
+    """One simulated hour per wall second: the 48 h trace outlasts a launcher process's start-up on a loaded box."""
+    return SimulatedCloud(trace, tmp_path / "state", speed=3600)
+
+
+def test_a_launcher_killed_after_starting_the_group_leaves_it_findable_and_killable(slow_cloud):
+    cloud = slow_cloud
     launch = request(command=SLEEPER)
     _crash_a_launcher(cloud, "after", launch)
     found = cloud.find("job-1")
@@ -701,7 +708,8 @@ def test_a_launcher_killed_after_starting_the_group_leaves_it_findable_and_killa
     wait_for(lambda: not live_members(group["pgid"]), timeout_s=5, what="the group to be killed")
 
 
-def test_a_launcher_killed_before_starting_any_process_leaves_no_group(cloud):
+def test_a_launcher_killed_before_starting_any_process_leaves_no_group(slow_cloud):
+    cloud = slow_cloud
     launch = request(command=SLEEPER)
     _crash_a_launcher(cloud, "before", launch)
     assert cloud.groups()[0]["status"] == "starting"  # recorded, never started

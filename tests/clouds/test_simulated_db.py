@@ -213,7 +213,8 @@ def test_processes_launching_and_polling_at_once_on_postgresql_lose_and_duplicat
     workers, per_worker = 4, 6
     # Trust authentication ignores the password: it is there to be kept out of plain data.
     postgres_url = postgres_url.replace("@127.0.0.1", ":pw-marker-7f3a@127.0.0.1")
-    cloud = SimulatedCloud(trace, tmp_path / "state", speed=FAST, state_url=postgres_url)
+    # Slow enough that the 48 h trace outlasts the workers' start-up on a loaded box (48 h = 8 wall minutes).
+    cloud = SimulatedCloud(trace, tmp_path / "state", speed=360.0, state_url=postgres_url)
     assert cloud._store.engine.dialect.name == "postgresql"
     assert "pw-marker-7f3a" not in json.dumps(cloud.to_config()) + (cloud.state_dir / "cloud.json").read_text()
     try:
