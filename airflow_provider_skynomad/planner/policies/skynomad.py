@@ -19,7 +19,7 @@ from ..actions import IDLE, Decision, Mode, Option
 from ..job import JobSpec, JobState
 from ..plans import spot_plans
 from ..progress import market_value, slack_urgency, supply_price, value_of_progress
-from ..safety import cheapest_on_demand, is_safe, outlives_warmup
+from ..safety import cheapest_on_demand, is_safe, outlives_warmup, rescue_lead_hours
 from ..utility import MODES, Scored, Scores, migration_pays, score_all
 from .lifetimes import LifetimeCache
 
@@ -44,6 +44,10 @@ class SkyNomadPolicy:
         finish in time (planner.progress.supply_price), rising to the paper's log barrier as slack
         runs short; "slack": the same, anchored at the cheapest spot price seen in `recent_hours`;
         "barrier": the paper's V floored at that recent price.
+    :param scarce_restarts_cap_hours: off by default (None). When set, a longer lifetime cap used
+        while the slack pays for too few restarts to cover the remaining work with stays of
+        `lifetime_cap_hours` (E56 in docs/experiments.md: it helps at T/P 1.05 but its effect is not
+        monotone in the cap, so no value is the default).
     :param home: look ahead to the rest of the job (planner.plans): a cheaper spot market where
         the remaining work is expected to fit, waiting out its outages, becomes the home, and a
         move there spreads its egress over the remaining work instead of one expected stay.
@@ -61,6 +65,7 @@ class SkyNomadPolicy:
         lifetime_cap_hours: float = 4.0,
         value: str = "supply",
         home: bool = True,
+        scarce_restarts_cap_hours: float | None = None,
     ):
         self.home = home
         if value not in VALUES:
@@ -70,6 +75,11 @@ class SkyNomadPolicy:
         self.probe_interval_hours = probe_interval_hours
         self.recent_hours = recent_hours
         self.lifetimes = LifetimeCache(forecaster, refit_hours, lifetime_cap_hours)
+        self.scarce = (
+            None
+            if scarce_restarts_cap_hours is None
+            else LifetimeCache(forecaster, refit_hours, scarce_restarts_cap_hours)
+        )
 
     def decide(self, job: JobSpec, state: JobState, view: MarketView, now: float) -> Decision:
         """Score every option, settle V, then list what to try: better options first, what runs (or the net) last."""
@@ -94,12 +104,27 @@ class SkyNomadPolicy:
         current = state.running
         if current is not None and current.mode is Mode.SPOT:
             ages[view.index(current.market)] = state.age_hours()
-        lifetimes = self.lifetimes.expected_remaining_hours(view, ages)
+        lifetimes = self._lifetimes_for(job, state, view).expected_remaining_hours(view, ages)
         residency = np.zeros((n_markets, len(MODES)))
         if home is not None:
             residency[view.index(home.market), MODES.index(home.mode)] = job.work_hours - state.progress_hours
         od_stay = float(np.max(lifetimes))  # we leave on-demand about when the best spot market would last
         return score_all(job, state, view, lifetimes, od_stay, residency), residency
+
+    def _lifetimes_for(self, job: JobSpec, state: JobState, view: MarketView) -> LifetimeCache:
+        """The usual forecasts, or with `scarce_restarts_cap_hours` the longer-capped ones when restarts are scarce.
+
+        Scarce: the restarts the slack still pays for (slack above the net's reserve ÷ d), each
+        followed by a stay of the usual cap, cannot cover the remaining work; a stay's worth past
+        the usual cap then counts (docs/experiments.md, E56).
+        """
+        if self.scarce is None:
+            return self.lifetimes
+        slack = job.deadline_hours - state.elapsed_hours - (job.work_hours - state.progress_hours)
+        usable = max(slack - job.cold_start_hours - rescue_lead_hours(job, view), 0.0)
+        restarts = usable / max(job.cold_start_hours, 1e-9)
+        scarce = restarts * self.lifetimes.cap_hours < job.work_hours - state.progress_hours
+        return self.scarce if scarce else self.lifetimes
 
     def _value(
         self, job: JobSpec, state: JobState, view: MarketView, scores: Scores, cheapest_od: float
