@@ -39,10 +39,12 @@ COLD_START_HOURS = 0.2  # the fleet DAG's
 STEP_TIMER = '''
 """Benchmark hook (triggerers only): how late each SkyNomad decision step starts, one line per step."""
 import os, time
-try:
-    from airflow_provider_skynomad.jobs import watch as _watch
-except Exception:  # never stop a triggerer from starting
-    _watch = None
+_watch = None
+if os.environ.get("SKYNOMAD_BENCH_STEPS_DIR"):  # triggerers only (instances inherit PYTHONPATH, not this)
+    try:
+        from airflow_provider_skynomad.jobs import watch as _watch
+    except Exception:  # never stop a triggerer from starting
+        _watch = None
 
 if _watch is not None:
     _out = open(os.path.join(os.environ["SKYNOMAD_BENCH_STEPS_DIR"], f"steps-{os.getpid()}.txt"), "a", buffering=1)
