@@ -85,6 +85,7 @@ class KillTriggerer(Fault):
         return held >= self.min_triggers
 
     def inject(self, cluster):
+        self.trigger_ids = [r[0] for r in cluster.sql("SELECT id FROM trigger WHERE triggerer_id=%s", (self.job_id,))]
         cluster.held.add(self.victim)
         cluster.kill(self.victim)
 
@@ -94,6 +95,11 @@ class KillTriggerer(Fault):
         if left == 0 or waited > self.hold_seconds:
             self.record["recovery_seconds"] = round(waited, 2) if left == 0 else None
             self.record["triggers_never_taken_over"] = left
+            # Of the dead triggerer's triggers, those another triggerer runs now (the rest fired
+            # just before the kill, or their task has resumed since: their rows are gone).
+            self.record["taken_over"] = cluster.sql(
+                "SELECT count(*) FROM trigger WHERE id = ANY(%s) AND triggerer_id IS NOT NULL", (self.trigger_ids,)
+            )[0][0]
             cluster.held.discard(self.victim)  # back up (the service manager's restart)
             return True
         return False
