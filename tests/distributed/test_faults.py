@@ -16,6 +16,9 @@ from cluster import PROBE_DAG, Cluster
 from faults import KillScheduler, KillTriggerer, KillWorker, RestartPostgres, SaturatePool, Wave
 from invariants import check
 
+# With `make test`'s two xdist workers, the tests that start Airflow's services share one (tests/airflow).
+pytestmark = pytest.mark.xdist_group("services")
+
 RUNS = 12
 # 1 cloud hour = 72 wall s. The clock accelerates the jobs, not Airflow: a resume the faults delay
 # by 30-40 s wall (a dead scheduler, a full pool, a worker parsing the DAG for 20 s on a busy box)
