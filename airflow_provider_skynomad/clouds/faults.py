@@ -21,10 +21,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-from .base import CapacityError, Cloud, GroupHandle, LaunchRequest, ProbeResult
+from .base import CapacityError, Cloud
 from .retry import TransientCloudError
+from .wrapped import ApiCall, T, WrappedCloud
 
 KINDS = ("throttle", "timeout", "lost_reply", "capacity")
 METHODS = ("find", "launch", "poll", "terminate", "progress", "probe", "copy_checkpoint", "bill")
@@ -113,92 +113,24 @@ class FaultPlan:
             return sum(1 for e in self.log if method in (None, e["method"]) and kind in (None, e["kind"]))
 
 
-class FaultyCloud(Cloud):
+class FaultyCloud(WrappedCloud):
     """`inner` with the faults of `plan` injected; everything else is `inner`'s own attribute."""
 
     def __init__(self, inner: Cloud, plan: FaultPlan):
-        self.inner = inner
+        super().__init__(inner)
         self.plan = plan
-        self.name = inner.name
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    def _call(self, method: str, zone: str | None, spot: bool | None, args: tuple, call: Callable[[], Any]):
-        fault = self.plan.pick(method, zone, spot, args)
+    def api(self, call: ApiCall, make: Callable[[], T]) -> T:
+        fault = self.plan.pick(call.method, call.zone, call.spot, call.args) if call.method in METHODS else None
         if fault is None:
-            return call()
-        where = f" in {zone}" if zone else ""
+            return make()
+        method, where = call.method, f" in {call.zone}" if call.zone else ""
         if fault.kind == "throttle":
             raise ThrottledError(f"Rate exceeded: {method}{where} (RequestLimitExceeded, injected)")
         if fault.kind == "timeout":
             raise InjectedTimeout(f"connect timeout: {method}{where} (injected)")
         if fault.kind == "capacity":
-            mode = "spot" if spot else "on-demand"
+            mode = "spot" if call.spot else "on-demand"
             raise CapacityError(f"insufficient {mode} capacity{where} (InsufficientInstanceCapacity, injected)")
-        call()  # lost_reply: the cloud did it, the answer never came back
+        make()  # lost_reply: the cloud did it, the answer never came back
         raise InjectedTimeout(f"read timeout: {method}{where} went through, its answer was lost (injected)")
-
-    def now_hours(self) -> float:
-        return self.inner.now_hours()
-
-    def now_timestamp(self):
-        return self.inner.now_timestamp()
-
-    def find(self, client_token: str) -> GroupHandle | None:
-        return self._call("find", None, None, (client_token,), lambda: self.inner.find(client_token))
-
-    def launch(self, request: LaunchRequest) -> GroupHandle:
-        return self._call("launch", request.zone, request.spot, (request,), lambda: self.inner.launch(request))
-
-    def poll(self, handle: GroupHandle):
-        return self._call("poll", handle.zone, handle.spot, (handle,), lambda: self.inner.poll(handle))
-
-    def terminate(self, handle: GroupHandle) -> None:
-        return self._call("terminate", handle.zone, handle.spot, (handle,), lambda: self.inner.terminate(handle))
-
-    def progress(self, handle: GroupHandle) -> float | None:
-        return self._call("progress", handle.zone, handle.spot, (handle,), lambda: self.inner.progress(handle))
-
-    def probe(self, region: str, zone: str, instance_type: str, count: int, *, tags=None) -> ProbeResult:
-        return self._call(
-            "probe", zone, True, (region, zone), lambda: self.inner.probe(region, zone, instance_type, count, tags=tags)
-        )
-
-    def copy_checkpoint(self, source_zone: str, target_zone: str, size_gb: float, *, job_id: str, tags=None) -> bool:
-        return self._call(
-            "copy_checkpoint",
-            target_zone,
-            None,
-            (source_zone, target_zone),
-            lambda: self.inner.copy_checkpoint(source_zone, target_zone, size_gb, job_id=job_id, tags=tags),
-        )
-
-    def bill(self, tags=None):
-        return self._call("bill", None, None, (tags,), lambda: self.inner.bill(tags))
-
-    def output_location(self, job_id: str, zone: str) -> str | None:
-        return self.inner.output_location(job_id, zone)
-
-    def console_url(self, handle: GroupHandle) -> str | None:
-        return self.inner.console_url(handle)
-
-    def failure_detail(self, handle: GroupHandle) -> str | None:
-        return self.inner.failure_detail(handle)
-
-    def checkpoint_store(self, job_id: str, zone: str):
-        return self.inner.checkpoint_store(job_id, zone)
-
-    def check(self, zones=None, instance_type=None) -> list[str]:
-        return self.inner.check(zones, instance_type)
-
-    def signals(self, region: str, zones: list[str], instance_type: str, count: int):
-        return self.inner.signals(region, zones, instance_type, count)
-
-    def resources(self, tags=None):
-        return self.inner.resources(tags)
-
-    def release(self, resource) -> None:
-        return self.inner.release(resource)

@@ -24,9 +24,10 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from .base import CapacityError, Cloud, GroupHandle, LaunchRequest, ProbeResult
+from .base import CapacityError, Cloud
+from .wrapped import ApiCall, WrappedCloud
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -165,92 +166,15 @@ def _said(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
 
 
-class RetryingCloud(Cloud):
-    """`inner` with every API call retried per `policy`; anything else is `inner`'s own attribute.
-
-    Attributes the wrapper does not define (``state_dir``, ``to_config``, ``probe_targets``, ...)
-    are looked up on `inner`, so code written for one backend keeps working through the wrapper.
-    """
+class RetryingCloud(WrappedCloud):
+    """`inner` with every API call retried per `policy`; anything else is `inner`'s own attribute."""
 
     def __init__(self, inner: Cloud, policy: RetryPolicy | None = None):
-        self.inner = inner
+        super().__init__(inner)
         self.policy = policy or RetryPolicy()
-        self.name = inner.name
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "inner":  # not set yet (unpickling): do not recurse
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    def __repr__(self) -> str:
-        return f"RetryingCloud({self.inner!r})"
-
-    def _retry(self, what: str, fn: Callable[[], T]) -> T:
-        return call_with_retries(fn, f"{what} ({self.name})", self.policy)
-
-    def now_hours(self) -> float:
-        return self.inner.now_hours()
-
-    def now_timestamp(self):
-        return self.inner.now_timestamp()
-
-    def find(self, client_token: str) -> GroupHandle | None:
-        return self._retry(f"a lookup of launch {client_token}", lambda: self.inner.find(client_token))
-
-    def launch(self, request: LaunchRequest) -> GroupHandle:
-        # The same request, so the same client token: a repeat of a launch that went through
-        # unanswered returns its group instead of starting a second one.
-        where = f"{'spot' if request.spot else 'on-demand'} launch in {request.zone}"
-        return self._retry(where, lambda: self.inner.launch(request))
-
-    def poll(self, handle: GroupHandle):
-        return self._retry(f"a status poll of the group in {handle.zone}", lambda: self.inner.poll(handle))
-
-    def terminate(self, handle: GroupHandle) -> None:
-        return self._retry(f"terminate of the group in {handle.zone}", lambda: self.inner.terminate(handle))
-
-    def progress(self, handle: GroupHandle) -> float | None:
-        return self._retry(f"a progress read in {handle.zone}", lambda: self.inner.progress(handle))
-
-    def probe(self, region: str, zone: str, instance_type: str, count: int, *, tags=None) -> ProbeResult:
-        return self._retry(
-            f"a probe of {zone}", lambda: self.inner.probe(region, zone, instance_type, count, tags=tags)
-        )
-
-    def copy_checkpoint(self, source_zone: str, target_zone: str, size_gb: float, *, job_id: str, tags=None) -> bool:
-        return self._retry(
-            f"a checkpoint copy {source_zone} → {target_zone}",
-            lambda: self.inner.copy_checkpoint(source_zone, target_zone, size_gb, job_id=job_id, tags=tags),
-        )
-
-    def bill(self, tags=None):
-        return self._retry("a bill read", lambda: self.inner.bill(tags))
-
-    def output_location(self, job_id: str, zone: str) -> str | None:
-        return self.inner.output_location(job_id, zone)
-
-    def console_url(self, handle: GroupHandle) -> str | None:
-        return self.inner.console_url(handle)
-
-    def failure_detail(self, handle: GroupHandle) -> str | None:
-        return self.inner.failure_detail(handle)
-
-    def checkpoint_store(self, job_id: str, zone: str):
-        return self.inner.checkpoint_store(job_id, zone)
-
-    def check(self, zones=None, instance_type=None) -> list[str]:
-        return self.inner.check(zones, instance_type)
-
-    def signals(self, region: str, zones: list[str], instance_type: str, count: int):
-        return self._retry(
-            f"market signals of {region}", lambda: self.inner.signals(region, zones, instance_type, count)
-        )
-
-    def resources(self, tags=None):
-        return self._retry("a resource listing", lambda: self.inner.resources(tags))
-
-    def release(self, resource) -> None:
-        return self._retry(f"release of {resource.kind} {resource.id}", lambda: self.inner.release(resource))
+    def api(self, call: ApiCall, make: Callable[[], T]) -> T:
+        return call_with_retries(make, f"{call.words} ({self.name})", self.policy)
 
 
 def with_retries(cloud: Cloud, policy: RetryPolicy | None = None) -> Cloud:
