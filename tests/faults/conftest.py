@@ -180,3 +180,14 @@ def market_table():
     from airflow_provider_skynomad.market.table import MarketTable
 
     return MarketTable()
+
+
+def check_run(env, outcome: dict) -> None:
+    """Every invariant (invariants.py) after one job's run in the `sim` environment `env`."""
+    from .invariants import check_all
+
+    table = market_table()
+    try:
+        check_all(attach_cloud(env.home), [outcome], table, written=env.written, started=1)
+    finally:
+        table.close()

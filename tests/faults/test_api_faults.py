@@ -5,16 +5,7 @@ from __future__ import annotations
 
 from airflow_provider_skynomad.clouds.faults import FaultPlan
 
-from .conftest import attach_cloud, market_table, run_job, synthetic_trace
-from .invariants import check_all
-
-
-def check(sim_env, outcome):
-    table = market_table()
-    try:
-        check_all(attach_cloud(sim_env.home), [outcome], table, written=sim_env.written, started=1)
-    finally:
-        table.close()
+from .conftest import attach_cloud, check_run, run_job, synthetic_trace
 
 
 def test_throttled_and_timed_out_calls_are_retried_and_a_lost_launch_reply_launches_once(sim, capfd):
@@ -32,7 +23,7 @@ def test_throttled_and_timed_out_calls_are_retried_and_a_lost_launch_reply_launc
     launches = cloud.launches(outcome["job_id"])
     assert len(launches) == 1, launches  # the retried launch found its own group by its client token
     assert outcome["deadline_met"] is True
-    check(env, outcome)
+    check_run(env, outcome)
 
 
 def test_a_throttled_launch_that_outlasts_the_retries_fails_the_job_in_plain_words(sim, capfd):
@@ -45,7 +36,7 @@ def test_a_throttled_launch_that_outlasts_the_retries_fails_the_job_in_plain_wor
     assert "nothing of this job is running" in outcome["error"]
     assert plan.injected("launch") >= 3 * 4  # every zone tried, each with its retries
     assert attach_cloud(env.home).launches(outcome["job_id"]) == []
-    check(env, outcome)
+    check_run(env, outcome)
 
 
 def test_a_poll_throttled_for_good_fails_the_job_after_a_few_steps_and_stops_its_group(sim, capfd):
@@ -57,7 +48,7 @@ def test_a_poll_throttled_for_good_fails_the_job_after_a_few_steps_and_stops_its
     assert "decision steps in a row" in outcome["error"], outcome
     (launch,) = attach_cloud(env.home).launches(outcome["job_id"])
     assert launch["end_hours"] is not None  # stopped when the job failed
-    check(env, outcome)
+    check_run(env, outcome)
 
 
 def test_no_capacity_in_the_cheapest_zone_sends_the_job_elsewhere_and_a_failed_move_back_keeps_it_there(sim, capfd):
@@ -69,7 +60,7 @@ def test_no_capacity_in_the_cheapest_zone_sends_the_job_elsewhere_and_a_failed_m
     assert plan.injected("launch", "capacity") >= 1
     launches = attach_cloud(env.home).launches(outcome["job_id"])
     assert [g["zone"] for g in launches] == ["us-central1-b"]  # one group, kept while moves back failed
-    check(env, outcome)
+    check_run(env, outcome)
 
 
 def test_no_on_demand_capacity_in_one_zone_falls_back_to_on_demand_in_another(sim, capfd):
@@ -81,4 +72,4 @@ def test_no_on_demand_capacity_in_one_zone_falls_back_to_on_demand_in_another(si
     assert plan.injected("launch", "capacity") == 1
     (launch,) = attach_cloud(env.home).launches(outcome["job_id"])
     assert not launch["spot"] and launch["zone"] == "us-central1-b"  # the next cheapest on-demand
-    check(env, outcome)
+    check_run(env, outcome)

@@ -5,18 +5,9 @@ job ran (a view never reads past the cloud's now)."""
 
 from __future__ import annotations
 
-from .conftest import attach_cloud, market_table, run_job, synthetic_trace
-from .invariants import check_all
+from .conftest import attach_cloud, check_run, run_job, synthetic_trace
 
 SPIKE_AT_HOURS = 0.4
-
-
-def check(env, outcome):
-    table = market_table()
-    try:
-        check_all(attach_cloud(env.home), [outcome], table, written=env.written, started=1)
-    finally:
-        table.close()
 
 
 def test_every_zone_out_of_spot_for_hours_falls_back_to_on_demand_and_meets_the_deadline(sim, capfd):
@@ -32,7 +23,7 @@ def test_every_zone_out_of_spot_for_hours_falls_back_to_on_demand_and_meets_the_
     assert launches[0]["spot"] and launches[0]["end_reason"]  # spot first, lost in the outage
     assert not launches[-1]["spot"]  # finished on on-demand
     assert outcome["deadline_met"] is True and outcome["preemptions"] >= 1
-    check(env, outcome)
+    check_run(env, outcome)
 
 
 def test_a_tenfold_spot_price_spike_where_the_job_runs_makes_it_leave(sim, capfd):
@@ -50,7 +41,7 @@ def test_a_tenfold_spot_price_spike_where_the_job_runs_makes_it_leave(sim, capfd
     assert SPIKE_AT_HOURS <= first["end_hours"] - first["start_hours"] <= SPIKE_AT_HOURS + 0.75
     assert all(g["zone"] != "us-central1-a" or not g["spot"] for g in later)
     # The cloud billed the spike's minutes at the spike's price, and the summary says the same bill.
-    check(env, outcome)
+    check_run(env, outcome)
 
 
 def test_market_data_6_hours_old_gives_a_warning_and_an_on_demand_start(sim, capfd):
@@ -64,4 +55,4 @@ def test_market_data_6_hours_old_gives_a_warning_and_an_on_demand_start(sim, cap
     launches = attach_cloud(env.home).launches(outcome["job_id"])
     assert not launches[0]["spot"]  # no spot bet on what nobody has seen for 6 h
     assert outcome["deadline_met"] is True
-    check(env, outcome)
+    check_run(env, outcome)
