@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 import zlib
 from collections.abc import AsyncIterator
@@ -153,8 +154,11 @@ class SkyNomadTrigger(BaseTrigger):
                     # The clouds' clocks are arithmetic (Cloud.now_hours): no thread needed.
                     wanted = watch.sleep_seconds(step_wall, wall_per_hour, cloud.now_hours())
                     now = time.monotonic()
-                    if due <= now:  # a step missed is skipped, not caught up in a burst
-                        due += step_wall * (1 + (now - due) // step_wall)
+                    # Never step back to back: a step that ran long moves the schedule, it is not
+                    # caught up (the workload and the worker share the CPU with this loop).
+                    rest = min(wanted, step_wall / 2)
+                    if due < now + rest:
+                        due += step_wall * math.ceil((now + rest - due) / step_wall)
                     await asyncio.sleep(min(wanted, due - now))
                 first = False
                 event, words = await asyncio.to_thread(watch.step, cloud, source, policy)
