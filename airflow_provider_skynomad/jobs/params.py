@@ -44,6 +44,8 @@ class JobParams:
     max_wall_seconds_per_step: float | None = None
     on_deadline_miss: str = "fail"
     status_every_steps: int = 6
+    checkpoint_interval_hours: float = 0.0
+    final_checkpoint_on_notice: bool = False
 
     @property
     def step_hours(self) -> float:
@@ -88,6 +90,11 @@ def validate_params(op) -> JobParams:
     work_hours = _number("work_hours", op.work_hours, low=0.0, high=MAX_HOURS, low_open=True)
     cold_start_hours = _number("cold_start_hours", op.cold_start_hours, low=0.0, high=MAX_HOURS)
     checkpoint_gb = _number("checkpoint_gb", op.checkpoint_gb, low=0.0, high=1e9)
+    interval = _number("checkpoint_interval_hours", op.checkpoint_interval_hours, low=0.0, high=MAX_HOURS)
+    if not isinstance(op.final_checkpoint_on_notice, bool):
+        raise SkyNomadInputError(
+            f"final_checkpoint_on_notice must be True or False, got {op.final_checkpoint_on_notice!r}"
+        )
     if not isinstance(op.policy, str) or not op.policy.strip():
         raise SkyNomadInputError(f"policy must be a policy's name such as 'skynomad', got {op.policy!r}")
     if not isinstance(op.policy_params, Mapping):
@@ -119,6 +126,8 @@ def validate_params(op) -> JobParams:
         max_wall_seconds_per_step=cap,
         on_deadline_miss=op.on_deadline_miss,
         status_every_steps=every,
+        checkpoint_interval_hours=interval,
+        final_checkpoint_on_notice=op.final_checkpoint_on_notice,
     )
 
 

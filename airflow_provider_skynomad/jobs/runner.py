@@ -356,6 +356,8 @@ class JobRunner:
                 cold_start_hours=float(self.params.cold_start_hours),
                 checkpoint_gb=float(self.params.checkpoint_gb),
                 instances=int(self.params.instances),
+                checkpoint_interval_hours=self.params.checkpoint_interval_hours,
+                final_checkpoint_on_notice=self.params.final_checkpoint_on_notice,
             )
             job.require_feasible()
         except JobSpecError as exc:

@@ -49,6 +49,10 @@ class SkyNomadOperator(BaseOperator):
     :param clouds: keep only these clouds (``aws``, ``gcp``).
     :param cold_start_hours: d, provision + restore time paid on every launch.
     :param checkpoint_gb: S, checkpoint size moved on a migration.
+    :param checkpoint_interval_hours: how often the workload writes a checkpoint, in hours of its
+        progress (default 0: it saves as it goes); a preemption takes back the work since the last one.
+    :param final_checkpoint_on_notice: the workload can write one last checkpoint within the preemption
+        notice (AWS gives 2 minutes, GCP 30 s), so a preemption loses nothing whatever the interval.
     :param policy: planner policy name (``skynomad``, ``on-demand``, ``uniform-progress``, ``eager-failover``).
     :param policy_params: keyword arguments for the policy.
     :param decision_step_minutes: how often the trigger asks the planner, in cloud minutes.
@@ -89,6 +93,8 @@ class SkyNomadOperator(BaseOperator):
         clouds: list[str] | None = None,
         cold_start_hours: float = 0.2,
         checkpoint_gb: float = 50.0,
+        checkpoint_interval_hours: float = 0.0,
+        final_checkpoint_on_notice: bool = False,
         policy: str = "skynomad",
         policy_params: dict | None = None,
         decision_step_minutes: float = 10.0,
@@ -122,6 +128,8 @@ class SkyNomadOperator(BaseOperator):
         self.clouds = clouds
         self.cold_start_hours = cold_start_hours
         self.checkpoint_gb = checkpoint_gb
+        self.checkpoint_interval_hours = checkpoint_interval_hours
+        self.final_checkpoint_on_notice = final_checkpoint_on_notice
         self.policy = policy
         self.policy_params = policy_params or {}
         self.decision_step_minutes = decision_step_minutes

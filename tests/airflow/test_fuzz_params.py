@@ -59,6 +59,8 @@ HOSTILE = {
         [None, -timedelta(hours=1), timedelta(0), 5, "2h", timedelta(days=10**5), float("nan")]
     ),
     "on_deadline_miss": st.sampled_from(["ignore", None, ["fail"], 5, "", "FAIL"]),
+    "checkpoint_interval_hours": NUMBERS,
+    "final_checkpoint_on_notice": st.sampled_from([None, 0, 1, "yes", "False", [], float("nan")]),
 }
 DEFAULTS = {
     "work_hours": 6.0,
@@ -81,6 +83,8 @@ DEFAULTS = {
     "policy_params": {},
     "max_market_age": timedelta(hours=2),
     "on_deadline_miss": "fail",
+    "checkpoint_interval_hours": 0.0,
+    "final_checkpoint_on_notice": False,
 }
 
 
@@ -91,7 +95,13 @@ def hostile_arguments(draw) -> dict:
 
 
 def _sane(params: JobParams) -> None:
-    for value in (params.work_hours, params.cold_start_hours, params.checkpoint_gb, params.decision_step_minutes):
+    for value in (
+        params.work_hours,
+        params.cold_start_hours,
+        params.checkpoint_gb,
+        params.decision_step_minutes,
+        params.checkpoint_interval_hours,
+    ):
         assert isinstance(value, float) and math.isfinite(value) and value >= 0
     assert params.work_hours > 0 and params.market_lookback_hours > 0
     assert type(params.instances) is int and params.instances >= 1
@@ -102,6 +112,7 @@ def _sane(params: JobParams) -> None:
         assert names is None or all(isinstance(n, str) and n for n in names)
     assert isinstance(params.max_market_age, timedelta) and params.max_market_age > timedelta(0)
     assert params.on_deadline_miss in ("fail", "warn") and type(params.status_every_steps) is int
+    assert type(params.final_checkpoint_on_notice) is bool
 
 
 @settings(max_examples=EXAMPLES * 2, deadline=None)

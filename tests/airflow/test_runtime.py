@@ -168,6 +168,18 @@ def test_a_status_event_records_where_the_job_stands(cloud):  # noqa: F811
     assert info.value.trigger.seq == 2 and len(cloud.launches) == 1  # nothing changed but the status
 
 
+def test_a_periodic_checkpoint_interval_reaches_the_job_the_planner_sees(cloud):  # noqa: F811
+    store = FakeStore()
+    defer(make_op(checkpoint_interval_hours=0.5), context_for(store))
+    job = store.get(RECORD_KEY)["job"]
+    assert job["checkpoint_interval_hours"] == 0.5 and job["final_checkpoint_on_notice"] is False
+    store = FakeStore()
+    defer(make_op(), context_for(store))
+    assert store.get(RECORD_KEY)["job"]["checkpoint_interval_hours"] == 0.0  # today's model by default
+    with pytest.raises(SkyNomadInputError, match="checkpoint_interval_hours"):
+        defer(make_op(checkpoint_interval_hours=-1.0), context_for(FakeStore()))
+
+
 def test_preemption_before_any_checkpoint_restarts_elsewhere_without_a_migration(cloud):  # noqa: F811
     store = FakeStore()
     defer(make_op(policy="eager-failover"), context_for(store))
