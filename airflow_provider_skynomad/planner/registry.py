@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .base import Policy
+from .policies.lookahead import LookaheadPolicy
 from .policies.on_demand import OnDemandPolicy
 from .policies.skynomad import SkyNomadPolicy
 from .policies.uniform_progress import EagerFailoverPolicy, UniformProgressPolicy
@@ -12,6 +13,7 @@ POLICIES = {
     "on-demand": OnDemandPolicy,
     "uniform-progress": UniformProgressPolicy,
     "eager-failover": EagerFailoverPolicy,
+    "lookahead": LookaheadPolicy,
 }
 
 
