@@ -10,6 +10,7 @@ retries are at-least-once: a repeated observation is a no-op and the first write
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections.abc import Iterable, Iterator
 from datetime import datetime
@@ -434,3 +435,37 @@ class MarketTable(MarketDatabase):
         if until is not None:
             clauses.append(table.c.observed_at < _utc(until))
         return clauses
+
+
+_shared: dict[tuple[int, str], list] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_table(url: str | URL | None = None) -> MarketTable:
+    """The one `MarketTable` on `url` of this process, counted out to each user.
+
+    A triggerer runs hundreds of triggers in one process; a table each would hold a PostgreSQL
+    connection each (the reader's kept one), past the server's `max_connections` (100 by default).
+    Reads are stateless and the kept connection is lock-guarded, so the triggers share one table
+    and one connection. Keyed by process as well: a table must not cross a fork.
+    """
+    key = (os.getpid(), str(url) if url is not None else "")
+    with _shared_lock:
+        entry = _shared.get(key)
+        if entry is None:
+            entry = _shared[key] = [MarketTable(url), 0]
+        entry[1] += 1
+        return entry[0]
+
+
+def release_shared(table: MarketTable) -> None:
+    """Give back a table from `shared_table`; the last user closes it."""
+    with _shared_lock:
+        for key, entry in list(_shared.items()):
+            if entry[0] is table:
+                entry[1] -= 1
+                if entry[1] <= 0:
+                    del _shared[key]
+                    table.close()
+                return
+    table.close()  # not a shared one

@@ -181,7 +181,9 @@ class SkyNomadTrigger(BaseTrigger):
                     yield TriggerEvent(event.to_dict())
                     return
         finally:
-            source.table.close()  # also when the generator is closed after its loop has ended
+            from ..market.table import release_shared
+
+            release_shared(source.table)  # also when the generator is closed after its loop has ended
 
     def _phase(self) -> float:
         """Where in its step this job's decisions fall, in (0, 1]: stable for the job and deferral."""
@@ -193,20 +195,26 @@ class SkyNomadTrigger(BaseTrigger):
 
         from ..jobs.watch import Watch
         from ..market.source import MarketSource
-        from ..market.table import MarketTable
+        from ..market.table import release_shared, shared_table
         from ..planner.job import JobSpec
         from ..planner.registry import get_policy
 
         cloud = _hooks.make_cloud(config)
-        table = MarketTable(config.market_url)
-        table.create()
-        job = JobSpec(**self.job)
-        since = (
-            pd.Timestamp(self.market_since)
-            if self.market_since
-            else cloud.now_timestamp() - pd.Timedelta(hours=self.market_lookback_hours)
-        )
-        source = MarketSource(table, self.zones, self.instance_types, since, self.decision_step_hours, job.instances)
+        table = shared_table(config.market_url)  # one per triggerer process, not one per trigger
+        try:
+            table.create()
+            job = JobSpec(**self.job)
+            since = (
+                pd.Timestamp(self.market_since)
+                if self.market_since
+                else cloud.now_timestamp() - pd.Timedelta(hours=self.market_lookback_hours)
+            )
+            source = MarketSource(
+                table, self.zones, self.instance_types, since, self.decision_step_hours, job.instances
+            )
+        except BaseException:
+            release_shared(table)
+            raise
         watch = Watch.from_kwargs(
             self.job,
             self.job_start_hours,

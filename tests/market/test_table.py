@@ -17,7 +17,9 @@ from airflow_provider_skynomad.market.table import (
     MarketSchemaError,
     MarketTable,
     default_market_url,
+    release_shared,
     schema_version,
+    shared_table,
 )
 
 TRACE = Path(__file__).parents[2] / "airflow_provider_skynomad" / "data" / "gcp-h100-2025-first-week.csv.gz"
@@ -347,3 +349,40 @@ def test_a_role_that_may_only_insert_still_bulk_imports(postgres_url, trace, mon
             conn.exec_driver_sql(f'DROP OWNED BY "{role}"')
             conn.exec_driver_sql(f'DROP ROLE "{role}"')
         admin.dispose()
+
+
+# -- one table per process for the triggers of a triggerer --------------------------------------
+
+
+def test_the_triggers_of_one_process_share_one_table_and_one_connection(market_url, trace):
+    rows = _rows(trace, ["us-central1-a", "us-west1-a"], hours=2)
+    with MarketTable(market_url) as writer:
+        writer.append(rows)
+    tables = [shared_table(market_url) for _ in range(40)]
+    assert all(t is tables[0] for t in tables)
+    table = tables[0]
+    results, errors = [], []
+
+    def read():
+        try:
+            increment = table.read_increment(["us-central1-a", "us-west1-a"], None, None)
+            results.append(len(increment.rows))
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=read) for _ in tables]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and results == [len(rows)] * len(tables)
+    # 40 readers at once held at most one connection of the pool (a PostgreSQL server counts them).
+    assert table.engine.pool.checkedout() <= 1
+    for t in tables[:-1]:
+        release_shared(t)
+    assert shared_table(market_url) is table  # still in use: the same one
+    release_shared(table)
+    release_shared(table)  # the last user closes it; the next caller gets a new one
+    fresh = shared_table(market_url)
+    assert fresh is not table
+    release_shared(fresh)
