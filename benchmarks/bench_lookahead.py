@@ -1,7 +1,7 @@
 """The scenario lookahead (`lookahead`) against `skynomad` and `eager-failover`, and its decision time per replan.
 
     .venv/bin/python benchmarks/bench_lookahead.py                  # 2 windows per cell, K = 16
-    .venv/bin/python benchmarks/bench_lookahead.py --windows 4 --futures 4 16
+    .venv/bin/python benchmarks/bench_lookahead.py --windows 4 --futures 4 16 --replan-steps 1 6
 
 Same traces, job shape and window picks as bench_policies.py (a), at T/P 1.05, 1.2, 1.5, 2.0:
 mean cost ÷ the exact optimum's mean cost, misses, the lookahead's replans per run, and the wall
@@ -33,7 +33,7 @@ console = Console(width=170)
 
 def cell(args) -> dict:
     """One trace × T/P: every policy on the same windows, the optimum, and the lookahead's replan times."""
-    label, ratio, windows, futures = args
+    label, ratio, windows, futures, replan_steps = args
     file, zones, _ = TRACES[label]
     grid = load_grid(file, zones)
     egress = EgressModel().matrix(grid.markets)
@@ -46,8 +46,9 @@ def cell(args) -> dict:
     for start in starts:
         costs["optimal"].append(optimal_cost(job, grid, start, egress).cost_usd)
         for name in ("lookahead", *BASELINES):
-            policy = get_policy(name, futures=futures) if name == "lookahead" else get_policy(name)
+            policy = get_policy(name)
             if name == "lookahead":
+                policy = get_policy(name, futures=futures, replan_steps=replan_steps)
                 rank = policy._rank
 
                 def timed(*a, _rank=rank):
@@ -79,15 +80,22 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--windows", type=int, default=2, help="windows per trace × T/P cell")
     parser.add_argument("--futures", type=int, nargs="+", default=[16], help="K values to measure")
+    parser.add_argument("--replan-steps", type=int, nargs="+", default=[6], help="replan at least this often")
     parser.add_argument("--traces", nargs="+", default=list(TRACES))
     args = parser.parse_args()
-    jobs = [(label, ratio, args.windows, k) for k in args.futures for label in args.traces for ratio in RATIOS]
+    jobs = [
+        (label, ratio, args.windows, k, every)
+        for k in args.futures
+        for every in args.replan_steps
+        for label in args.traces
+        for ratio in RATIOS
+    ]
     with ProcessPoolExecutor(max_workers=2) as pool:
         rows = list(pool.map(cell, jobs))
     policy = get_policy("lookahead")
     console.print(
         f"lookahead: horizon {policy.horizon_hours:g} h, replan on an event (running group gone, a market's "
-        f"observed state or a spot price changed) or every {policy.replan_steps} steps"
+        "observed state or a spot price changed) or every `every` steps"
     )
     table = Table(title="mean cost ÷ exact optimum mean cost (misses in brackets when any)")
     for column in (
@@ -103,13 +111,14 @@ def main() -> None:
         "p99 ms",
     ):
         table.add_column(column, justify="right")
-    for (_, _, _, k), row in zip(jobs, rows, strict=True):
+    for (_, _, _, k, every), row in zip(jobs, rows, strict=True):
         cells = []
         for name in ("lookahead", *BASELINES):
             miss = f" [{row['misses'][name]} miss]" if row["misses"][name] else ""
             cells.append(f"{row['ratio_to_optimal'][name]:.3f}{miss}")
         table.add_row(
             str(k),
+            str(every),
             row["label"],
             f"{row['ratio']}",
             str(row["windows"]),

@@ -4,10 +4,9 @@ At a replan the policy samples K futures of every market (forecasts.scenarios), 
 from the current job state with a small DP over (step, what runs or where the checkpoint
 idles, warm-up left, progress gained), and ranks first actions by their mean cost over the K
 futures (sample average approximation). The DP's horizon is a few hours; past it the rest
-of the work is priced at what spot supplies in time (progress.supply_price), rising to the
-cheapest on-demand price as the slack left at the horizon runs short, and on-demand with a
-cold start once no spot step would be safe any more: the slack's threshold is in the
-terminal cost, not left to a linear price. Actions the safety net would refuse are refused
+of the work is priced at what spot supplies in time (progress.supply_price), plus the
+on-demand premium on the share of the job's slack spent by then, and on-demand with a cold
+start once no spot step would be safe any more. Actions the safety net would refuse are refused
 inside the DP too, and the real net (planner.safety) filters the final list, so the deadline
 guarantee is the shared one.
 
@@ -232,7 +231,7 @@ class _Solver:
                 cost = np.where(self.same[loc][None, :, None], stay, move) + self.fee[loc][None, :, None]
                 np.minimum(best[:, loc], cost.min(axis=1), out=best[:, loc])
             if k == 0:
-                return self._first(run, best, idle, launch_ok, cold_slot, move_slot)
+                return self._first(run, idle, cold_slot, move_slot)
             # at step k a group in market x continues, or is stopped/preempted: free where it ran
             here = np.concatenate([best[:, :m], best[:, :m]], axis=1)[:, :, None, :]
             keep = np.minimum(run, here)
@@ -269,7 +268,7 @@ class _Solver:
             out[:, :, j] = np.where(allowed[None], cost, np.inf)
         return out
 
-    def _first(self, run, best, idle, launch_ok, cold_slot, move_slot) -> np.ndarray:
+    def _first(self, run: np.ndarray, idle: np.ndarray, cold_slot: int, move_slot: int) -> np.ndarray:
         """Each first action's cost from the real state, a spot launch's as if it gets capacity."""
         state, view, m = self.state, self.view, self.m
         loc = view.index(state.checkpoint_market) if state.checkpoint_market is not None else m
