@@ -44,6 +44,8 @@ class LookaheadPolicy:
     """:param futures: K, sampled futures per replan.
     :param horizon_hours: how far ahead each future is solved exactly.
     :param replan_steps: replan at least this often (in decision steps) without an event.
+    :param resample_fallback: choose the sure last entry in futures where the launches before
+        it failed (a second draw and DP per replan; off by default, see docs/experiments.md).
     :param seed: futures are drawn from a generator seeded with (seed, tick): the same inputs give
         the same decision.
     """
@@ -56,6 +58,7 @@ class LookaheadPolicy:
         horizon_hours: float = 2.0,
         replan_steps: int = 6,
         seed: int = 0,
+        resample_fallback: bool = False,
         sampler: ScenarioSampler | None = None,
     ):
         if futures < 1 or horizon_hours <= 0 or replan_steps < 1:
@@ -64,6 +67,7 @@ class LookaheadPolicy:
         self.horizon_hours = horizon_hours
         self.replan_steps = replan_steps
         self.seed = seed
+        self.resample_fallback = resample_fallback
         self.sampler = sampler or ScenarioSampler()
         self._plan: _Plan | None = None
         self.replans = 0  # how many times the DP ran (benchmarks and tests read it)
@@ -91,8 +95,10 @@ class LookaheadPolicy:
         """What to try, best first: spot launches that beat the best sure choice, then that choice.
 
         A launch is ranked by its mean cost over the futures as if it gets capacity (a failed
-        launch costs nothing: the next entry is tried); the sure choices (on-demand, idle, what
-        runs) by their mean cost.
+        launch costs nothing: the next entry is tried); the sure choice at the end (on-demand,
+        idle, what runs) by its mean cost. With `resample_fallback` that choice is made again in
+        futures drawn as if every launch before it failed, which is when it is taken: a market
+        not observed lately counts as up in the first draw, which makes waiting look better.
         """
         dt = view.step_hours
         left = math.ceil((job.deadline_hours - state.elapsed_hours) / dt - EPS_HOURS)
@@ -104,8 +110,12 @@ class LookaheadPolicy:
         options = [*[Option(k, Mode.SPOT) for k in view.keys], *[Option(k, Mode.ON_DEMAND) for k in view.keys], IDLE]
         sure = [i for i, o in enumerate(options) if o is None or o.mode is Mode.ON_DEMAND or o == state.running]
         fallback = min(sure, key=lambda i: mean[i])
-        spots = [i for i in range(m) if i not in sure and mean[i] < mean[fallback]]
+        spots = [i for i in range(m) if i not in sure and np.isfinite(mean[i]) and mean[i] < mean[fallback]]
         spots.sort(key=lambda i: mean[i])
+        if spots and self.resample_fallback:
+            failed = self.sampler.sample(view, self.futures, steps, rng, down=np.array(spots))
+            after = _Solver(job, state, view, failed).first_actions().mean(axis=0)
+            fallback = min(sure, key=lambda i: after[i])
         return [options[i] for i in (*spots, fallback) if np.isfinite(mean[i])]
 
 
