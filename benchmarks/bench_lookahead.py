@@ -101,6 +101,7 @@ def main() -> None:
     table = Table(title="mean cost ÷ exact optimum mean cost (misses in brackets when any)")
     for column in (
         "K",
+        "every",
         "trace",
         "T/P",
         "windows",
