@@ -33,7 +33,7 @@ console = Console(width=170)
 
 def cell(args) -> dict:
     """One trace × T/P: every policy on the same windows, the optimum, and the lookahead's replan times."""
-    label, ratio, windows, futures, replan_steps, resample = args
+    label, ratio, windows, futures, replan_steps = args
     file, zones, _ = TRACES[label]
     grid = load_grid(file, zones)
     egress = EgressModel().matrix(grid.markets)
@@ -48,7 +48,7 @@ def cell(args) -> dict:
         for name in ("lookahead", *BASELINES):
             policy = get_policy(name)
             if name == "lookahead":
-                policy = get_policy(name, futures=futures, replan_steps=replan_steps, resample_fallback=resample)
+                policy = get_policy(name, futures=futures, replan_steps=replan_steps)
                 rank = policy._rank
 
                 def timed(*a, _rank=rank):
@@ -82,10 +82,9 @@ def main() -> None:
     parser.add_argument("--futures", type=int, nargs="+", default=[16], help="K values to measure")
     parser.add_argument("--replan-steps", type=int, nargs="+", default=[6], help="replan at least this often")
     parser.add_argument("--traces", nargs="+", default=list(TRACES))
-    parser.add_argument("--resample-fallback", action="store_true", help="lookahead's resample_fallback=True")
     args = parser.parse_args()
     jobs = [
-        (label, ratio, args.windows, k, every, args.resample_fallback)
+        (label, ratio, args.windows, k, every)
         for k in args.futures
         for every in args.replan_steps
         for label in args.traces
@@ -96,7 +95,7 @@ def main() -> None:
     policy = get_policy("lookahead")
     console.print(
         f"lookahead: horizon {policy.horizon_hours:g} h, replan on an event (running group gone, a market's "
-        f"observed state or a spot price changed) or every `every` steps; resample_fallback={args.resample_fallback}"
+        f"observed state or a spot price changed) or every `every` steps"
     )
     table = Table(title="mean cost ÷ exact optimum mean cost (misses in brackets when any)")
     for column in (
@@ -113,7 +112,7 @@ def main() -> None:
         "p99 ms",
     ):
         table.add_column(column, justify="right")
-    for (_, _, _, k, every, _), row in zip(jobs, rows, strict=True):
+    for (_, _, _, k, every), row in zip(jobs, rows, strict=True):
         cells = []
         for name in ("lookahead", *BASELINES):
             miss = f" [{row['misses'][name]} miss]" if row["misses"][name] else ""

@@ -32,24 +32,11 @@ class ScenarioSampler:
         self.mismatch_weight = mismatch_weight
         self.hold_hours = hold_hours
 
-    def sample(
-        self,
-        view: MarketView,
-        futures: int,
-        steps: int,
-        rng: np.random.Generator,
-        down: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """(futures × steps × markets) usable flags; step 0 is now (markets observed now as observed).
-
-        :param down: markets to take as observed without capacity now (e.g. launches that would
-            have failed), so the futures are drawn from moments when they were down too.
-        """
+    def sample(self, view: MarketView, futures: int, steps: int, rng: np.random.Generator) -> np.ndarray:
+        """(futures × steps × markets) usable flags; step 0 is now (markets observed now as observed)."""
         usable, seen = view.usable_history()
         filled = _last_observed(usable, seen, max(0, int(round(self.hold_hours / view.step_hours))))
-        now, known = filled[-1].copy(), seen[-1].copy()
-        if down is not None:
-            now[down], known[down] = False, True
+        now, known = filled[-1], seen[-1]
         ticks = filled.shape[0]
         if ticks < 2:
             return np.broadcast_to(now, (futures, steps, len(now))).copy()

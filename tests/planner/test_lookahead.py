@@ -84,19 +84,6 @@ def test_the_futures_keep_what_is_observed_now_and_what_markets_do_together():
     assert futures[:, -1].mean() > 0.5  # and come back as they did
 
 
-def test_markets_taken_as_down_now_draw_futures_from_their_past_outages():
-    up = np.ones((200, 2), bool)
-    for start in range(0, 200, 40):
-        up[start : start + 10, 0] = False  # market 0's outages last 10 steps
-    grid = make_grid(up, 1.0, 6.0)
-    view = MarketView(grid, 150, 1)  # market 0 is up at tick 150
-    sampler = ScenarioSampler(mismatch_weight=5.0)
-    futures = sampler.sample(view, 32, 4, np.random.default_rng(0), down=np.array([0]))
-    assert not futures[:, 0, 0].any()
-    assert futures[:, 1, 0].mean() < 0.5  # drawn from inside an outage, it mostly lasts a few more steps
-    assert sampler.sample(view, 32, 4, np.random.default_rng(0))[:, 0, 0].all()
-
-
 def test_unobserved_markets_count_as_up_once_their_observation_is_stale():
     up = np.zeros((60, 2), bool)
     seen = np.zeros((60, 2), bool)

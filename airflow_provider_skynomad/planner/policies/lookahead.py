@@ -44,8 +44,6 @@ class LookaheadPolicy:
     """:param futures: K, sampled futures per replan.
     :param horizon_hours: how far ahead each future is solved exactly.
     :param replan_steps: replan at least this often (in decision steps) without an event.
-    :param resample_fallback: choose the sure last entry in futures where the launches before
-        it failed (a second draw and DP per replan; off by default, see docs/experiments.md).
     :param seed: futures are drawn from a generator seeded with (seed, tick): the same inputs give
         the same decision.
     """
@@ -58,7 +56,6 @@ class LookaheadPolicy:
         horizon_hours: float = 2.0,
         replan_steps: int = 6,
         seed: int = 0,
-        resample_fallback: bool = False,
         sampler: ScenarioSampler | None = None,
     ):
         if futures < 1 or horizon_hours <= 0 or replan_steps < 1:
@@ -67,7 +64,6 @@ class LookaheadPolicy:
         self.horizon_hours = horizon_hours
         self.replan_steps = replan_steps
         self.seed = seed
-        self.resample_fallback = resample_fallback
         self.sampler = sampler or ScenarioSampler()
         self._plan: _Plan | None = None
         self.replans = 0  # how many times the DP ran (benchmarks and tests read it)
@@ -96,9 +92,7 @@ class LookaheadPolicy:
 
         A launch is ranked by its mean cost over the futures as if it gets capacity (a failed
         launch costs nothing: the next entry is tried); the sure choice at the end (on-demand,
-        idle, what runs) by its mean cost. With `resample_fallback` that choice is made again in
-        futures drawn as if every launch before it failed, which is when it is taken: a market
-        not observed lately counts as up in the first draw, which makes waiting look better.
+        idle, what runs) by its mean cost.
         """
         dt = view.step_hours
         left = math.ceil((job.deadline_hours - state.elapsed_hours) / dt - EPS_HOURS)
@@ -112,10 +106,6 @@ class LookaheadPolicy:
         fallback = min(sure, key=lambda i: mean[i])
         spots = [i for i in range(m) if i not in sure and np.isfinite(mean[i]) and mean[i] < mean[fallback]]
         spots.sort(key=lambda i: mean[i])
-        if spots and self.resample_fallback:
-            failed = self.sampler.sample(view, self.futures, steps, rng, down=np.array(spots))
-            after = _Solver(job, state, view, failed).first_actions().mean(axis=0)
-            fallback = min(sure, key=lambda i: after[i])
         return [options[i] for i in (*spots, fallback) if np.isfinite(mean[i])]
 
 
