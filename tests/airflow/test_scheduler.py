@@ -8,6 +8,7 @@ PostgreSQL fails the test instead of skipping it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -16,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -62,6 +64,16 @@ def metadata_db():
     with admin.cursor() as cursor:
         cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     admin.close()
+
+
+def _wait_for_api(port: int, services, timeout: float = 180) -> None:
+    stop = time.monotonic() + timeout
+    while time.monotonic() < stop:
+        with contextlib.suppress(OSError):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=5).close()
+            return
+        time.sleep(1)
+    pytest.fail(f"the api-server did not answer in {timeout:.0f} s\n{services.tail()}")
 
 
 def _free_port() -> int:
@@ -162,6 +174,9 @@ def test_fine_tune_through_scheduler_and_triggerer(metadata_db, tmp_path, gcp_fr
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
         "AIRFLOW__API__PORT": str(port),
+        # A task's first call to the execution API waits for an api-server that may still be warming
+        # up on a busy box (the default 5 s timed out and failed the task before it ran).
+        "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
         "AIRFLOW__API_AUTH__JWT_SECRET": uuid.uuid4().hex,
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
@@ -185,6 +200,7 @@ def test_fine_tune_through_scheduler_and_triggerer(metadata_db, tmp_path, gcp_fr
         os.environ["SKYNOMAD_HOME"] = old or ""
     try:
         services.start("api-server", "api-server", "--port", str(port))
+        _wait_for_api(port, services)  # DAGs run once parsed: no task may start before the API answers
         services.start("dag-processor", "dag-processor")
         services.start("scheduler", "scheduler")
         services.start("triggerer", "triggerer")

@@ -225,6 +225,8 @@ class Cluster:
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{self.port}/execution/",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
             "AIRFLOW__API__PORT": str(self.port),
+            # a task's calls to the execution API on a busy box: the default 5 s fails tasks at startup
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
             "AIRFLOW__API__WORKERS": "1",
             "AIRFLOW__API_AUTH__JWT_SECRET": uuid.uuid4().hex,
             "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
