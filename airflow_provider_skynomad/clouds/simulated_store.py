@@ -23,10 +23,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import random
-import sqlite3
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -52,6 +49,8 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import make_url
+
+from ..sqlite import use_wal
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 60.0
 STATE_DB_FILE = "state.db"
@@ -287,31 +286,10 @@ def _create(engine: Engine) -> None:
 
 
 def _sqlite_connect(dbapi_connection, _record) -> None:
-    """WAL lets readers run beside the one writer; busy_timeout makes writers wait, not fail.
-
-    The driver's own transaction handling is turned off (isolation_level None) so that `_sqlite_begin`
-    says how each transaction begins. synchronous=NORMAL is WAL's usual pairing: a power cut may
-    lose the last commits of a simulation, and every commit is not an fsync. Switching a fresh
-    file to WAL needs an exclusive lock that the busy timeout does not cover, so several processes
-    opening a new state at once retry. PRAGMAs have no SQLAlchemy Core form: the one place with SQL text.
-    """
+    """WAL and a busy timeout (`airflow_provider_skynomad.sqlite`), and no transaction handling of the
+    driver's own (isolation_level None), so that `_sqlite_begin` says how each transaction begins."""
     dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_SECONDS * 1000)}")
-        cursor.execute("PRAGMA synchronous = NORMAL")
-        deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_SECONDS
-        while True:
-            try:
-                if cursor.execute("PRAGMA journal_mode").fetchone()[0] in ("wal", "memory"):
-                    break
-                cursor.execute("PRAGMA journal_mode = WAL").fetchall()
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(random.uniform(0.005, 0.05))
-    finally:
-        cursor.close()
+    use_wal(dbapi_connection, SQLITE_BUSY_TIMEOUT_SECONDS)
 
 
 def _sqlite_begin(conn: Connection) -> None:

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import random
-import sqlite3
-import time
 import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -40,6 +37,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.schema import CreateIndex, CreateTable
 from sqlalchemy.types import TypeDecorator
+
+from ..sqlite import use_wal
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 60.0
 # pg_advisory_xact_lock key shared by every process creating a schema (any fixed int64).
@@ -263,28 +262,5 @@ def current_version(conn: Connection, component: str) -> int | None:
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
-    """WAL lets readers run beside the single writer; busy_timeout makes writers wait, not fail.
-
-    synchronous=NORMAL is WAL's usual pairing: a power cut may lose the last commits, which a
-    table refilled by the next probe round tolerates, and every commit is not an fsync.
-
-    Switching a fresh file to WAL needs an exclusive lock and SQLite does not apply the busy
-    timeout to it, so several processes opening a new database at once retry here instead.
-    PRAGMAs have no SQLAlchemy Core form, so they are the one place with SQL text.
-    """
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_SECONDS * 1000)}")
-        cursor.execute("PRAGMA synchronous = NORMAL")
-        deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_SECONDS
-        while True:
-            try:
-                if cursor.execute("PRAGMA journal_mode").fetchone()[0] in ("wal", "memory"):
-                    break
-                cursor.execute("PRAGMA journal_mode = WAL").fetchall()
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(random.uniform(0.005, 0.05))
-    finally:
-        cursor.close()
+    """WAL and a busy timeout (`airflow_provider_skynomad.sqlite`): readers beside the one writer."""
+    use_wal(dbapi_connection, SQLITE_BUSY_TIMEOUT_SECONDS)
