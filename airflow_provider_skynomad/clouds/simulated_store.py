@@ -142,16 +142,17 @@ class StateStore:
     def insert(self, record: dict) -> None:
         """Record a new group; a second group for one client token is refused by the database."""
         with self._write() as conn:
-            conn.execute(
-                insert(groups).values(
-                    cloud_id=self.cloud_id,
-                    group_id=record["group_id"],
-                    client_token=record["client_token"],
-                    job_id=record.get("job_id", ""),
-                    launched_at_hours=record["launched_at_hours"],
-                    record=record,
-                )
-            )
+            conn.execute(self._group_row(record))
+
+    def _group_row(self, record: dict):
+        return insert(groups).values(
+            cloud_id=self.cloud_id,
+            group_id=record["group_id"],
+            client_token=record["client_token"],
+            job_id=record.get("job_id", ""),
+            launched_at_hours=record["launched_at_hours"],
+            record=record,
+        )
 
     @contextmanager
     def changing(self, group_id: str) -> Iterator[dict | None]:
@@ -206,16 +207,7 @@ class StateStore:
             if any(conn.execute(query).first() for query in mine):
                 state = {}
             for record in state.get("groups", {}).values():
-                conn.execute(
-                    insert(groups).values(
-                        cloud_id=self.cloud_id,
-                        group_id=record["group_id"],
-                        client_token=record["client_token"],
-                        job_id=record.get("job_id", ""),
-                        launched_at_hours=record["launched_at_hours"],
-                        record=record,
-                    )
-                )
+                conn.execute(self._group_row(record))
             for kind, table in _LINES.items():
                 for entry in state.get(kind, []):
                     conn.execute(insert(table).values(cloud_id=self.cloud_id, entry=entry))
