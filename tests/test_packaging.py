@@ -9,6 +9,8 @@ import inspect
 import json
 import os
 import re
+import subprocess
+import sys
 import tempfile
 import tomllib
 from importlib import resources
@@ -224,3 +226,17 @@ def test_the_entry_point_modules_stay_light(module):
         node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 0
     }
     assert imported <= {"__future__"}
+
+
+def test_a_dag_file_naming_the_operator_does_not_import_the_planner():
+    """The DAG processor and every worker parse DAG files often; the planner, scikit-learn and scipy
+    are the runtime's, loaded when a task runs (seconds per parse on a busy worker otherwise)."""
+    heavy = ("sklearn", "scipy", "airflow_provider_skynomad.jobs.runner", "airflow_provider_skynomad.planner.registry")
+    code = (
+        "import sys\n"
+        "from airflow_provider_skynomad.operators.skynomad import SkyNomadOperator\n"
+        "from airflow_provider_skynomad.operators.probe import SkyNomadProbeOperator\n"
+        f"print([m for m in {heavy!r} if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

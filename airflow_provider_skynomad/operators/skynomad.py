@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shutil
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
@@ -19,10 +19,12 @@ from ..jobs.errors import SkyNomadInputError
 from ..jobs.events import JobEvent
 from ..jobs.params import validate_params
 from ..jobs.record import StateStore
-from ..jobs.runner import Defer, JobRunner, TaskIdentity
 from ..links.job import SkyNomadJobLink
 from ..links.skynomad import SkyNomadGroupLink, persist_group_links
 from ..triggers.skynomad import SkyNomadTrigger
+
+if TYPE_CHECKING:
+    from ..jobs.runner import JobRunner
 
 __all__ = ["SkyNomadInputError", "SkyNomadOperator", "alert_interval", "on_deadline_missed", "resolve_deadline_hours"]
 
@@ -206,6 +208,10 @@ class SkyNomadOperator(BaseOperator):
     # == glue ===================================================================================
 
     def _runner_for(self, context) -> JobRunner:
+        # The runtime (and through it the planner, scikit-learn, scipy) is imported here, not at the
+        # top: every DAG file that names this operator imports this module on each parse.
+        from ..jobs.runner import JobRunner, TaskIdentity
+
         store = StateStore.of(context)
         if not store.durable:
             self.log.warning("task_state_store unavailable: a retry after a crash cannot reconnect to its group")
@@ -233,6 +239,8 @@ class SkyNomadOperator(BaseOperator):
         return self._runner
 
     def _answer(self, context, answer, runner: JobRunner):
+        from ..jobs.runner import Defer
+
         persist_group_links(context, runner)
         if isinstance(answer, Defer):
             self.defer(trigger=SkyNomadTrigger(**answer.trigger_kwargs), method_name="execute_complete")
