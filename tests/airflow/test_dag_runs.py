@@ -52,7 +52,7 @@ def attach_cloud(home):
     return SimulatedCloud.attach(home / "cloud")
 
 
-def test_probe_then_fine_tune_with_preemption_and_migration(simulated, tmp_path):
+def test_probe_then_fine_tune_with_preemption_and_migration(simulated, gcp_frame, tmp_path):
     started = time.monotonic()
     state, _ = run_dag_test(load_dag("skynomad_probe"))
     assert state == "success"
@@ -63,6 +63,11 @@ def test_probe_then_fine_tune_with_preemption_and_migration(simulated, tmp_path)
     table.close()
     # one fresh row per zone of the trace, from the mapped per-region tasks
     assert sorted(probed["zone"]) == sorted(set(probed["zone"])) and len(probed) == 13
+    # From here on the market table fills as a probe DAG running every 10 minutes would fill it: the
+    # trace's rows, each visible once the cloud clock passes it (a view never shows the future).
+    # Without them every zone but the job's own is stale after 3 h (jobs/stale.py) and shows no spot.
+    future = gcp_frame["observed_at"].min() + pd.Timedelta(hours=TRACE_START_HOURS + 12)
+    seed_market(gcp_frame, until=future, hours=12)
 
     dag = load_dag("skynomad_fine_tune")
     state, run_id = run_dag_test(dag, run_conf={"work_hours": 6.0})
