@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 import pandas as pd
+from sqlalchemy.exc import DBAPIError
 
 from ..clouds.base import Cloud, GroupHandle, GroupStatus
 from ..clouds.retry import CloudApiError
@@ -103,13 +104,17 @@ class Watch:
     def step(self, cloud: Cloud, source: MarketSource, policy) -> tuple[JobEvent | None, str]:
         """(event or None, a plain-words line on where the job stands).
 
-        A step the cloud API would not answer even after its retries (clouds/retry.py) changes
-        nothing: a healthy group is not given up because its status could not be read. Only
-        `MAX_API_STEPS` such steps in a row fail the job, naming the API's answer.
+        A step the cloud API would not answer even after its retries (clouds/retry.py), or whose
+        market read failed (the market database down or restarting), changes nothing: a healthy
+        group is not given up because its status or its markets could not be read. Only
+        `MAX_API_STEPS` such steps in a row fail the job, naming what did not answer.
         """
         try:
             answer = self._step(cloud, source, policy)
-        except CloudApiError as exc:
+        except (CloudApiError, DBAPIError) as exc:
+            if isinstance(exc, DBAPIError):  # the market database is down or restarting
+                first = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else type(exc.orig).__name__
+                exc = CloudApiError(f"the market table did not answer ({first})")
             self.api_failures += 1
             if self.api_failures < MAX_API_STEPS:
                 return None, f"{exc}; the job's group is left as it is and asked again next step"

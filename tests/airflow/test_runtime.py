@@ -206,6 +206,31 @@ def test_progress_is_what_a_checkpoint_proves_never_run_time(cloud):  # noqa: F8
     assert watch.progress(cloud, elapsed=3.0) == pytest.approx(1.5)
 
 
+class _MarketDown:
+    """A market source whose database does not answer (PostgreSQL down or restarting)."""
+
+    def view(self, until):
+        from sqlalchemy.exc import OperationalError
+
+        raise OperationalError("SELECT ...", {}, Exception("server closed the connection unexpectedly"))
+
+
+def test_a_market_table_that_does_not_answer_leaves_the_group_then_fails_the_job_naming_it(cloud):  # noqa: F811
+    from airflow_provider_skynomad.jobs.watch import MAX_API_STEPS
+
+    handle = cloud.launch(LaunchRequest("gcp", "us-central1", "us-central1-a", "a3-highgpu-1g", 1, True, "t-1"))
+    state = JobState(elapsed_hours=0.0, running=Option("us-central1-a", Mode.SPOT))
+    watch = Watch(JobSpec(work_hours=3.0, deadline_hours=4.8), 0.0, state, handle, 0.2, seq=1)
+    policy = get_policy("skynomad")
+    for _ in range(MAX_API_STEPS - 1):
+        event, words = watch.step(cloud, _MarketDown(), policy)
+        assert event is None and "market table did not answer" in words and "left as it is" in words
+    assert cloud.terminated == []  # a healthy group is not given up because markets could not be read
+    event, words = watch.step(cloud, _MarketDown(), policy)
+    assert event is not None and event.kind == "failed"
+    assert "market table did not answer (server closed the connection unexpectedly)" in event.reason
+
+
 def test_the_forecaster_fits_once_per_refit_interval_across_polls_and_deferrals(cloud, now):  # noqa: F811
     """Every poll builds a new view, every deferral a new policy: the fit is shared by content."""
     table = MarketTable()
