@@ -6,8 +6,7 @@ idles, warm-up left, progress gained), and ranks first actions by their mean cos
 futures (sample average approximation). The DP's horizon is a few hours; past it the rest
 of the work is priced at what spot supplies in time (progress.supply_price), plus the
 on-demand premium on the share of the job's slack spent by then, and on-demand with a cold
-start once no spot step would be safe any more; a group still running at the horizon is
-credited with its market's expected further stay. Actions the safety net would refuse are refused
+start once no spot step would be safe any more. Actions the safety net would refuse are refused
 inside the DP too, and the real net (planner.safety) filters the final list, so the deadline
 guarantee is the shared one.
 
@@ -23,7 +22,6 @@ from functools import reduce
 
 import numpy as np
 
-from ...forecasts.renewal import Spells, spell_means
 from ...forecasts.scenarios import ScenarioSampler
 from ...market.view import MarketView
 from ..actions import IDLE, Decision, Mode, Option
@@ -101,8 +99,7 @@ class LookaheadPolicy:
         steps = max(1, min(math.ceil(self.horizon_hours / dt - EPS_HOURS), left))
         rng = np.random.default_rng([self.seed, view.tick])
         futures = self.sampler.sample(view, self.futures, steps, rng)
-        spells = spell_means(*view.usable_history(), view.step_hours)
-        mean = _Solver(job, state, view, futures, spells).first_actions().mean(axis=0)
+        mean = _Solver(job, state, view, futures).first_actions().mean(axis=0)
         m = len(view.keys)
         options = [*[Option(k, Mode.SPOT) for k in view.keys], *[Option(k, Mode.ON_DEMAND) for k in view.keys], IDLE]
         sure = [i for i, o in enumerate(options) if o is None or o.mode is Mode.ON_DEMAND or o == state.running]
@@ -145,8 +142,8 @@ class _Solver:
     preemption keeps the checkpoint where the group ran, and periodic-checkpoint losses are left to the net.
     """
 
-    def __init__(self, job: JobSpec, state: JobState, view: MarketView, futures: np.ndarray, spells: Spells):
-        self.job, self.state, self.view, self.futures, self.spells = job, state, view, futures, spells
+    def __init__(self, job: JobSpec, state: JobState, view: MarketView, futures: np.ndarray):
+        self.job, self.state, self.view, self.futures = job, state, view, futures
         n = job.instances
         self.m = len(view.keys)
         self.dt = view.step_hours
@@ -207,24 +204,6 @@ class _Solver:
                 out[g] = r * (supply + (self.od_min - supply) * spent)
         return out
 
-    def _terminal_running(self, term: np.ndarray) -> np.ndarray:
-        """(2M × G) terminal cost of a group still running at the horizon: its stay past it is credited.
-
-        A spot group is expected to last its market's mean up spell more (spells are memoryless,
-        forecasts.renewal), saving the gap between the rest's price and its own for that long,
-        counted up to one more horizon (the job may move later; a longer credit let one market's
-        long spells outweigh waiting for it);
-        an on-demand group saves the cold start the rest would pay. Without this a horizon of a
-        few hours never sees what a long stay in a cheap market is worth.
-        """
-        rest = np.maximum(self.remaining - np.arange(self.levels) * self.q_hours, 0.0)
-        rate = np.divide(term, rest, out=np.zeros_like(term), where=rest > 0)
-        horizon = self.futures.shape[1] * self.dt
-        stay = np.minimum(np.minimum(self.spells.up_hours, horizon)[:, None], rest[None, :])
-        spot = term[None, :] - np.maximum(rate[None, :] - self.prices[: self.m, None], 0.0) * stay
-        od = np.minimum(term[None, :], self.prices[self.m :, None] * rest[None, :])
-        return np.concatenate([spot, od], axis=0)[:, None, :]
-
     def first_actions(self) -> np.ndarray:
         """(K × 2M+1) cost of each first action (spot, on-demand, idle) in each future; inf where not allowed."""
         job, state, m, dt = self.job, self.state, self.m, self.dt
@@ -232,7 +211,7 @@ class _Solver:
         levels, slots = self.levels, len(self.warmups)
         t0 = state.elapsed_hours
         term = self._terminal(t0 + steps * dt)
-        cont = np.broadcast_to(self._terminal_running(term), (k_futures, 2 * m, slots, levels)).copy()
+        cont = np.broadcast_to(term, (k_futures, 2 * m, slots, levels)).copy()  # running, at step k+1
         free = np.broadcast_to(term, (k_futures, m + 1, levels)).copy()
         gained = np.arange(levels) * self.q_hours
         lead = rescue_lead_hours(job, self.view)
