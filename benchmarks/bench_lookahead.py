@@ -1,7 +1,8 @@
 """The scenario lookahead (`lookahead`) against `skynomad` and `eager-failover`, and its decision time per replan.
 
-    .venv/bin/python benchmarks/bench_lookahead.py                  # 2 windows per cell, K = 16
-    .venv/bin/python benchmarks/bench_lookahead.py --windows 4 --futures 4 16 --replan-steps 1 6
+    .venv/bin/python benchmarks/bench_lookahead.py --windows 4      # E57's table (~15 min on 2 cores)
+    .venv/bin/python benchmarks/bench_lookahead.py --futures 4 32 --traces "gcp-h100 (13 zones)" "aws-v100 (9 zones)"
+    .venv/bin/python benchmarks/bench_lookahead.py --replan-steps 1 --traces "gcp-h100 (13 zones)" "aws-v100 (9 zones)"
 
 Same traces, job shape and window picks as bench_policies.py (a), at T/P 1.05, 1.2, 1.5, 2.0:
 mean cost ÷ the exact optimum's mean cost, misses, the lookahead's replans per run, and the wall
