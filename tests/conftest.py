@@ -96,3 +96,23 @@ def market_url(request, tmp_path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'market.db'}"
     return request.getfixturevalue("postgres_url")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Give `xdist_group` tests their group's suffix, as `--dist loadgroup` expects.
+
+    pytest-xdist 3.8 sets the suffix through `item._nodeid`, which pytest 9.2 no longer reads
+    (a node's id is `item._id`), so its loadgroup scheduler saw no groups and sent the tests that
+    start Airflow's services to both workers at once. Runs after xdist's own hook; a suffix that
+    is already there (a fixed xdist) is left alone.
+    """
+    if not getattr(config.option, "loadgroup", False):
+        return
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        marks = item.iter_markers("xdist_group")
+        names = {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks}
+        if names and "@" not in item.nodeid:
+            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(sorted(names))}")
