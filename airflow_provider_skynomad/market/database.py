@@ -114,13 +114,10 @@ def parse_url(url: str | URL) -> URL:
 
 
 def utc(value: datetime | str | pd.Timestamp) -> datetime:
-    """A bound for range filters; naive values are taken as UTC (traces are written in UTC).
-
-    Cut to the microsecond the databases store: a clock in float hours has nanoseconds, which
-    `to_pydatetime` would drop anyway, with a warning in the user's log."""
+    """A bound for range filters; naive values are taken as UTC (traces are written in UTC)."""
     stamp = pd.Timestamp(value)
     stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
-    return stamp.floor("us").to_pydatetime()
+    return stamp.to_pydatetime()
 
 
 def make_engine(url: URL) -> Engine:
