@@ -98,6 +98,36 @@ def market_url(request, tmp_path) -> str:
     return request.getfixturevalue("postgres_url")
 
 
+@pytest.fixture
+def fresh_postgres_database():
+    """(url, admin connection, name) of a fresh PostgreSQL *database* on 127.0.0.1:5432, dropped
+    afterwards, for what needs a whole database (Airflow's metadata DB, several processes' cloud
+    state) rather than the schema `postgres_url` gives. Fails in CI when PostgreSQL is unreachable."""
+    import psycopg2
+
+    name = f"skynomad_test_{uuid.uuid4().hex[:10]}"
+    admin, error = None, None
+    for user in ("postgres", "root"):
+        try:
+            admin = psycopg2.connect(host="127.0.0.1", port=5432, dbname="test", user=user, connect_timeout=5)
+            break
+        except psycopg2.OperationalError as exc:
+            error = exc
+    if admin is None:
+        if _in_ci():
+            pytest.fail(f"PostgreSQL at 127.0.0.1:5432 is required in CI: {error}")
+        pytest.skip(f"no PostgreSQL at 127.0.0.1:5432: {error}")
+    admin.autocommit = True
+    with admin.cursor() as cursor:
+        cursor.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgresql+psycopg2://{user}@127.0.0.1:5432/{name}", admin, name
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """Give `xdist_group` tests their group's suffix, as `--dist loadgroup` expects.

@@ -38,32 +38,9 @@ SPEED = 200.0
 TRACE_START_HOURS = 90.0
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
-
-
 @pytest.fixture
-def metadata_db():
-    psycopg2 = pytest.importorskip("psycopg2")
-    name = f"skynomad_airflow_{uuid.uuid4().hex[:10]}"
-    admin = None
-    for user in ("postgres", "root"):
-        try:
-            admin = psycopg2.connect(host="127.0.0.1", port=5432, dbname="test", user=user, connect_timeout=5)
-            break
-        except psycopg2.OperationalError as exc:
-            error = exc
-    if admin is None:
-        if _in_ci():
-            pytest.fail(f"PostgreSQL at 127.0.0.1:5432 is required in CI: {error}")
-        pytest.skip(f"no PostgreSQL at 127.0.0.1:5432: {error}")
-    admin.autocommit = True
-    with admin.cursor() as cursor:
-        cursor.execute(f'CREATE DATABASE "{name}"')
-    yield f"postgresql+psycopg2://{user}@127.0.0.1:5432/{name}", admin, name
-    with admin.cursor() as cursor:
-        cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    admin.close()
+def metadata_db(fresh_postgres_database):
+    return fresh_postgres_database
 
 
 def _wait_for_api(port: int, services, timeout: float = 180) -> None:

@@ -10,12 +10,10 @@ nothing — against a fresh PostgreSQL database (in CI it must be there: the tes
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 import time
-import uuid
 from pathlib import Path
 
 import pandas as pd
@@ -65,31 +63,11 @@ def _handle(group: dict) -> GroupHandle:
 
 
 @pytest.fixture
-def postgres_url():
-    """A fresh PostgreSQL database on 127.0.0.1:5432, dropped after the test."""
-    psycopg2 = pytest.importorskip("psycopg2")
-    name = f"skynomad_simdb_{uuid.uuid4().hex[:10]}"
-    admin, error = None, None
-    for user in ("postgres", "root"):
-        try:
-            admin = psycopg2.connect(host="127.0.0.1", port=5432, dbname="test", user=user, connect_timeout=5)
-            break
-        except psycopg2.OperationalError as exc:
-            error = exc
-    if admin is None:
-        if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes"):
-            pytest.fail(f"PostgreSQL at 127.0.0.1:5432 is required in CI: {error}")
-        pytest.skip(f"no PostgreSQL at 127.0.0.1:5432: {error}")
-    admin.autocommit = True
-    with admin.cursor() as cursor:
-        cursor.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgresql+psycopg2://{user}@127.0.0.1:5432/{name}"
-    finally:
-        open_database(f"postgresql+psycopg2://{user}@127.0.0.1:5432/{name}").dispose()
-        with admin.cursor() as cursor:
-            cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
+def postgres_url(fresh_postgres_database):
+    """A fresh PostgreSQL database (not a schema: the racing processes each open it by URL)."""
+    url = fresh_postgres_database[0]
+    yield url
+    open_database(url).dispose()  # before the database is dropped
 
 
 @pytest.fixture(autouse=True)
