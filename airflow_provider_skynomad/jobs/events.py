@@ -25,8 +25,6 @@ class JobEvent:
     :param rescued: set when the trigger itself moved the job to on-demand under deadline pressure
         (no worker needed): ``{"handle", "option", "moved_from", "terminated"}`` as plain data.
     :param warmup_hours: the running group's measured warm-up (launch → first checkpoint), once seen.
-    :param sent_hours: cloud hours since the job's start when the event left the trigger (later than
-        `elapsed_hours` when the trigger held it back): Airflow's resume lag is measured from here.
     """
 
     kind: str
@@ -41,7 +39,6 @@ class JobEvent:
     sent_wall: float | None = None
     rescued: dict | None = None
     warmup_hours: float | None = None
-    sent_hours: float | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -61,7 +58,6 @@ class JobEvent:
             "sent_wall": self.sent_wall,
             "rescued": self.rescued,
             "warmup_hours": self.warmup_hours,
-            "sent_hours": self.sent_hours,
         }
 
     @classmethod
@@ -80,7 +76,6 @@ class JobEvent:
             sent_wall=_float(data.get("sent_wall")),
             rescued=data.get("rescued"),
             warmup_hours=_float(data.get("warmup_hours")),
-            sent_hours=_float(data.get("sent_hours")),
         )
 
 

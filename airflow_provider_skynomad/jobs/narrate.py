@@ -7,7 +7,8 @@ job runs, why it moved, how far it is, how much slack is left and what it has sp
 from __future__ import annotations
 
 from ..market.view import MarketView
-from ..planner.actions import Decision, Mode
+from ..planner.actions import Mode, Option
+from ..planner.job import JobState
 from .record import JobRecord
 
 
@@ -62,33 +63,44 @@ def say(item: dict) -> str:
     return f"{at} {event} {details}".rstrip()
 
 
-def why_move(record: JobRecord, view: MarketView, decision: Decision, at_hours: float) -> str:
-    """Why the job leaves where it runs, in facts a user can check: preemptions there, the price gap."""
+def why_move(record: JobRecord, view: MarketView, before: JobState, target: Option | None, at_hours: float) -> str:
+    """Why the job goes from where it was (`before`, its state until this step) to `target`, in facts
+    a user can check: preemptions and refused launches there, the price gap. A job with no group
+    (after a preemption) was where its checkpoint is."""
     reasons = []
-    running = record.state.running
-    if running is not None:
-        zone = view.markets[view.index(running.market)].zone if running.market in view.keys else running.market
+    source = before.running
+    where = source.market if source is not None else before.checkpoint_market
+    zone = _zone(view, where)
+    if zone is not None:
         recent = [
             n
             for n in record.timeline
-            if n["event"] == "preempted" and n.get("zone") == zone and at_hours - n["at_hours"] <= 1.0
+            if n.get("zone") == zone and at_hours - n["at_hours"] <= 1.0 and n["event"] in ("preempted", "no capacity")
         ]
-        if len(recent) >= 2:
-            reasons.append(f"{zone} preempted {len(recent)} times in 1 h")
-    target = decision.first
-    if target is not None and running is not None and running.market in view.keys:
-
-        def price(option):
-            j = view.index(option.market)
-            table = view.spot_usd_per_hour if option.mode is Mode.SPOT else view.on_demand_usd_per_hour
-            return float(table[j]) * record.job.instances
-
-        gap = price(running) - price(target)
+        preempted = sum(n["event"] == "preempted" for n in recent)
+        if preempted >= 2:
+            reasons.append(f"{zone} preempted {preempted} times in 1 h")
+        if source is None and any(n["event"] == "no capacity" and n.get("mode") == "spot" for n in recent):
+            reasons.append(f"{zone} has no spot capacity")
+    if target is not None and source is not None and source.market in view.keys and target.market in view.keys:
+        gap = _price(record, view, source) - _price(record, view, target)
         if gap > 0.005:
             reasons.append(f"{gap:.2f} $/h cheaper")
-        elif target.mode is Mode.ON_DEMAND and running.mode is Mode.SPOT:
+        elif target.mode is Mode.ON_DEMAND and source.mode is Mode.SPOT:
             reasons.append("on-demand keeps the deadline safe")
     return "; ".join(reasons)
+
+
+def _zone(view: MarketView, market: str | None) -> str | None:
+    if market is None:
+        return None
+    return view.markets[view.index(market)].zone if market in view.keys else market
+
+
+def _price(record: JobRecord, view: MarketView, option: Option) -> float:
+    j = view.index(option.market)
+    table = view.spot_usd_per_hour if option.mode is Mode.SPOT else view.on_demand_usd_per_hour
+    return float(table[j]) * record.job.instances
 
 
 def live_status(record: JobRecord, elapsed_hours: float, spend_usd: float) -> dict:

@@ -209,7 +209,7 @@ class JobRunner:
             recover_pending(record, self.cloud, self.view(), self.store, self._observe, self.log)
         now = self.elapsed()
         at = event.elapsed_hours if event.elapsed_hours is not None else now
-        self._learn_lag(event.sent_hours if event.sent_hours is not None else at, now, event.sent_wall)
+        self._learn_lag(at, now, event.sent_wall)
         self._learn_warmup(at, event.warmup_hours)
         rescued = event.rescued
         if rescued is not None:  # the trigger put up the safety net itself, then carried on watching
@@ -254,7 +254,8 @@ class JobRunner:
         if decision is None:
             decision = self._decide(view, now)
         if event.kind == "deadline_pressure":
-            self._say(record.note(at, "deadline pressure", why=why_move(record, view, decision, at)))
+            why = why_move(record, view, record.state, decision.first, at)
+            self._say(record.note(at, "deadline pressure", why=why))
             first = decision.first
             record.on_safety_net |= first is not None and first.mode is Mode.ON_DEMAND
         self._decided(now, decision, view)
@@ -398,11 +399,12 @@ class JobRunner:
 
     def _carry_out(self, view: MarketView, decision: Decision, elapsed: float) -> None:
         record = self.record
-        before = len(record.timeline)
+        before, state = len(record.timeline), record.state
         carry_out(record, self.cloud, view, decision, elapsed, self.store, self._workload(), self._observe)
         for item in record.timeline[before:]:
             if item["event"] == "migrate":
-                item["why"] = why_move(record, view, decision, elapsed) or decision_words(decision)
+                why = why_move(record, view, state, record.state.running, elapsed)
+                item["why"] = why or decision_words(decision)
             if item["event"] not in ("decide", "stay"):
                 self._say(item)
         self._publish(elapsed)

@@ -16,7 +16,6 @@ import math
 import time
 import zlib
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -166,18 +165,19 @@ class SkyNomadTrigger(BaseTrigger):
                 quiet += 1
                 if event is None and self.status_every_steps and quiet >= self.status_every_steps:
                     event = await asyncio.to_thread(watch.status_event, cloud, self.decision_step_hours)
+                # Airflow 3.3 can re-queue a task whose trigger fires within moments of its deferral,
+                # before the deferral's own exit is recorded, and then kill the resumed attempt
+                # (apache/airflow#72716): never answer sooner than MIN_EVENT_SECONDS after starting.
+                # The hold is ours, not Airflow's, and on a fast simulated clock it can span steps:
+                # after it the trigger looks again, so the worker gets a decision as fresh as the event.
+                held = MIN_EVENT_SECONDS - (time.monotonic() - started) if event is not None else 0.0
+                if held > 0:
+                    await asyncio.sleep(held)
+                    first = True
+                    continue
                 if words:
                     self.log.info("%s", words)
                 if event is not None:
-                    # Airflow 3.3 can re-queue a task whose trigger fires within moments of its deferral,
-                    # before the deferral's own exit is recorded, and then kill the resumed attempt
-                    # (apache/airflow#72716): never answer sooner than MIN_EVENT_SECONDS after starting.
-                    # The hold is ours, not Airflow's: the resume lag is measured from when it ends.
-                    held = MIN_EVENT_SECONDS - (time.monotonic() - started)
-                    if held > 0:
-                        await asyncio.sleep(held)
-                        sent = cloud.now_hours()
-                        event = replace(event, sent_hours=sent - self.job_start_hours, sent_wall=time.time())
                     yield TriggerEvent(event.to_dict())
                     return
         finally:

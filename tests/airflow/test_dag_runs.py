@@ -46,13 +46,42 @@ def simulated(airflow_db, skynomad_home, gcp_frame, monkeypatch):
     return SimpleNamespace(home=skynomad_home, trace_start=start)
 
 
+DROUGHT_HOURS = (1.5, 7.5)  # after TRACE_START_HOURS: us-east4's spot capacity taken away in this copy of the week
+
+
+@pytest.fixture
+def us_east4_drought(airflow_db, skynomad_home, gcp_frame, tmp_path, monkeypatch):
+    """The real week, but us-east4 (its cheapest region) has no spot from 1.5 h to 7.5 h after the start.
+
+    The job starts there and the real trace preempts it at about 1.3 h; with the region dry for
+    six hours after, leaving is the only sensible plan. On the week as it is, us-east4-a comes
+    back within the hour, and whether to wait for it or move is the planner's close call, which
+    moves with when its steps fall on a loaded box.
+    """
+    from airflow_provider_skynomad.market.observations import write_observations
+
+    frame = gcp_frame.copy()
+    start = frame["observed_at"].min() + pd.Timedelta(hours=TRACE_START_HOURS)
+    hours = (frame["observed_at"] - start).dt.total_seconds() / 3600.0
+    dry = frame["zone"].str.startswith("us-east4-") & hours.between(*DROUGHT_HOURS)
+    frame.loc[dry, "available"] = 0
+    trace = tmp_path / "gcp-us-east4-drought.csv"
+    write_observations(frame, trace)
+    extra = {"cloud": "simulated", "speed": SPEED, "trace_path": str(trace)}
+    extra["cloud_options"] = {"trace_start": TRACE_START_HOURS}
+    monkeypatch.setenv("AIRFLOW_CONN_SKYNOMAD_DEFAULT", json.dumps({"conn_type": "skynomad", "extra": extra}))
+    seed_market(frame, until=start)
+    return SimpleNamespace(home=skynomad_home, trace_start=start, frame=frame)
+
+
 def attach_cloud(home):
     from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
 
     return SimulatedCloud.attach(home / "cloud")
 
 
-def test_probe_then_fine_tune_with_preemption_and_migration(simulated, gcp_frame, tmp_path):
+def test_probe_then_fine_tune_with_preemption_and_migration(us_east4_drought, tmp_path):
+    simulated = us_east4_drought
     started = time.monotonic()
     state, _ = run_dag_test(load_dag("skynomad_probe"))
     assert state == "success"
@@ -66,8 +95,8 @@ def test_probe_then_fine_tune_with_preemption_and_migration(simulated, gcp_frame
     # From here on the market table fills as a probe DAG running every 10 minutes would fill it: the
     # trace's rows, each visible once the cloud clock passes it (a view never shows the future).
     # Without them every zone but the job's own is stale after 3 h (jobs/stale.py) and shows no spot.
-    future = gcp_frame["observed_at"].min() + pd.Timedelta(hours=TRACE_START_HOURS + 12)
-    seed_market(gcp_frame, until=future, hours=12)
+    future = simulated.trace_start + pd.Timedelta(hours=12)
+    seed_market(simulated.frame, until=future, hours=12)
 
     dag = load_dag("skynomad_fine_tune")
     state, run_id = run_dag_test(dag, run_conf={"work_hours": 6.0})

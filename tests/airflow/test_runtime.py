@@ -541,3 +541,24 @@ def test_a_decision_carried_out_long_after_the_trigger_made_it_is_made_again(clo
     with pytest.raises(TaskDeferred):
         make_op().execute_complete(context_for(store), _event("replan", 1, 1.0, 0.0, decision=stale.to_dict()))
     assert cloud.launches[-1].spot is False, cloud.launches
+
+
+def test_a_move_after_a_refused_relaunch_says_so_and_never_calls_a_dearer_zone_cheaper(cloud):  # noqa: F811
+    """Preempted in the cheapest zone, the job tries it again, meets no capacity and moves to a
+    dearer one: the move's reason is the refused zone, not a price gap read the wrong way round."""
+    from airflow_provider_skynomad.planner.actions import Decision
+
+    store = FakeStore()
+    defer(make_op(), context_for(store))
+    first = cloud.launches[0]
+    cloud.status[first.client_token] = GroupStatus.PREEMPTED
+    cloud.full.add(first.zone)
+    cloud.hours, cloud.progress_fraction = 1.0, 0.2
+    dearer = "us-east5-a"
+    retry = Decision(try_in_order=(Option(first.zone, Mode.SPOT), Option(dearer, Mode.SPOT)), reason="test")
+    with pytest.raises(TaskDeferred):
+        make_op().execute_complete(context_for(store), _event("preempted", 1, 1.0, 1.2, decision=retry.to_dict()))
+    record = store.get(RECORD_KEY)
+    moves = [n for n in record["timeline"] if n["event"] == "migrate"]
+    assert [m["zone"] for m in moves] == [dearer] and moves[0]["from"] == first.zone
+    assert moves[0]["why"] == f"{first.zone} has no spot capacity", moves[0]

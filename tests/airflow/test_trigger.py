@@ -187,3 +187,28 @@ def test_the_first_progress_the_trigger_sees_places_the_checkpoint(world):
     assert state_now(base, elapsed=0.5, progress=0.3).checkpoint_market == ZONE
     moved = base.advance(checkpoint_market="us-east4-a", progress_hours=1.0)
     assert state_now(moved, elapsed=0.5, progress=1.0).checkpoint_market == "us-east4-a"
+
+
+def test_an_event_held_back_after_a_deferral_carries_a_decision_made_after_the_hold(world, monkeypatch):
+    """The trigger holds its first event back for MIN_EVENT_SECONDS (an Airflow race); on a fast
+    clock that spans steps, so it looks again after the hold instead of sending what it saw before."""
+    import airflow_provider_skynomad.triggers.skynomad as module
+
+    monkeypatch.setattr(module, "MIN_EVENT_SECONDS", 0.4)
+    calls = []
+
+    class Changing(Scripted):
+        def decide(self, job, state, view, now):
+            calls.append(now)
+            zone = "us-east4-a" if len(calls) == 1 else "europe-west1-c"
+            return Decision(try_in_order=(Option(zone, Mode.SPOT),), reason="changing")
+
+    monkeypatch.setitem(registry.POLICIES, "scripted", lambda **_: Changing())
+    handle = _launch(world)
+    world.progress_fraction = 0.1
+    world.hours = 1.0
+    world.tick_hours = 0.05  # the clock moves with every look
+    event = _first_event(_trigger(handle, policy="scripted", elapsed=1.0))
+    assert len(calls) >= 2  # looked again after the hold
+    assert Decision.from_dict(event["decision"]).try_in_order[0] == Option("europe-west1-c", Mode.SPOT)
+    assert event["elapsed_hours"] > calls[0]
