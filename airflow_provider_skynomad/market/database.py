@@ -184,8 +184,16 @@ class MarketDatabase:
             self.tables,
             migrates_from=self.migrates_from,
             message=self._version_message,
+            migrate=self.migrate,
         )
         self._ready = True
+
+    def migrate(self, conn: Connection, found: int) -> None:
+        """Change what an older layout (version `found`) has that the current one has not.
+
+        Runs inside `create_schema`'s transaction, holding its lock, before the missing tables and
+        indexes are created. The default has nothing to change: older layouts only lacked things.
+        """
 
     def _ensure(self) -> None:
         if not self._ready:
@@ -213,14 +221,16 @@ def create_schema(
     *,
     migrates_from: tuple[int, ...] = (),
     message: Callable[[int | None], str],
+    migrate: Callable[[Connection, int], None] | None = None,
 ) -> None:
     """Create `tables` and record `component` at `version`; refuse versions it cannot use.
 
-    A layout at a version in `migrates_from` is brought up to date by creating what is missing
-    (each older layout lacked only tables or indexes). PostgreSQL serialises concurrent creators
-    with a transaction-scoped advisory lock (CREATE ... IF NOT EXISTS alone can still collide in
-    the catalog). On SQLite every statement below is atomic and idempotent on its own, and the
-    busy timeout queues them. The fast path runs no DDL, so read-only database users work too.
+    A layout at a version in `migrates_from` is brought up to date by `migrate` (what changed,
+    e.g. a key), then by creating what is missing, all in one transaction. Concurrent creators
+    are serialised: PostgreSQL with a transaction-scoped advisory lock (CREATE ... IF NOT EXISTS
+    alone can still collide in the catalog), SQLite by taking the write lock up front (BEGIN
+    IMMEDIATE, queued by the busy timeout), so a second creator sees the first one's result. The
+    fast path runs no DDL and takes no lock, so read-only database users work too.
     """
     with engine.begin() as conn:
         found = current_version(conn, component)
@@ -230,12 +240,17 @@ def create_schema(
             raise MarketSchemaError(message(found))
         if dialect == "postgresql":
             conn.execute(select(func.pg_advisory_xact_lock(PG_CREATE_LOCK)))
+        elif not conn.connection.dbapi_connection.in_transaction:
+            # pysqlite has not begun a transaction for the reads above; DDL would otherwise autocommit.
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
         conn.execute(CreateTable(schema_version, if_not_exists=True))
         found = current_version(conn, component)
         if found == version:
             return  # another process created it while this one waited for the lock
         if found is not None and found not in migrates_from:
             raise MarketSchemaError(message(found))
+        if found is not None and migrate is not None:
+            migrate(conn, found)
         for table in tables:
             conn.execute(CreateTable(table, if_not_exists=True))
             for index in table.indexes:

@@ -31,6 +31,8 @@ COLUMNS = [
     "on_demand_price",
 ]
 KEY = ["zone", "instance_type", "observed_at"]
+TIME_ORDER = ("observed_at", "zone", "instance_type")
+"""The key's columns in time order, a sorted trace's order (and the market table's time index)."""
 INTEGER_COLUMNS = ("accelerator_count", "requested", "available")
 _CONTROL = r"[\x00-\x1f\x7f]"
 MAX_INTEGER = 2**31 - 1
