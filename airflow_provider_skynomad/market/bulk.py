@@ -44,9 +44,10 @@ def records(rows: pd.DataFrame) -> list[dict]:
     return [dict(zip(COLUMNS, values, strict=True)) for values in zip(*(columns[c] for c in COLUMNS), strict=True)]
 
 
-SQLITE_IMPORT_CACHE_KB = 100_000
-"""SQLite page cache while chunks are inserted: the three indexes of a 10⁶-row table outgrow the
-default 2 MB, and every insert then re-reads index pages (about 40 % of an import's CPU)."""
+SQLITE_IMPORT_CACHE_KB = 20_000
+"""SQLite page cache while chunks are inserted. Rows in time order extend the time index at its end
+and the key at each market's end, so the pages written stay few: 20 MB costs an import of 10⁶ rows
+no more CPU than 100 MB (and 80 MB less memory), while SQLite's default 2 MB costs ~15 % more."""
 
 
 @contextlib.contextmanager
