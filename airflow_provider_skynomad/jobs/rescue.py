@@ -1,8 +1,10 @@
-"""The one change a trigger makes itself: the on-demand safety net, when waiting for a worker could be too late.
+"""The launches a trigger makes itself, when waiting for a worker could cost the deadline.
 
-Under deadline pressure, or after a preemption when waiting for a worker to relaunch would no
-longer be safe, and the planner's answer is on-demand, the trigger launches it at once, stops the
-old group and moves the checkpoint, then tells the worker what it did. The client token is
+After a preemption the trigger relaunches the job where the planner says (spot or on-demand):
+a worker may come minutes late when a pipeline holds every slot, and a preempted job waits for
+nothing else. Under deadline pressure, when the planner's answer is on-demand, it puts up the
+safety net the same way. It copies the checkpoint, launches and stops the old group, then tells
+the worker what it did with its next event. One such launch per deferral; the client token is
 ``<job>-rescue-<seq>``: a re-run trigger (another triggerer took over) finds the same group instead
 of launching a second one, and a worker whose event was lost finds it too (`adoption`), so a
 rescue is never left running untracked. A pipeline whose worker slots are all taken can delay
@@ -14,7 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from ..clouds.base import Cloud, GroupHandle, LaunchRequest
+from ..clouds.base import CapacityError, Cloud, GroupHandle, LaunchRequest
 from ..market.view import MarketView
 from ..planner.actions import Mode, Option
 from ..planner.job import JobSpec, JobState
@@ -57,7 +59,11 @@ def launch_rescue(
     seq: int,
     group: GroupHandle | None,
 ) -> dict | None:
-    """Launch the safety net now (idempotent on its token); what was done as plain data, None on failure."""
+    """Launch `option` now (idempotent on its token); what was done as plain data, None on failure.
+
+    A launch found by its token (a re-run trigger, after another made it) is taken as it is: the
+    option reported is the group's own, not what the planner would choose now.
+    """
     market = view.markets[view.index(option.market)]
     request = LaunchRequest(
         cloud=market.cloud,
@@ -65,22 +71,32 @@ def launch_rescue(
         zone=market.zone,
         instance_type=market.instance_type,
         count=job.instances,
-        spot=False,
+        spot=option.mode is Mode.SPOT,
         client_token=rescue_token(rescue.job_id, seq),
         command=rescue.command,
         env=dict(rescue.env),
         tags=rescue.tags,
         job_id=rescue.job_id,
     )
+    checkpoint = state.checkpoint_market
+    source = view.markets[view.index(checkpoint)].zone if checkpoint in view.keys else None
     try:
-        handle = cloud.find(request.client_token) or cloud.launch(request)
+        handle = cloud.find(request.client_token)
+        if handle is not None:  # launched by a trigger before this one, after it had copied the checkpoint
+            market, option = _own_option(view, handle) or (market, option)
+            moved = source if source not in (None, market.zone) else None
+        else:
+            # The checkpoint goes first: a group may boot in seconds, and its workload restores
+            # whatever its zone holds when it starts. A launch refused after it costs one copy.
+            moved = move_checkpoint(cloud, source, market.zone, job.checkpoint_gb, rescue.job_id, rescue.tags)
+            handle = cloud.launch(request)
         if group is not None and group != handle:
             cloud.terminate(group)
-        checkpoint = state.checkpoint_market
-        source = view.markets[view.index(checkpoint)].zone if checkpoint in view.keys else None
-        moved = move_checkpoint(cloud, source, market.zone, job.checkpoint_gb, rescue.job_id, rescue.tags)
+    except CapacityError:
+        log.info("no %s capacity in %s; the worker will decide what instead", option.mode.value, market.zone)
+        return None
     except Exception:  # noqa: BLE001 - the worker carries the decision out instead
-        log.exception("the trigger could not launch the on-demand rescue; the worker will")
+        log.exception("the trigger could not launch %s in %s; the worker will", option.mode.value, market.zone)
         return None
     return {
         "handle": handle.to_dict(),
@@ -97,13 +113,21 @@ def adoption(
     from the event when it says, else found by its token; None when there is none, or it is known."""
     if rescued is None:
         handle = cloud.find(rescue_token(job_id, seq))
-        market = next((m for m in view.markets if handle and m.zone == handle.zone), None)
-        if handle is None or market is None:
+        own = _own_option(view, handle) if handle is not None else None
+        if own is None:
             return None
-        rescued = {"handle": handle.to_dict(), "option": Option(market.key, Mode.ON_DEMAND).to_dict()}
+        rescued = {"handle": handle.to_dict(), "option": own[1].to_dict()}
     handle = GroupHandle.from_dict(rescued["handle"])
     if handle in known:
         return None
     return DriveResult(
         handle, Option.from_dict(rescued["option"]), launched=True, moved_from_zone=rescued.get("moved_from")
     )
+
+
+def _own_option(view: MarketView, handle: GroupHandle):
+    """(market, option) a launched group runs as, from its zone and spot flag; None if the view lacks it."""
+    market = next((m for m in view.markets if m.zone == handle.zone), None)
+    if market is None:
+        return None
+    return market, Option(market.key, Mode.SPOT if handle.spot else Mode.ON_DEMAND)

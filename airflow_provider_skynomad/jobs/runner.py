@@ -212,19 +212,25 @@ class JobRunner:
         self._learn_lag(at, now, event.sent_wall)
         self._learn_warmup(at, event.warmup_hours)
         rescued = event.rescued
-        if rescued is not None:  # the trigger put up the safety net itself, then carried on watching
+        if rescued is not None:  # the trigger launched the job itself, then carried on watching
             record.state = record.state.progressed(rescued["progress_hours"])
             if rescued.get("cause") == "preempted":
-                self._preempted(rescued["at_hours"], rescued["progress_hours"])  # before the rescue it led to
+                self._preempted(rescued["at_hours"], rescued["progress_hours"])  # before the launch it led to
         elif event.kind == "preempted":
             if event.progress_hours is not None:
                 record.state = record.state.progressed(event.progress_hours)
             self._preempted(at, event.progress_hours)
-        # A rescue whose report was lost (a re-run trigger) shows as the old group gone, so only a
-        # preemption (or a retry, in `resume`) needs the cloud asked for it by token.
+        # A trigger's launch whose report was lost (a re-run trigger) shows as the old group gone, so
+        # only a preemption (or a retry, in `resume`) needs the cloud asked for it by token.
         adopted = (rescued is not None or event.kind == "preempted") and self._adopt_rescue(
             rescued["at_hours"] if rescued else at, rescued
         )
+        if adopted and rescued is not None and event.kind == "preempted":
+            # The group the trigger launched was preempted in its turn: this event is about that one.
+            if event.progress_hours is not None:
+                record.state = record.state.progressed(event.progress_hours)
+            self._preempted(at, event.progress_hours)
+            adopted = False
         if event.progress_hours is not None:
             record.state = record.state.progressed(event.progress_hours)
         if adopted and event.kind in ("preempted", "deadline_pressure", "replan"):
@@ -274,7 +280,7 @@ class JobRunner:
         record.state = record.state.advance(last_preempted_market=lost.market if lost else None)
 
     def _adopt_rescue(self, at: float, rescued: dict | None) -> bool:
-        """Record the on-demand rescue the trigger launched for this deferral, if it did (`jobs.rescue`)."""
+        """Record the launch the trigger made for this deferral, if it did (`jobs.rescue`)."""
         record = self.record
         view = self.view()
         result = adoption(self.cloud, view, record.job_id, record.seq, rescued, record.groups_used)
@@ -284,12 +290,19 @@ class JobRunner:
         if old is not None and old != result.handle:
             self.cloud.terminate(old)  # the trigger did; again is harmless
         result.terminated = old
-        record.on_safety_net = True
-        why = "the triggerer launched the on-demand safety net without waiting"
-        self._say(record.note(at, "deadline pressure", why=why))
-        before = len(record.timeline)
+        # A launch found only by its token tells no cause: on-demand is taken as the safety net.
+        safety_net = rescued.get("safety_net", True) if rescued else result.option.mode is Mode.ON_DEMAND
+        if safety_net:
+            record.on_safety_net = True
+            why = "the triggerer launched the on-demand safety net without waiting"
+            self._say(record.note(at, "deadline pressure", why=why))
+        before, state = len(record.timeline), record.state
         apply_result(record, view, result, at, self._observe)
         for item in record.timeline[before:]:
+            if item["event"] == "migrate":
+                why = why_move(record, view, state, result.option, at)
+                plain = "on-demand keeps the deadline safe" if safety_net else "relaunched without waiting for a worker"
+                item["why"] = why or plain
             self._say(item)
         self.store.save(record)
         self._publish(self.elapsed())

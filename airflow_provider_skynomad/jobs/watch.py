@@ -6,7 +6,8 @@ checkpoint proves (never run time: time since that checkpoint is work at risk, n
 asks the planner what it would run now on the job's market source, and returns the event the
 worker must act on, or None to keep waiting.
 
-One action is the trigger's own: the on-demand safety net under deadline pressure (`jobs.rescue`).
+Two actions are the trigger's own (`jobs.rescue`): relaunching a preempted job, and the on-demand
+safety net under deadline pressure.
 """
 
 from __future__ import annotations
@@ -146,13 +147,17 @@ class Watch:
             event = self._event("preempted", elapsed, progress, status, decision=decision)
             words = f"{self.group.zone} preempted at {100 * progress / self.job.work_hours:.0f}% done"
             first = decision.first
-            safety_net = first is not None and first.mode is Mode.ON_DEMAND
-            # Waiting for a worker to relaunch could be too late: the safety net goes up now.
-            if self.rescue is not None and safety_net and not is_safe(self.job, after, view, None):
+            # A preempted job waits for nothing but its relaunch, and a worker may be long in coming
+            # (a full pool): the trigger relaunches it itself, once per deferral. What it cannot
+            # launch (no capacity there, or a launch already made this deferral) the worker decides.
+            if self.rescue is not None and self.rescued is None and first is not None:
                 rescued = launch_rescue(cloud, view, self.job, after, first, self.rescue, self.seq, self.group)
                 if rescued is not None:
-                    self._carry_on(rescued, after, elapsed, "preempted")
-                    return None, words + f"; launched on-demand in {first.market} without waiting"
+                    option = Option.from_dict(rescued["option"])
+                    safety_net = option.mode is Mode.ON_DEMAND and not is_safe(self.job, after, view, None)
+                    self._carry_on(rescued, after, elapsed, "preempted", safety_net)
+                    zone = rescued["handle"]["zone"]
+                    return None, words + f"; relaunched {option.mode.value} in {zone} without waiting for a worker"
             return event, words
         if status is GroupStatus.FAILED:
             detail = cloud.failure_detail(self.group)
@@ -179,18 +184,19 @@ class Watch:
         if kind == "deadline_pressure" and self.rescue is not None and safety_net:
             rescued = launch_rescue(cloud, view, self.job, state, first, self.rescue, self.seq, self.group)
             if rescued is not None:
-                self._carry_on(rescued, state, elapsed, "deadline_pressure")
+                self._carry_on(rescued, state, elapsed, "deadline_pressure", True)
                 return None, f"deadline pressure: launched on-demand in {rescued['handle']['zone']} without waiting"
         event = self._event(
             kind, elapsed, progress, status, decision=decision, decide_seconds=time.monotonic() - started
         )
         return event, ""
 
-    def _carry_on(self, rescued: dict, state: JobState, elapsed: float, cause: str) -> None:
-        """After the trigger's own rescue: watch the new group, and tell the worker with the next event.
+    def _carry_on(self, rescued: dict, state: JobState, elapsed: float, cause: str, safety_net: bool) -> None:
+        """After the trigger's own launch: watch the new group, and tell the worker with the next event.
 
-        No worker is needed now (the safety net is up), so none is woken: a pipeline holding every
-        worker slot cannot leave the job unwatched, and its end is still seen on time.
+        No worker is needed now, so none is woken: a pipeline holding every worker slot cannot leave
+        the job unwatched, and its end is still seen on time. `safety_net`: the launch is the
+        deadline's on-demand net, which the job then keeps to the end.
         """
         option = Option.from_dict(rescued["option"])
         moved = rescued.get("moved_from") is not None
@@ -198,13 +204,19 @@ class Watch:
         if not moved and base.moves_checkpoint(option.market):
             base = base.advance(checkpoint_market=None, progress_hours=0.0)  # nothing could be copied
         delay = self.job.launch_hours(moved)
-        self.rescued = {**rescued, "cause": cause, "at_hours": elapsed, "progress_hours": state.progress_hours}
+        self.rescued = {
+            **rescued,
+            "cause": cause,
+            "at_hours": elapsed,
+            "progress_hours": state.progress_hours,
+            "safety_net": safety_net,
+        }
         self.base = base.launched(option, elapsed, delay)
         self.group = GroupHandle.from_dict(rescued["handle"])
         self.launch_delay_hours = delay
         self.progress_at_launch = self.base.progress_hours
         self.warmup_hours = None
-        self.on_safety_net = True
+        self.on_safety_net = self.on_safety_net or safety_net
         self.expected_end_hours = None
 
     def _measure_warmup(self, elapsed: float, progress: float) -> None:

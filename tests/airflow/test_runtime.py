@@ -562,3 +562,76 @@ def test_a_move_after_a_refused_relaunch_says_so_and_never_calls_a_dearer_zone_c
     moves = [n for n in record["timeline"] if n["event"] == "migrate"]
     assert [m["zone"] for m in moves] == [dearer] and moves[0]["from"] == first.zone
     assert moves[0]["why"] == f"{first.zone} has no spot capacity", moves[0]
+
+
+def test_a_preempted_job_is_relaunched_on_spot_by_the_trigger_without_a_worker(cloud):  # noqa: F811
+    """Early in the job, with slack to spare: the trigger relaunches on spot itself (no worker slot
+    needed, however full the pool), and the worker later records the preemption and the move."""
+    store = FakeStore()
+    trigger = defer(make_op(policy="eager-failover"), context_for(store))
+    first = cloud.launches[0]
+    cloud.status[first.client_token] = GroupStatus.PREEMPTED
+    cloud.full.add(first.zone)
+    cloud.hours, cloud.progress_fraction = 1.0, 0.2
+    watch, source = _watch(trigger)
+    event, words = watch.step(cloud, source, get_policy("eager-failover"))
+    assert event is None and "relaunched spot in" in words and "without waiting for a worker" in words
+    relaunch = cloud.launches[-1]
+    assert relaunch.spot and relaunch.zone != first.zone and relaunch.client_token.endswith("-rescue-1")
+    assert cloud.copies[-1][:2] == (first.zone, relaunch.zone)  # the checkpoint went with it
+    assert not watch.on_safety_net  # a spot relaunch is no safety net: the planner may move it again
+    launches = len(cloud.launches)
+    cloud.hours = 1.5
+    with pytest.raises(TaskDeferred) as info:
+        make_op(policy="eager-failover").execute_complete(context_for(store), _status_now(watch, cloud))
+    source.table.close()
+    record = store.get(RECORD_KEY)
+    assert len(cloud.launches) == launches  # the worker launched nothing more
+    assert record["preemptions"] == 1 and record["migrations"] == 1 and not record["on_safety_net"]
+    assert record["segments"][0]["end"] == "preempted" and record["segments"][-1]["mode"] == "spot"
+    assert info.value.trigger.group["client_token"] == relaunch.client_token
+    assert not any(n["event"] == "deadline pressure" for n in record["timeline"])
+
+
+def test_a_trigger_relaunch_preempted_in_its_turn_is_recorded_then_decided_again(cloud):  # noqa: F811
+    store = FakeStore()
+    trigger = defer(make_op(policy="eager-failover"), context_for(store))
+    first = cloud.launches[0]
+    cloud.status[first.client_token] = GroupStatus.PREEMPTED
+    cloud.full.add(first.zone)
+    cloud.hours, cloud.progress_fraction = 1.0, 0.2
+    watch, source = _watch(trigger)
+    policy = get_policy("eager-failover")
+    assert watch.step(cloud, source, policy)[0] is None
+    relaunch = cloud.launches[-1]
+    cloud.status[relaunch.client_token] = GroupStatus.PREEMPTED  # lost too: one trigger launch per deferral
+    cloud.full.add(relaunch.zone)
+    cloud.hours = 1.6
+    event, _ = watch.step(cloud, source, policy)
+    source.table.close()
+    assert event.kind == "preempted" and event.rescued["handle"]["client_token"] == relaunch.client_token
+    with pytest.raises(TaskDeferred) as info:
+        make_op(policy="eager-failover").execute_complete(context_for(store), event.to_dict())
+    record = store.get(RECORD_KEY)
+    assert record["preemptions"] == 2
+    assert [s["end"] for s in record["segments"][:2]] == ["preempted", "preempted"]
+    third = cloud.launches[-1]
+    assert third.zone not in (first.zone, relaunch.zone)  # the worker relaunched after the second loss
+    assert info.value.trigger.group["client_token"] == third.client_token
+
+
+def test_a_spot_relaunch_whose_event_was_lost_is_adopted_as_spot_on_retry(cloud):  # noqa: F811
+    store = FakeStore()
+    trigger = defer(make_op(policy="eager-failover"), context_for(store))
+    first = cloud.launches[0]
+    cloud.status[first.client_token] = GroupStatus.PREEMPTED
+    cloud.full.add(first.zone)
+    cloud.hours, cloud.progress_fraction = 1.0, 0.2
+    watch, source = _watch(trigger)
+    watch.step(cloud, source, get_policy("eager-failover"))  # relaunched; then the triggerer died
+    source.table.close()
+    relaunch = cloud.launches[-1]
+    again = defer(make_op(policy="eager-failover"), context_for(store, try_number=2))
+    record = store.get(RECORD_KEY)
+    assert again.group["client_token"] == relaunch.client_token and len(cloud.launches) == 2
+    assert record["state"]["running"]["mode"] == "spot" and not record["on_safety_net"]
