@@ -19,7 +19,8 @@ of its own, dropped at the end) and on a SQLite file, prints:
 
 Run: ``nice -n 10 python benchmarks/bench_market.py`` (a few minutes on 2 cores).
 Options: ``--skip-postgres``, ``--skip-sqlite``, ``--skip-import``, ``--only-import``, ``--jobs N``,
-``--reads-on URL`` (the decision reads alone, on a table already holding these rows).
+``--reads-on URL`` (the decision reads alone, on a table already holding these rows),
+``--only-migration`` (opening a 10⁶-row table of the previous layout, schema 3, which migrates it).
 """
 
 from __future__ import annotations
@@ -339,6 +340,45 @@ def import_export(url: str, trace: Path, tmp: Path) -> dict:
     }
 
 
+def migration(url: str, frame: pd.DataFrame) -> dict:
+    """Seconds to open a schema-3 table of `frame`'s rows with this code (it migrates it on open)."""
+    from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, PrimaryKeyConstraint, String, Table
+    from sqlalchemy import create_engine as engine_for
+
+    from airflow_provider_skynomad.market import bulk
+    from airflow_provider_skynomad.market.database import INSERT, parse_url
+    from airflow_provider_skynomad.market.table import market_observations
+
+    meta = MetaData()  # schema 3 as that release created it
+    old = Table(
+        "market_observations",
+        meta,
+        *(Column(c.name, c.type, nullable=False) for c in market_observations.columns),
+        PrimaryKeyConstraint("zone", "instance_type", "observed_at", name="pk_market_observations"),
+        Index("ix_market_observations_zone_observed_at", "zone", "observed_at"),
+        Index("ix_market_observations_observed_at", "observed_at", "zone", "instance_type"),
+    )
+    Table("market_changes", meta, Column("kind", String(32), primary_key=True), Column("count", BigInteger))
+    versions = Table(
+        "schema_version", meta, Column("component", String(64), primary_key=True), Column("version", Integer)
+    )
+    parsed = parse_url(url)
+    engine = engine_for(parsed)
+    meta.create_all(engine)
+    dialect = parsed.get_backend_name()
+    with engine.begin() as conn:
+        conn.execute(versions.insert(), [{"component": "market", "version": 3}])
+        for i in range(0, len(frame), 100_000):
+            bulk.insert_rows(conn, old, dialect, frame.iloc[i : i + 100_000], INSERT[dialect])
+    engine.dispose()
+    began = time.perf_counter()
+    with MarketTable(url) as table:
+        table.create()
+        seconds = time.perf_counter() - began
+        rows = table.count()
+    return {"seconds": seconds, "rows": rows}
+
+
 def _run_cli_allow_fail(*argv: str, whole_cli: bool = False) -> float:
     """Peak RSS (MB) of a command that may fail; `whole_cli`: through `skynomad`'s own main."""
     code = "import sys; from airflow_provider_skynomad.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -352,6 +392,9 @@ def main() -> int:
     parser.add_argument("--skip-import", action="store_true")
     parser.add_argument("--only-import", action="store_true", help="skip the 864k-row table (fill, reads, compact)")
     parser.add_argument("--jobs", type=int, default=4, help="jobs per backend and job size (each 144 steps)")
+    parser.add_argument(
+        "--only-migration", action="store_true", help="only the migration of a 10⁶-row schema-3 table on open"
+    )
     parser.add_argument(
         "--reads-on",
         action="append",
@@ -386,6 +429,16 @@ def main() -> int:
         if not args.skip_sqlite:
             backends.append(("SQLite", f"sqlite:///{tmp / 'market.db'}"))
         try:
+            if args.only_migration:
+                big = market_frame(steps=IMPORT_ROWS // MARKETS, start=pd.Timestamp("2025-01-01T00:00:00Z"))
+                for name, _ in backends:
+                    url = _postgres_url(schema + "_io") if name == "PostgreSQL" else f"sqlite:///{tmp / 'old.db'}"
+                    done = migration(url, big)
+                    print(
+                        f"  {name:10s} migration of a {done['rows']:,}-row schema-3 table on first open: "
+                        f"{done['seconds']:.1f} s (load {os.getloadavg()[0]:.1f})"
+                    )
+                return 0
             for name, url in [] if args.only_import else backends:
                 seconds, cpu, server = _fill(url, frame)
                 rate = len(frame) / seconds

@@ -33,7 +33,8 @@ def move_primary_key(conn: Connection, table: Table, key: Sequence[str], *, wher
     if list(current["constrained_columns"]) == list(key):
         return False
     log.warning(
-        "%s: migrating the schema from version %s: primary key (%s) becomes (%s); writers wait until it is done",
+        "%s: migrating the schema from version %s: primary key (%s) becomes (%s); writers (on PostgreSQL "
+        "readers too) wait until it is done",
         where,
         versions,
         ", ".join(current["constrained_columns"]),
