@@ -26,7 +26,13 @@ from sqlalchemy import (
 
 from airflow_provider_skynomad.market import bulk
 from airflow_provider_skynomad.market.observations import read_observations
-from airflow_provider_skynomad.market.table import SCHEMA_VERSION, MarketTable, market_observations, schema_version
+from airflow_provider_skynomad.market.table import (
+    SCHEMA_VERSION,
+    STORED_KEY,
+    MarketTable,
+    market_observations,
+    schema_version,
+)
 
 TRACE = Path(__file__).parents[2] / "airflow_provider_skynomad" / "data" / "gcp-h100-2025-first-week.csv.gz"
 
@@ -38,8 +44,9 @@ def rows() -> pd.DataFrame:
     return trace[trace["observed_at"] < trace["observed_at"].min() + pd.Timedelta(days=2)].reset_index(drop=True)
 
 
-def _make_v3(url: str, rows: pd.DataFrame, deleted: int = 7) -> None:
-    """The version-3 layout as that release created it, holding `rows` and a deletion counter."""
+def _make_v3(url: str, rows: pd.DataFrame, deleted: int = 7, version: int = 3) -> None:
+    """The version-3 layout as that release created it, holding `rows` and a deletion counter
+    (`version=1`: the first layout, without the time index and `market_changes`)."""
     meta = MetaData()
     old = Table(
         "market_observations",
@@ -47,9 +54,12 @@ def _make_v3(url: str, rows: pd.DataFrame, deleted: int = 7) -> None:
         *(Column(c.name, c.type, nullable=False) for c in market_observations.columns),
         PrimaryKeyConstraint("zone", "instance_type", "observed_at", name="pk_market_observations"),
         Index("ix_market_observations_zone_observed_at", "zone", "observed_at"),
-        Index("ix_market_observations_observed_at", "observed_at", "zone", "instance_type"),
     )
+    if version >= 2:
+        Index("ix_market_observations_observed_at", old.c.observed_at, old.c.zone, old.c.instance_type)
     changes = Table("market_changes", meta, Column("kind", String(32), primary_key=True), Column("count", BigInteger))
+    if version < 3:
+        meta.remove(changes)
     versions = Table(
         "schema_version", meta, Column("component", String(64), primary_key=True), Column("version", Integer)
     )
@@ -57,8 +67,9 @@ def _make_v3(url: str, rows: pd.DataFrame, deleted: int = 7) -> None:
     try:
         meta.create_all(engine)
         with engine.begin() as conn:
-            conn.execute(versions.insert(), [{"component": "market", "version": 3}])
-            conn.execute(changes.insert(), [{"kind": "deleted", "count": deleted}])
+            conn.execute(versions.insert(), [{"component": "market", "version": version}])
+            if version >= 3:
+                conn.execute(changes.insert(), [{"kind": "deleted", "count": deleted}])
             conn.execute(old.insert(), bulk.records(rows))
         with engine.connect() as conn:
             assert inspect(conn).get_pk_constraint("market_observations")["constrained_columns"] == [
@@ -112,6 +123,17 @@ def test_a_version_3_table_is_migrated_in_place_with_every_row(market_url, rows,
     with MarketTable(market_url) as again:  # a migrated table is opened without any DDL or log line
         assert again.count() == 2 * len(rows)
     assert caplog.records == []
+
+
+def test_a_version_1_table_gets_the_new_key_and_everything_added_since(market_url, rows):
+    _make_v3(market_url, rows, version=1)
+    with MarketTable(market_url) as table:
+        pd.testing.assert_frame_equal(table.read(), _sorted(rows))
+        assert table.deletions() == 0
+        found = inspect(table.engine)
+        assert found.get_pk_constraint("market_observations")["constrained_columns"] == list(STORED_KEY)
+        assert {i["name"] for i in found.get_indexes("market_observations")} == {"ix_market_observations_observed_at"}
+        assert "market_changes" in found.get_table_names()
 
 
 def test_processes_opening_a_version_3_table_at_once_migrate_it_once(market_url, rows, caplog):
