@@ -5,7 +5,7 @@ may start slowly, carry a large checkpoint, need a gang, or move its checkpoint 
 bandwidth; the deadline guarantee must hold for all of them, and the table shows honestly
 where the planner's cost advantage over eager-failover holds and where it does not.
 
-    .venv/bin/python benchmarks/bench_robustness.py                 # ~7 min on 2 cores
+    .venv/bin/python benchmarks/bench_robustness.py                 # ~9 min on 2 cores
     .venv/bin/python benchmarks/bench_robustness.py --checkpoints   # periodic checkpoints only (~5 min)
 
 Same traces and deadline as bench_policies (a), T/P ∈ {1.02, 1.05, 1.2}, 10 windows per trace.
@@ -31,6 +31,7 @@ SHAPES = {
     "fast start, no checkpoint (d 0.05 h, S 0)": {"cold_start_hours": 0.05, "checkpoint_gb": 0},
     "slow start, big checkpoint (d 0.5 h, S 500 GB)": {"cold_start_hours": 0.5, "checkpoint_gb": 500},
     "gang of 4 (d 0.2 h, S 50 GB)": {"instances": 4},
+    "gang of 8 (d 0.2 h, S 50 GB)": {"instances": 8},
     "500 GB at 100 GB/h (moves take 5 h more)": {"checkpoint_gb": 500, "bandwidth_gb_per_hour": 100.0},
 }
 RATIOS = (1.02, 1.05, 1.2)
