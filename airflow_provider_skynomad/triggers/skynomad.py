@@ -142,14 +142,18 @@ class SkyNomadTrigger(BaseTrigger):
         step_wall = wall_per_hour * self.decision_step_hours
         if self.max_wall_seconds_per_step is not None:
             step_wall = min(step_wall, self.max_wall_seconds_per_step)
-        quiet, first, started = 0, True, time.monotonic()
+        # The first look is at once when the job has a group: the worker may just have launched it, or
+        # learned something new. A job with none was just left idle by the worker, or its launch was
+        # refused: looking at once could only propose that launch again and wake the worker in a
+        # loop, so its first look keeps its place in the schedule (at least half a step away).
+        quiet, first, started = 0, watch.group is not None, time.monotonic()
         # Steps keep to a fixed schedule (no drift by their own duration), offset per job so that
         # the many triggers of one triggerer don't all step at the same instant and queue for
         # its few threads at once (a triggerer that took over another's triggers starts them together).
         due = started + step_wall * self._phase()
         try:
             while True:
-                if not first:  # the first look is at once: the worker may just have learned something new
+                if not first:
                     # The clouds' clocks are arithmetic (Cloud.now_hours): no thread needed.
                     wanted = watch.sleep_seconds(step_wall, wall_per_hour, cloud.now_hours())
                     now = time.monotonic()

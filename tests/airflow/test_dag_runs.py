@@ -46,32 +46,38 @@ def simulated(airflow_db, skynomad_home, gcp_frame, monkeypatch):
     return SimpleNamespace(home=skynomad_home, trace_start=start)
 
 
-DROUGHT_HOURS = (1.5, 7.5)  # after TRACE_START_HOURS: us-east4's spot capacity taken away in this copy of the week
-
-
 @pytest.fixture
 def us_east4_drought(airflow_db, skynomad_home, gcp_frame, tmp_path, monkeypatch):
-    """The real week, but us-east4 (its cheapest region) has no spot from 1.5 h to 7.5 h after the start.
-
-    The job starts there and the real trace preempts it at about 1.3 h; with the region dry for
-    six hours after, leaving is the only sensible plan. On the week as it is, us-east4-a comes
-    back within the hour, and whether to wait for it or move is the planner's close call, which
-    moves with when its steps fall on a loaded box.
-    """
+    """The real week, replayed from a copy the test reshapes once the probe DAG has run (`dry_us_east4`)."""
     from airflow_provider_skynomad.market.observations import write_observations
 
-    frame = gcp_frame.copy()
-    start = frame["observed_at"].min() + pd.Timedelta(hours=TRACE_START_HOURS)
-    hours = (frame["observed_at"] - start).dt.total_seconds() / 3600.0
-    dry = frame["zone"].str.startswith("us-east4-") & hours.between(*DROUGHT_HOURS)
-    frame.loc[dry, "available"] = 0
-    trace = tmp_path / "gcp-us-east4-drought.csv"
-    write_observations(frame, trace)
+    trace = tmp_path / "gcp-week.csv"
+    write_observations(gcp_frame, trace)
     extra = {"cloud": "simulated", "speed": SPEED, "trace_path": str(trace)}
     extra["cloud_options"] = {"trace_start": TRACE_START_HOURS}
     monkeypatch.setenv("AIRFLOW_CONN_SKYNOMAD_DEFAULT", json.dumps({"conn_type": "skynomad", "extra": extra}))
-    seed_market(frame, until=start)
-    return SimpleNamespace(home=skynomad_home, trace_start=start, frame=frame)
+    start = gcp_frame["observed_at"].min() + pd.Timedelta(hours=TRACE_START_HOURS)
+    seed_market(gcp_frame, until=start)
+    return SimpleNamespace(home=skynomad_home, trace_start=start, trace=trace, frame=gcp_frame)
+
+
+def dry_us_east4(simulated, now_hours: float) -> pd.DataFrame:
+    """From `now_hours` of the cloud's clock: us-east4 (the cheapest region) has spot for 1.5 h, then
+    none for six hours. The job starts there, is preempted, and leaving is the only sensible plan.
+
+    Relative to the clock, not to the trace: the probe DAG before the job takes seconds of wall
+    time, an hour of cloud time on a loaded box. On the week as it is, us-east4-a comes back within
+    the hour of its preemption, and waiting for it or moving is the planner's close call.
+    """
+    from airflow_provider_skynomad.market.observations import write_observations
+
+    frame = simulated.frame.copy()
+    hours = (frame["observed_at"] - simulated.trace_start).dt.total_seconds() / 3600.0
+    east4 = frame["zone"].str.startswith("us-east4-")
+    frame.loc[east4 & hours.between(now_hours - 1.0, now_hours + 1.5, inclusive="left"), "available"] = 16
+    frame.loc[east4 & hours.between(now_hours + 1.5, now_hours + 7.5), "available"] = 0
+    write_observations(frame, simulated.trace)  # a new file version: every process replays it from now on
+    return frame
 
 
 def attach_cloud(home):
@@ -95,8 +101,9 @@ def test_probe_then_fine_tune_with_preemption_and_migration(us_east4_drought, tm
     # From here on the market table fills as a probe DAG running every 10 minutes would fill it: the
     # trace's rows, each visible once the cloud clock passes it (a view never shows the future).
     # Without them every zone but the job's own is stale after 3 h (jobs/stale.py) and shows no spot.
-    future = simulated.trace_start + pd.Timedelta(hours=12)
-    seed_market(simulated.frame, until=future, hours=12)
+    frame = dry_us_east4(simulated, attach_cloud(simulated.home).now_hours())
+    future = simulated.trace_start + pd.Timedelta(hours=14)
+    seed_market(frame, until=future, hours=14)
 
     dag = load_dag("skynomad_fine_tune")
     state, run_id = run_dag_test(dag, run_conf={"work_hours": 6.0})

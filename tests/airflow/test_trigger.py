@@ -47,6 +47,8 @@ def _trigger(
     mode=Mode.SPOT,
     seq=3,
     params=None,
+    step_wall=0.01,
+    step_hours=1 / 6,
 ) -> SkyNomadTrigger:
     running = Option(handle.zone, mode) if handle else None
     state = JobState(
@@ -66,10 +68,10 @@ def _trigger(
         instance_types=None,
         policy=policy,
         policy_params=params or {},
-        decision_step_hours=1 / 6,
+        decision_step_hours=step_hours,
         seq=seq,
         skynomad_conn_id="skynomad_default",
-        max_wall_seconds_per_step=0.01,
+        max_wall_seconds_per_step=step_wall,
     )
 
 
@@ -212,3 +214,24 @@ def test_an_event_held_back_after_a_deferral_carries_a_decision_made_after_the_h
     assert len(calls) >= 2  # looked again after the hold
     assert Decision.from_dict(event["decision"]).try_in_order[0] == Option("europe-west1-c", Mode.SPOT)
     assert event["elapsed_hours"] > calls[0]
+
+
+def test_an_idle_job_is_not_looked_at_again_at_once(world, monkeypatch):
+    """The worker has just left the job idle (or its launch was refused): a look at once could only
+    propose that launch again and wake the worker in a loop. The first look keeps to the schedule."""
+    import time
+
+    import airflow_provider_skynomad.triggers.skynomad as module
+
+    monkeypatch.setattr(module, "MIN_EVENT_SECONDS", 0.0)
+    monkeypatch.setitem(registry.POLICIES, "scripted", lambda **_: Scripted("us-east4-a"))
+    step_wall = 0.6  # shorter than a 1 h step on the simulated default's clock, so it is the step
+    started = time.monotonic()
+    event = _first_event(_trigger(None, policy="scripted", step_wall=step_wall, step_hours=1.0))
+    assert event["kind"] in ("replan", "deadline_pressure")
+    assert time.monotonic() - started >= step_wall / 2  # half a step at least, not at once
+    handle = _launch(world)
+    started = time.monotonic()
+    world.status[handle.client_token] = GroupStatus.SUCCEEDED
+    assert _first_event(_trigger(handle, step_wall=step_wall, step_hours=1.0))["kind"] == "finished"
+    assert time.monotonic() - started < step_wall / 2  # a job with a group is looked at at once
