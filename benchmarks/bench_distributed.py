@@ -189,10 +189,19 @@ def main() -> int:
     parser.add_argument("--faults", default="", help="a subset of worker,triggerer,scheduler,postgres,pool")
     parser.add_argument("--speed", type=float, default=50.0, help="simulated seconds per wall second")
     parser.add_argument("--worker-concurrency", type=int, default=4, help="slots per Celery worker")
+    parser.add_argument(
+        "--queued-timeout",
+        type=float,
+        default=None,
+        help="seconds a task may wait queued (default: 45 s with fault waves, else long enough for the whole queue)",
+    )
+    parser.add_argument("--keep", type=Path, default=None, help="keep the cluster's files (logs) in this directory")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the cluster on the way out
+    queued_timeout = args.queued_timeout or (45.0 if args.fault_runs else max(600.0, 12.0 * args.runs))
     with tempfile.TemporaryDirectory(prefix="skynomad-bench-distributed-") as tmp:
-        root = Path(tmp)
+        root = args.keep.resolve() if args.keep else Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
         hooks, steps_dir = root / "hooks", root / "steps"
         hooks.mkdir()
         steps_dir.mkdir()
@@ -203,6 +212,7 @@ def main() -> int:
             worker_concurrency=args.worker_concurrency,
             triggerer_pythonpath=(str(hooks),),
             triggerer_env={"SKYNOMAD_BENCH_STEPS_DIR": str(steps_dir)},
+            task_queued_timeout=queued_timeout,
         )
         began = time.monotonic()
         try:

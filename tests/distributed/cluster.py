@@ -136,6 +136,10 @@ class Cluster:
     held: set[str] = field(default_factory=set)  # killed on purpose: not restarted until released
     triggerer_pythonpath: tuple[str, ...] = ()  # e.g. a benchmark's sitecustomize that times decision steps
     triggerer_env: dict = field(default_factory=dict)
+    # Seconds a task may stay queued before the scheduler fails it (for a retry). Short, so a fault
+    # test recovers quickly from a worker that died holding a message; a scale run, whose tasks
+    # wait their turn for a slot, needs it longer than the whole queue.
+    task_queued_timeout: float = 45.0
 
     def __post_init__(self):
         self.root.mkdir(parents=True, exist_ok=True)
@@ -236,7 +240,7 @@ class Cluster:
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
             # A task whose worker died after taking its message but before starting it stays queued
             # until this timeout (default 600 s, checked every 120 s), then is retried.
-            "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "45",
+            "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": str(self.task_queued_timeout),
             "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT_CHECK_INTERVAL": "5",
             "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
             "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "5",
