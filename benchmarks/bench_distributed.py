@@ -195,6 +195,12 @@ def main() -> int:
         default=None,
         help="seconds a task may wait queued (default: 45 s with fault waves, else long enough for the whole queue)",
     )
+    parser.add_argument(
+        "--future-hours",
+        type=float,
+        default=12.0,
+        help="trace hours after the start written to the market table as a running probe DAG would (0: none)",
+    )
     parser.add_argument("--keep", type=Path, default=None, help="keep the cluster's files (logs) in this directory")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the cluster on the way out
@@ -213,6 +219,7 @@ def main() -> int:
             triggerer_pythonpath=(str(hooks),),
             triggerer_env={"SKYNOMAD_BENCH_STEPS_DIR": str(steps_dir)},
             task_queued_timeout=queued_timeout,
+            future_hours=args.future_hours,
         )
         began = time.monotonic()
         try:

@@ -140,6 +140,10 @@ class Cluster:
     # test recovers quickly from a worker that died holding a message; a scale run, whose tasks
     # wait their turn for a slot, needs it longer than the whole queue.
     task_queued_timeout: float = 45.0
+    # Trace hours after the cloud's start also written to the market table, as a probe DAG running
+    # every 10 minutes would write them (a view never shows rows past the cloud's now). Without them
+    # a long run's markets go stale (jobs/stale.py) and every job is planned as if spot had gone.
+    future_hours: float = 0.0
 
     def __post_init__(self):
         self.root.mkdir(parents=True, exist_ok=True)
@@ -273,9 +277,11 @@ class Cluster:
         frame = read_observations(GCP_TRACE)
         until = frame["observed_at"].min() + pd.Timedelta(hours=self.trace_start_hours)
         rows = frame[(frame["observed_at"] < until) & (frame["observed_at"] >= until - pd.Timedelta(hours=48))]
+        end = until + pd.Timedelta(hours=self.future_hours)
+        later = frame[(frame["observed_at"] >= until) & (frame["observed_at"] < end)]
         table = MarketTable(self.pg.url("market"))
         table.create()
-        table.append(rows)
+        table.append(pd.concat([rows, later]))
         table.close()
         self.seeded_until = until.to_pydatetime()
         return len(rows)
