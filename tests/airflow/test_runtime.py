@@ -564,9 +564,9 @@ def test_a_move_after_a_refused_relaunch_says_so_and_never_calls_a_dearer_zone_c
     assert moves[0]["why"] == f"{first.zone} has no spot capacity", moves[0]
 
 
-def test_a_preempted_job_is_relaunched_on_spot_by_the_trigger_without_a_worker(cloud):  # noqa: F811
-    """Early in the job, with slack to spare: the trigger relaunches on spot itself (no worker slot
-    needed, however full the pool), and the worker later records the preemption and the move."""
+def _preempted_after_an_hour(cloud):  # noqa: F811
+    """An eager-failover job deferred on spot, its group preempted an hour in (20 % done), its zone
+    full: (store, the lost launch, the trigger's Watch, its market source)."""
     store = FakeStore()
     trigger = defer(make_op(policy="eager-failover"), context_for(store))
     first = cloud.launches[0]
@@ -574,6 +574,13 @@ def test_a_preempted_job_is_relaunched_on_spot_by_the_trigger_without_a_worker(c
     cloud.full.add(first.zone)
     cloud.hours, cloud.progress_fraction = 1.0, 0.2
     watch, source = _watch(trigger)
+    return store, first, watch, source
+
+
+def test_a_preempted_job_is_relaunched_on_spot_by_the_trigger_without_a_worker(cloud):  # noqa: F811
+    """Early in the job, with slack to spare: the trigger relaunches on spot itself (no worker slot
+    needed, however full the pool), and the worker later records the preemption and the move."""
+    store, first, watch, source = _preempted_after_an_hour(cloud)
     event, words = watch.step(cloud, source, get_policy("eager-failover"))
     assert event is None and "relaunched spot in" in words and "without waiting for a worker" in words
     relaunch = cloud.launches[-1]
@@ -594,13 +601,7 @@ def test_a_preempted_job_is_relaunched_on_spot_by_the_trigger_without_a_worker(c
 
 
 def test_a_trigger_relaunch_preempted_in_its_turn_is_recorded_then_decided_again(cloud):  # noqa: F811
-    store = FakeStore()
-    trigger = defer(make_op(policy="eager-failover"), context_for(store))
-    first = cloud.launches[0]
-    cloud.status[first.client_token] = GroupStatus.PREEMPTED
-    cloud.full.add(first.zone)
-    cloud.hours, cloud.progress_fraction = 1.0, 0.2
-    watch, source = _watch(trigger)
+    store, first, watch, source = _preempted_after_an_hour(cloud)
     policy = get_policy("eager-failover")
     assert watch.step(cloud, source, policy)[0] is None
     relaunch = cloud.launches[-1]
@@ -621,13 +622,7 @@ def test_a_trigger_relaunch_preempted_in_its_turn_is_recorded_then_decided_again
 
 
 def test_a_spot_relaunch_whose_event_was_lost_is_adopted_as_spot_on_retry(cloud):  # noqa: F811
-    store = FakeStore()
-    trigger = defer(make_op(policy="eager-failover"), context_for(store))
-    first = cloud.launches[0]
-    cloud.status[first.client_token] = GroupStatus.PREEMPTED
-    cloud.full.add(first.zone)
-    cloud.hours, cloud.progress_fraction = 1.0, 0.2
-    watch, source = _watch(trigger)
+    store, first, watch, source = _preempted_after_an_hour(cloud)
     watch.step(cloud, source, get_policy("eager-failover"))  # relaunched; then the triggerer died
     source.table.close()
     relaunch = cloud.launches[-1]
