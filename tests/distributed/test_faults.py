@@ -3,6 +3,7 @@ once while its own processes fail one after another: a worker is ``kill -9``-ed 
 a triggerer while jobs are deferred (the other takes its triggers over), then the scheduler;
 PostgreSQL (metadata DB and market table, a private server) restarts during decision steps; and
 another team's tasks take every worker slot. Afterwards every invariant of invariants.py must hold.
+Then PostgreSQL restarts once more, under a run of the probe DAG, which must still succeed.
 
 About four minutes on 2 busy cores: one cluster start (~1 min), the probe DAG, one wave of jobs.
 """
@@ -68,3 +69,24 @@ def test_jobs_survive_faults_of_airflow_processes(cluster):
     assert cluster.services["worker-0"].kills == 1 and cluster.services["triggerer-0"].kills == 1
     assert report.ok, "\n".join(report.problems) + f"\n{story}\n{report.outcomes}"
     assert report.completed == RUNS, report.outcomes
+
+    # PostgreSQL restarted again, while the probe DAG's tasks probe and write the market table:
+    # a task that loses its connection fails, its retry writes its rows (nothing lost, nothing twice).
+    run_id = cluster.trigger(PROBE_DAG)
+    restarted: dict = {}
+
+    def restart_under_the_probes(_elapsed):
+        if restarted:
+            return
+        busy = cluster.sql(
+            "SELECT count(*) FROM task_instance WHERE dag_id=%s AND run_id=%s AND state IN ('queued', 'running')",
+            (PROBE_DAG, run_id),
+        )[0][0]
+        if busy:
+            restarted["tasks_busy"], restarted["seconds"] = busy, cluster.pg.restart()
+
+    probed = cluster.wait_runs(PROBE_DAG, [run_id], 300, during=restart_under_the_probes)
+    assert restarted, "the probe run ended before any of its tasks was seen queued or running"
+    assert probed[run_id] == "success", cluster.tail()
+    after = check(cluster, states, cold_start_hours=0.2)
+    assert after.ok, "\n".join(after.problems)
