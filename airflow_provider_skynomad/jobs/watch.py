@@ -87,8 +87,12 @@ class Watch:
 
         None while the slack is tight: an event ends this trigger, and until a worker slot comes
         nobody watches the job (a pipeline's other tasks may hold every slot), so a status visit is
-        only worth it with room to spare.
+        only worth it with room to spare. None too while a group's first checkpoint is awaited: a
+        cold start is when a spot group is most often lost, and a preemption nobody watches for waits
+        for the worker, however long a busy pool keeps it.
         """
+        if self.group is not None and self.progress_at_launch is not None and self.warmup_hours is None:
+            return None
         elapsed = cloud.now_hours() - self.job_start_hours
         try:
             progress = self.progress(cloud, elapsed)

@@ -55,6 +55,8 @@ class SkyNomadTrigger(BaseTrigger):
     :param progress_at_launch: the running group's progress when it launched, while its first
         checkpoint (and so its real warm-up) is still to be seen; None otherwise.
     :param on_safety_net: deadline pressure moved the job to on-demand: it stays there to the end.
+    :param min_event_seconds: answer no sooner than this after starting (see `run`; None:
+        MIN_EVENT_SECONDS); longer on a retry, since a try lost to that race was on a slow box.
     """
 
     def __init__(
@@ -79,6 +81,7 @@ class SkyNomadTrigger(BaseTrigger):
         rescue: dict | None = None,
         progress_at_launch: float | None = None,
         on_safety_net: bool = False,
+        min_event_seconds: float | None = None,
     ) -> None:
         super().__init__()
         self.job = job
@@ -100,6 +103,7 @@ class SkyNomadTrigger(BaseTrigger):
         self.rescue = rescue
         self.progress_at_launch = progress_at_launch
         self.on_safety_net = on_safety_net
+        self.min_event_seconds = None if min_event_seconds is None else float(min_event_seconds)
         self._rescue_handle: dict | None = None  # an on-demand rescue this trigger launched (for on_kill)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -125,6 +129,7 @@ class SkyNomadTrigger(BaseTrigger):
                 "rescue": self.rescue,
                 "progress_at_launch": self.progress_at_launch,
                 "on_safety_net": self.on_safety_net,
+                "min_event_seconds": self.min_event_seconds,
             },
         )
 
@@ -171,10 +176,11 @@ class SkyNomadTrigger(BaseTrigger):
                     event = await asyncio.to_thread(watch.status_event, cloud, self.decision_step_hours)
                 # Airflow 3.3 can re-queue a task whose trigger fires within moments of its deferral,
                 # before the deferral's own exit is recorded, and then kill the resumed attempt
-                # (apache/airflow#72716): never answer sooner than MIN_EVENT_SECONDS after starting.
+                # (apache/airflow#72716): never answer sooner than `min_event_seconds` after starting.
                 # The hold is ours, not Airflow's, and on a fast simulated clock it can span steps:
                 # after it the trigger looks again, so the worker gets a decision as fresh as the event.
-                held = MIN_EVENT_SECONDS - (time.monotonic() - started) if event is not None else 0.0
+                hold = MIN_EVENT_SECONDS if self.min_event_seconds is None else self.min_event_seconds
+                held = hold - (time.monotonic() - started) if event is not None else 0.0
                 if held > 0:
                     await asyncio.sleep(held)
                     first = True

@@ -525,6 +525,20 @@ def test_no_status_visit_when_the_slack_is_tight(cloud):  # noqa: F811
     assert tight.status_event(cloud, 1 / 6) is None
 
 
+def test_no_status_visit_while_a_new_group_has_not_checkpointed(cloud):  # noqa: F811
+    """A cold start is when spot groups are lost: the trigger keeps watching through it instead of
+    ending for a status visit, and visits again once the group has checkpointed."""
+    handle = cloud.launch(LaunchRequest("gcp", "us-central1", "us-central1-a", "a3-highgpu-1g", 1, True, "t-c"))
+    state = JobState(running=Option("us-central1-a", Mode.SPOT))
+    watch = Watch(JobSpec(work_hours=1.0, deadline_hours=6.0), 0.0, state, handle, 0.2, seq=1, progress_at_launch=0.0)
+    cloud.progress_fraction, cloud.hours = 0.0, 0.1
+    assert watch.status_event(cloud, 1 / 6) is None  # roomy slack, but no checkpoint yet
+    cloud.progress_fraction, cloud.hours = 0.1, 0.4
+    watch._measure_warmup(0.4, watch.progress(cloud, 0.4))  # what a decision step does
+    assert watch.warmup_hours is not None
+    assert watch.status_event(cloud, 1 / 6).kind == "status"
+
+
 def test_a_decision_carried_out_long_after_the_trigger_made_it_is_made_again(cloud):  # noqa: F811
     """The trigger chose a spot launch while it was safe; Airflow resumed the task hours later (a
     saturated pool, a restarted scheduler). Carried out then, the launch would miss the deadline:
@@ -630,3 +644,13 @@ def test_a_spot_relaunch_whose_event_was_lost_is_adopted_as_spot_on_retry(cloud)
     record = store.get(RECORD_KEY)
     assert again.group["client_token"] == relaunch.client_token and len(cloud.launches) == 2
     assert record["state"]["running"]["mode"] == "spot" and not record["on_safety_net"]
+
+
+def test_a_retry_holds_its_first_trigger_event_longer(cloud):  # noqa: F811
+    """A try may be lost to Airflow re-queueing a task whose trigger fired within moments of its
+    deferral (apache/airflow#72716), which a slow box makes likelier: each retry waits longer."""
+    store = FakeStore()
+    first = defer(make_op(), context_for(store))
+    again = defer(make_op(), context_for(store, try_number=2))
+    assert first.min_event_seconds == 2.0 and again.min_event_seconds == 4.0
+    assert again.serialize()[1]["min_event_seconds"] == 4.0
