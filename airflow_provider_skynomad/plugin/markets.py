@@ -21,8 +21,8 @@ DEFAULT_CONN_ID = "skynomad_default"
 SKYNOMAD_CONN_TYPES = ("skynomad", "skynomad_aws", "skynomad_gcp")
 
 
-def market_url(conn_id: str, may_read_connection) -> str:
-    """The market table URL of a SkyNomad connection (with its password: it never leaves this process).
+def market_config(conn_id: str, may_read_connection):
+    """The SkyNomadConfig of a SkyNomad connection (its market URL holds the password: it never leaves this process).
 
     The page must not become a way to use other connections' credentials: only SkyNomad connection
     types are read, and one other than the default only for users the auth manager lets read it
@@ -39,14 +39,38 @@ def market_url(conn_id: str, may_read_connection) -> str:
         conn = Connection.get_connection_from_secrets(conn_id)
     except AirflowNotFoundException:
         if conn_id == DEFAULT_CONN_ID:
-            return SkyNomadConfig.default().market_url
+            return SkyNomadConfig.default()
         raise HTTPException(404, f"no connection {conn_id!r}") from None
     if conn.conn_type not in SKYNOMAD_CONN_TYPES:
         raise HTTPException(400, f"connection {conn_id!r} is not a SkyNomad connection ({conn.conn_type!r})")
     try:
-        return SkyNomadConfig.from_connection(conn).market_url
+        return SkyNomadConfig.from_connection(conn)
     except ValueError as exc:
         raise HTTPException(400, f"connection {conn_id!r}: {exc}") from None
+
+
+def market_now(config) -> pd.Timestamp:
+    """Now on the clock the connection's market rows are stamped with.
+
+    A real cloud's probes are stamped with the wall clock. The simulated cloud stamps them with its
+    replayed trace's time (a week in 2025, run `speed` times faster): measured from the wall clock,
+    every row is months old, so the page's window would be empty and every market stale. Its clock
+    is read from the state directory every process shares (no trace is loaded); before the first
+    job or probe has created it there are no rows of it either.
+    """
+    wall = pd.Timestamp.now(tz="UTC")
+    if config.cloud != "simulated":
+        return wall
+    from pathlib import Path
+
+    from ..clouds.simulated_clock import SimClock, read_shared_settings
+
+    try:
+        settings = read_shared_settings(Path(config.state_dir).expanduser())
+        clock = SimClock(float(settings["epoch_wall"]), float(settings["speed"]), pd.Timestamp(settings["trace_start"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return wall
+    return clock.now()
 
 
 def market_summary(table, since: pd.Timestamp, now: pd.Timestamp, max_age_hours: float):

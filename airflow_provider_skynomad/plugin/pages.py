@@ -43,7 +43,10 @@ def page(title: str, body: str, refresh_seconds: int | None = None) -> str:
 
 
 def _usd(value) -> str:
-    return "–" if value is None else f"${value:,.2f}"
+    """Dollars with the sign in front ("-$0.89": a job that cost more than all on-demand would have)."""
+    if value is None:
+        return "–"
+    return f"-${-value:,.2f}" if value < 0 else f"${value:,.2f}"
 
 
 def _pct(value) -> str:
@@ -202,7 +205,8 @@ def markets_page(
         )
     labels = [t.strftime("%m-%d %H:%M") for t in heat.starts]
     body += [
-        f"<h2>Availability (share of probes that found capacity, {heat.bucket_hours:.1f} h per cell)</h2>",
+        "<h2>Availability (share of probes that found capacity"
+        + (f", {heat.bucket_hours:.1f} h per cell)</h2>" if heat.markets else ")</h2>"),
         svg.heatmap(heat.markets, heat.share, labels),
         svg.heatmap_legend() if heat.markets else "",
     ]

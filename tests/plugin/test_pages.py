@@ -143,6 +143,55 @@ def test_the_markets_page_draws_the_heatmap_and_the_table_and_never_the_password
     assert 'id="trigger-probe"' not in client.get("/skynomad/markets", **as_user("viewer")).text
 
 
+def test_the_markets_page_of_the_simulated_cloud_is_on_its_replayed_clock(client, tmp_path):
+    """The simulated cloud stamps its probes with its trace's time (2025, `speed` times faster), not the
+    wall clock: the page's window and the probe ages are read on that clock, or a running demo's
+    markets page is empty and every market stale."""
+    import json
+    import time
+
+    import pandas as pd
+    from airflow.models.connection import Connection
+    from airflow.utils.session import create_session
+
+    from .seed import market_frame, seed_market
+
+    state_dir = tmp_path / "cloud"
+    state_dir.mkdir()
+    trace_start = pd.Timestamp("2025-10-07T18:10:00+00:00")
+    speed, wall_seconds = 300.0, 600.0  # a cloud created 10 minutes ago: 50 h into its trace
+    (state_dir / "cloud.json").write_text(
+        json.dumps({"epoch_wall": time.time() - wall_seconds, "speed": speed, "trace_start": trace_start.isoformat()})
+    )
+    sim_now = trace_start + pd.Timedelta(hours=wall_seconds * speed / 3600.0)
+    frame = market_frame(markets=3, days=1.0)
+    frame["observed_at"] += sim_now.floor("min") - frame["observed_at"].max() - pd.Timedelta(minutes=10)
+    url = f"sqlite:///{tmp_path / 'market.db'}"
+    seed_market(url, frame)
+    with create_session() as session:
+        session.add(
+            Connection(
+                conn_id="skynomad_sim_clock",
+                conn_type="skynomad",
+                extra=json.dumps(
+                    {"market_url": url, "cloud": "simulated", "state_dir": str(state_dir), "speed": speed}
+                ),
+            )
+        )
+    html = client.get("/skynomad/markets", params={"conn_id": "skynomad_sim_clock", "days": 3}, **as_user("admin")).text
+    assert ": 3 markets." in html and html.count('class="cell"') > 6
+    for zone in FINISHED_ZONES:
+        assert zone in html
+    assert "fresh" in html and "stale" not in text_of(html).split("older than")[-1]
+
+
+def test_money_lost_against_on_demand_reads_with_the_sign_in_front():
+    """A job that cost more than all on-demand shows "-$0.89" saved, not "$-0.89"."""
+    from airflow_provider_skynomad.plugin.pages import _usd
+
+    assert _usd(-0.89) == "-$0.89" and _usd(1234.5) == "$1,234.50" and _usd(0.0) == "$0.00" and _usd(None) == "–"
+
+
 def test_the_markets_page_reads_only_skynomad_connections_the_user_may_read(client, seeded):
     from airflow.models.connection import Connection
     from airflow.utils.session import create_session
