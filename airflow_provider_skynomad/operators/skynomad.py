@@ -281,10 +281,28 @@ def alert_interval(cloud_interval: timedelta, skynomad_conn_id: str = DEFAULT_CO
 
 
 async def on_deadline_missed(context=None, **kwargs) -> None:
-    """DeadlineAlert callback for the example DAGs: log it (runs in the triggerer)."""
+    """DeadlineAlert callback for the example DAGs: say which run missed which deadline (runs in the triggerer).
+
+    Airflow 3.3 hands a triggerer callback a plain-data context: ``dag_run`` is the run as the REST
+    API returns it (a dict) and ``deadline`` holds its ``deadline_time``; objects are read too.
+    """
     import logging
 
-    dag_run = (context or {}).get("dag_run")
+    context = context or {}
+
+    def field(item, name):
+        return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
+
+    dag_run = context.get("dag_run") or {}
+    deadline = context.get("deadline") or {}
+    dag_id = field(dag_run, "dag_id") or "?"
+    run_id = field(dag_run, "dag_run_id") or field(dag_run, "run_id") or "?"
+    when = field(deadline, "deadline_time")
     logging.getLogger(__name__).warning(
-        "SkyNomad DAG run %s missed its DeadlineAlert %s", getattr(dag_run, "run_id", "?"), kwargs or ""
+        "SkyNomad: DAG %s run %s missed its DeadlineAlert%s (state %s)%s",
+        dag_id,
+        run_id,
+        f" of {when}" if when else "",
+        field(dag_run, "state") or "unknown",
+        f"; callback arguments {kwargs}" if kwargs else "",
     )

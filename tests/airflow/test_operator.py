@@ -387,6 +387,23 @@ def test_deadline_from_the_dags_deadline_alert(cloud):
     defer(op, context_for(FakeStore()))
 
 
+def test_the_deadline_callback_names_the_run_from_airflows_plain_data_context(caplog):
+    """Airflow 3.3 gives a triggerer callback the run as the REST API's plain data (a dict), not an
+    object: the warning names the DAG, the run, the deadline and the run's state from it."""
+    import asyncio
+    import logging
+
+    context = {
+        "dag_run": {"dag_id": "skynomad_fine_tune", "dag_run_id": "manual__2026-12-01T23:11:15", "state": "running"},
+        "deadline": {"id": "0199", "deadline_time": "2026-12-01T23:13:16+00:00"},
+    }
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(on_deadline_missed(context=context))
+    (message,) = [r.getMessage() for r in caplog.records if "DeadlineAlert" in r.getMessage()]
+    assert "skynomad_fine_tune" in message and "manual__2026-12-01T23:11:15" in message
+    assert "2026-12-01T23:13:16" in message and "running" in message and "?" not in message
+
+
 def test_no_deadline_at_all_is_an_error(cloud):
     with DAG("plain", schedule=None, start_date=datetime(2025, 1, 1)) as dag:
         op = SkyNomadOperator(task_id="job", work_hours=6.0)
