@@ -579,6 +579,8 @@ class JobRunner:
                 # A retry may follow a try lost to Airflow re-queueing a task whose trigger fired
                 # within moments of its deferral (triggers/skynomad.py): hold the event longer.
                 "min_event_seconds": MIN_EVENT_SECONDS * min(self.task.try_number, 4),
+                # ... and no answer before this deferral's own exit can have been recorded.
+                "deferred_at": time.time(),
             }
         )
 

@@ -4,6 +4,7 @@ and the forecasts hold up across worker visits."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pandas as pd
@@ -654,3 +655,4 @@ def test_a_retry_holds_its_first_trigger_event_longer(cloud):  # noqa: F811
     again = defer(make_op(), context_for(store, try_number=2))
     assert first.min_event_seconds == 2.0 and again.min_event_seconds == 4.0
     assert again.serialize()[1]["min_event_seconds"] == 4.0
+    assert abs(again.serialize()[1]["deferred_at"] - time.time()) < 60  # the exit hold counts from here
