@@ -63,7 +63,15 @@ def job_page(dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> H
     if job is None:
         raise HTTPException(404, f"no task instance {title}")
     if job.record is None:
-        note = "This task has no SkyNomad job record (yet): it has not started a job, or its task state was cleared."
+        if job.ti_state in ("failed", "upstream_failed"):
+            note = (
+                "This task failed before it started a job (for example an impossible deadline or a stale "
+                "market table): nothing was launched, and its log says why."
+            )
+        else:
+            note = (
+                "This task has no SkyNomad job record (yet): it has not started a job, or its task state was cleared."
+            )
         return HTMLResponse(pages.job_page(title, job.ti_state, None, note))
     facts = job_facts(job.record, job.status)
     note = "" if facts.finished else f"Live: this page reloads every {pages.REFRESH_SECONDS} s."

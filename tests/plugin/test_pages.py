@@ -115,6 +115,19 @@ def test_the_ui_url_template_of_an_unmapped_task_means_map_index_minus_one(clien
         assert response.status_code == 200 and "deadline met" in text_of(response.text), suffix
 
 
+def test_a_task_that_failed_before_starting_a_job_says_so(client, seeded):
+    """An input error (say an impossible deadline) fails the task before any record is written: the
+    job tab says nothing was launched and points to the log, not "has not started a job (yet)"."""
+    from .seed import insert_task
+
+    insert_task("skynomad_fine_tune", "refused_run", "fine_tune", "failed")
+    text = " ".join(
+        text_of(client.get(job_url("skynomad_fine_tune", "refused_run", "fine_tune"), **as_user("viewer")).text).split()
+    )
+    assert "failed before it started a job" in text and "nothing was launched" in text and "log" in text
+    assert "(yet)" not in text
+
+
 def test_a_task_without_a_record_and_an_unknown_task(client):
     assert client.get(job_url("skynomad_fine_tune", "nope", "fine_tune"), **as_user("admin")).status_code == 404
 
