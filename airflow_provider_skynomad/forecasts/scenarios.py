@@ -18,16 +18,23 @@ from .base import REGIME_HALF_LIFE_HOURS
 class ScenarioSampler:
     """:param half_life_hours: a past moment this much older counts half as much.
     :param mismatch_weight: each market whose state then differs from now divides the weight by e^this.
+    :param match_steps: how many of the latest steps a past moment is compared on (1: now only; 2
+        also tells a market that just lost capacity from one that has been down a while).
     :param hold_hours: an observation stands for this long; a market unobserved for longer (or never)
         counts as having capacity. A failed launch costs nothing and observes it, so the optimistic
         guess is checked for free, where a pessimistic one would never be revisited.
     """
 
     def __init__(
-        self, half_life_hours: float = REGIME_HALF_LIFE_HOURS, mismatch_weight: float = 1.0, hold_hours: float = 1.0
+        self,
+        half_life_hours: float = REGIME_HALF_LIFE_HOURS,
+        mismatch_weight: float = 1.0,
+        hold_hours: float = 1.0,
+        match_steps: int = 1,
     ):
-        if half_life_hours <= 0 or mismatch_weight < 0 or hold_hours < 0:
-            raise ValueError("half_life_hours must be > 0, mismatch_weight and hold_hours ≥ 0")
+        if half_life_hours <= 0 or mismatch_weight < 0 or hold_hours < 0 or match_steps < 1:
+            raise ValueError("half_life_hours must be > 0, mismatch_weight and hold_hours ≥ 0, match_steps ≥ 1")
+        self.match_steps = match_steps
         self.half_life_hours = half_life_hours
         self.mismatch_weight = mismatch_weight
         self.hold_hours = hold_hours
@@ -40,9 +47,10 @@ class ScenarioSampler:
         ticks = filled.shape[0]
         if ticks < 2:
             return np.broadcast_to(now, (futures, steps, len(now))).copy()
-        starts = np.arange(ticks - 1)  # a start needs at least one step after it
+        back = min(self.match_steps, ticks - 1) - 1
+        starts = np.arange(back, ticks - 1)  # a start needs at least one step after it (and `back` before)
         age_hours = (ticks - 1 - starts) * view.step_hours
-        mismatch = (filled[starts] != now).sum(axis=1)
+        mismatch = sum((filled[starts - j] != filled[-1 - j]).sum(axis=1) for j in range(back + 1))
         logw = -np.log(2.0) * age_hours / self.half_life_hours - self.mismatch_weight * mismatch
         weights = np.exp(logw - logw.max())
         picks = rng.choice(starts, size=futures, p=weights / weights.sum())

@@ -9,6 +9,7 @@ the Airflow driver marks every row of the market table as seen.
 
 from __future__ import annotations
 
+import math
 from functools import cached_property
 
 import numpy as np
@@ -124,3 +125,42 @@ class MarketView:
         age = np.where(any_seen, self.tick - last, np.inf)
         was_usable = np.where(any_seen, usable[last, np.arange(usable.shape[1])], False)
         return age, was_usable
+
+    def extended(
+        self, future_usable: np.ndarray, keep_ticks: int | None = None, every: int = 1
+    ) -> tuple[MarketGrid, np.ndarray, int]:
+        """A grid of this history followed by a sampled future, and which of its cells count as seen.
+
+        `future_usable` is (steps × markets), step 0 being now (forecasts.scenarios). The future's
+        rows hold today's prices and a gang's worth of capacity where usable; the history's rows
+        and what was seen of them stay as they are, so a policy run on the result
+        (simulation.simulator.rollout) sees what it would see now, then observes as it goes.
+        With `keep_ticks` only that many ticks of history come along, and with `every` > 1 only
+        every so many ticks (ending at now) on a grid that many times coarser: a rollout's
+        policies look back little, and weeks of 3-minute history per future dominated its cost.
+        Returns the grid, its seen cells and the tick that is now in it.
+        """
+        first = 0 if keep_ticks is None else max(0, self.tick - keep_ticks)
+        # History ticks on the coarse grid, ending one coarse step before now; enough of them to
+        # cover the kept span (the first repeats tick 0 where the trace starts later than that).
+        count = math.ceil((self.tick - first) / every)
+        rows = np.maximum(self.tick - every * np.arange(count, 0, -1), 0)
+        grid = self._grid
+        future = np.asarray(future_usable, dtype=bool)[::every]
+        steps, stop = future.shape[0], len(rows)
+        available = np.concatenate(
+            [grid.available[rows], np.where(future, self.gang_size, 0).astype(grid.available.dtype)]
+        )
+        spot = np.concatenate([grid.spot_usd_per_hour[rows], np.repeat(self.spot_usd_per_hour[None], steps, 0)])
+        on_demand = np.concatenate(
+            [grid.on_demand_usd_per_hour[rows], np.repeat(self.on_demand_usd_per_hour[None], steps, 0)]
+        )
+        seen = np.zeros(available.shape, dtype=bool)
+        if self._table is not None:
+            available[:stop] = np.where(self._seen[rows], available[:stop], self._table[rows])
+            seen[:stop] = True
+        else:
+            seen[:stop] = self._seen[rows]
+        start = grid.time_at(self.tick - stop * every)
+        coarse = MarketGrid(start, grid.step_hours * every, grid.markets, available, spot, on_demand)
+        return coarse, seen, stop

@@ -6,6 +6,7 @@ from .base import Policy
 from .policies.lookahead import LookaheadPolicy
 from .policies.on_demand import OnDemandPolicy
 from .policies.skynomad import SkyNomadPolicy
+from .policies.switching import SwitchingPolicy
 from .policies.uniform_progress import EagerFailoverPolicy, UniformProgressPolicy
 
 POLICIES = {
@@ -14,6 +15,7 @@ POLICIES = {
     "uniform-progress": UniformProgressPolicy,
     "eager-failover": EagerFailoverPolicy,
     "lookahead": LookaheadPolicy,
+    "skynomad-switching": SwitchingPolicy,
 }
 
 

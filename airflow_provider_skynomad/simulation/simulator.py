@@ -98,12 +98,8 @@ def simulate(
     ticks = window_ticks(job, grid.step_hours)
     if start_tick < 0 or start_tick + ticks > grid.ticks:
         raise ValueError(f"window of {ticks} steps from tick {start_tick} does not fit the trace's {grid.ticks} steps")
-    dt = grid.step_hours
-    n = job.instances
-    usable = grid.usable(n)
     egress = egress_usd_per_gb if egress_usd_per_gb is not None else EgressModel().matrix(grid.markets)
-    index = {key: i for i, key in enumerate(grid.keys)}
-    seen = np.zeros(usable.shape, dtype=bool)
+    seen = np.zeros(grid.available.shape, dtype=bool)
     if observe_all:
         seen[:] = True  # the view still slices at the current tick: nothing after it is seen
     elif history:
@@ -115,6 +111,48 @@ def simulate(
         probed = np.where(rows < start_tick, rows, start_tick + (rows - start_tick) // every * every)
         table = grid.available[probed]  # row g shows the probe DAG's latest round at or before g
 
+    return _run(policy, job, grid, start_tick, 0, JobState(), seen, egress, table)
+
+
+def rollout(
+    policy: Policy,
+    job: JobSpec,
+    grid: MarketGrid,
+    tick: int,
+    state: JobState,
+    seen: np.ndarray,
+    egress_usd_per_gb: np.ndarray,
+) -> RunResult:
+    """Run `policy` from `state` at grid tick `tick` (the job `state.elapsed_hours` old) to the end.
+
+    The same loop as `simulate`, for a job already under way: a planner that compares policies
+    on sampled futures (planner.policies.switching) costs them through exactly this accounting.
+    The result bills only what happens from `tick` on; `seen` is marked as the job observes.
+    """
+    dt = grid.step_hours
+    first = int(round(state.elapsed_hours / dt))
+    if first > tick:
+        raise ValueError(f"a job {state.elapsed_hours:g} h old cannot be at tick {tick} of a {dt:g} h grid")
+    return _run(policy, job, grid, tick - first, first, state, seen, egress_usd_per_gb, None)
+
+
+def _run(
+    policy: Policy,
+    job: JobSpec,
+    grid: MarketGrid,
+    start_tick: int,
+    first_step: int,
+    state: JobState,
+    seen: np.ndarray,
+    egress: np.ndarray,
+    table: np.ndarray | None,
+) -> RunResult:
+    """The loop: steps `first_step`.. of the window starting at grid tick `start_tick`, from `state`."""
+    dt = grid.step_hours
+    n = job.instances
+    usable = grid.usable(n)
+    index = {key: i for i, key in enumerate(grid.keys)}
+    ticks = min(window_ticks(job, dt), grid.ticks - start_tick)
     lag = reaction_steps(job, dt)
     if lag:
         job = replace(job, reaction_hours=lag * dt)  # the policy plans with the lag it will get
@@ -122,8 +160,7 @@ def simulate(
 
     ledger = _Ledger()
     result = ledger.result
-    state = JobState()
-    for k in range(ticks):
+    for k in range(first_step, ticks):
         g, t = start_tick + k, k * dt
         if state.running is not None:
             i = index[state.running.market]

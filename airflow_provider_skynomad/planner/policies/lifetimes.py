@@ -82,3 +82,28 @@ class LifetimeCache:
             spot_prices=view.price_history((view.tick + 1) * view.step_hours),
             start_time=view.start,
         )
+
+    def frozen(self, view: MarketView) -> _Frozen:
+        """This view's fit and spells, answered for every later view: a rollout on a sampled future plans with them.
+
+        Refitting inside each of K rollouts would cost K × the fits of the real run and learn
+        only from rows the sampler made up.
+        """
+        spells = self.spells(view)
+        self.expected_remaining_hours(view, np.zeros(len(view.keys)))
+        return _Frozen(self._fitted, spells, self.cap_hours)
+
+
+class _Frozen:
+    """A `LifetimeCache` that never refits (see `LifetimeCache.frozen`)."""
+
+    def __init__(self, fitted, spells: Spells, cap_hours: float | None):
+        self._fitted = fitted
+        self._spells = spells
+        self.cap_hours = cap_hours
+
+    def spells(self, view: MarketView) -> Spells:
+        return self._spells
+
+    def expected_remaining_hours(self, view: MarketView, ages_hours: np.ndarray) -> np.ndarray:
+        return self._fitted.expected_remaining_hours(ages_hours)
