@@ -22,12 +22,19 @@ def _epoch_seconds(table: MarketTable):
     return cast(func.extract("epoch", T.c.observed_at), Float)
 
 
-def time_bounds(table: MarketTable, since: pd.Timestamp) -> tuple[pd.Timestamp, pd.Timestamp] | None:
-    """(first, last) observation time at or after `since`, None when there is none."""
+def _window(since: pd.Timestamp, until: pd.Timestamp | None):
+    """`since` inclusive, `until` (None: no end) inclusive: a simulated cloud's imported trace also
+    holds rows after its clock's now, which no page may show as observed."""
+    condition = T.c.observed_at >= since.to_pydatetime()
+    return condition if until is None else and_(condition, T.c.observed_at <= until.to_pydatetime())
+
+
+def time_bounds(
+    table: MarketTable, since: pd.Timestamp, until: pd.Timestamp | None = None
+) -> tuple[pd.Timestamp, pd.Timestamp] | None:
+    """(first, last) observation time from `since` to `until`, None when there is none."""
     table._ensure()  # noqa: SLF001 - the table's own schema check before any read
-    statement = select(func.min(T.c.observed_at), func.max(T.c.observed_at)).where(
-        T.c.observed_at >= since.to_pydatetime()
-    )
+    statement = select(func.min(T.c.observed_at), func.max(T.c.observed_at)).where(_window(since, until))
     with table.engine.connect() as conn:
         first, last = conn.execute(statement).one()
     if first is None:
@@ -35,9 +42,11 @@ def time_bounds(table: MarketTable, since: pd.Timestamp) -> tuple[pd.Timestamp, 
     return pd.Timestamp(first).tz_convert("UTC"), pd.Timestamp(last).tz_convert("UTC")
 
 
-def buckets(table: MarketTable, start: pd.Timestamp, bucket_hours: float) -> pd.DataFrame:
-    """Per (zone, instance_type, bucket ≥ 0 from `start`): probes, probes that found capacity, mean spot
-    price, cheapest on-demand price."""
+def buckets(
+    table: MarketTable, start: pd.Timestamp, bucket_hours: float, until: pd.Timestamp | None = None
+) -> pd.DataFrame:
+    """Per (zone, instance_type, bucket ≥ 0 from `start`, up to `until`): probes, probes that found
+    capacity, mean spot price, cheapest on-demand price."""
     seconds = bucket_hours * 3600.0
     bucket = cast(func.floor((_epoch_seconds(table) - start.timestamp()) / seconds), Integer).label("bucket")
     usable = case((T.c.available >= case((T.c.requested > 1, T.c.requested), else_=1), 1), else_=0)
@@ -51,7 +60,7 @@ def buckets(table: MarketTable, start: pd.Timestamp, bucket_hours: float) -> pd.
             func.avg(T.c.spot_price).label("spot_price"),
             func.min(T.c.on_demand_price).label("on_demand_price"),
         )
-        .where(T.c.observed_at >= start.to_pydatetime())
+        .where(_window(start, until))
         .group_by(T.c.zone, T.c.instance_type, bucket)
     )
     with table.engine.connect() as conn:
@@ -63,13 +72,14 @@ def buckets(table: MarketTable, start: pd.Timestamp, bucket_hours: float) -> pd.
     return frame.astype({"bucket": int, "probes": int, "usable": int, "spot_price": float, "on_demand_price": float})
 
 
-def latest_rows(table: MarketTable, since: pd.Timestamp) -> pd.DataFrame:
-    """The newest observation of every market seen since `since`, in the market-observation columns."""
+def latest_rows(table: MarketTable, since: pd.Timestamp, until: pd.Timestamp | None = None) -> pd.DataFrame:
+    """The newest observation (up to `until`) of every market seen since `since`, in the
+    market-observation columns."""
     from .observations import COLUMNS
 
     newest = (
         select(T.c.zone, T.c.instance_type, func.max(T.c.observed_at).label("last"))
-        .where(T.c.observed_at >= since.to_pydatetime())
+        .where(_window(since, until))
         .group_by(T.c.zone, T.c.instance_type)
         .subquery()
     )

@@ -74,14 +74,15 @@ def market_now(config) -> pd.Timestamp:
 
 
 def market_summary(table, since: pd.Timestamp, now: pd.Timestamp, max_age_hours: float):
-    """(heatmap, price series, market rows) of the window from `since`."""
-    bounds = aggregate.time_bounds(table, since)
+    """(heatmap, price series, market rows) of the window from `since` to `now` (rows stamped later, a
+    simulated cloud's trace ahead of its clock, are not observations yet)."""
+    bounds = aggregate.time_bounds(table, since, now)
     if bounds is None:
         return heatmap_from_buckets(pd.DataFrame(), since, 0.0, 0), pd.DataFrame(), []
     first, last = bounds
     bucket_hours = bucket_hours_for(first, last)
     columns = int((last - first).total_seconds() / 3600.0 // bucket_hours) + 1
-    counts = aggregate.buckets(table, first, bucket_hours)
+    counts = aggregate.buckets(table, first, bucket_hours, now)
     heat = heatmap_from_buckets(counts, first, bucket_hours, columns)
     multi_type = counts["instance_type"].nunique() > 1
     prices = pd.DataFrame(
@@ -95,9 +96,11 @@ def market_summary(table, since: pd.Timestamp, now: pd.Timestamp, max_age_hours:
         }
     ).sort_values(["market", "observed_at"])
     prices["bucket_time"] = prices["observed_at"]
-    recent = table.read(since=max(since, last - pd.Timedelta(days=FORECAST_DAYS)))
+    recent = table.read(
+        since=max(since, last - pd.Timedelta(days=FORECAST_DAYS)), until=now + pd.Timedelta(microseconds=1)
+    )
     lifetimes = forecast_lifetimes(recent)
-    rows = rows_from_latest(aggregate.latest_rows(table, since), now, max_age_hours, lifetimes)
+    rows = rows_from_latest(aggregate.latest_rows(table, since, now), now, max_age_hours, lifetimes)
     return heat, prices, rows
 
 

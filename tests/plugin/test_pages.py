@@ -159,7 +159,8 @@ def test_the_markets_page_draws_the_heatmap_and_the_table_and_never_the_password
 def test_the_markets_page_of_the_simulated_cloud_is_on_its_replayed_clock(client, tmp_path):
     """The simulated cloud stamps its probes with its trace's time (2025, `speed` times faster), not the
     wall clock: the page's window and the probe ages are read on that clock, or a running demo's
-    markets page is empty and every market stale."""
+    markets page is empty and every market stale; the imported trace's rows after that clock's now
+    are not shown as observed."""
     import json
     import time
 
@@ -172,15 +173,17 @@ def test_the_markets_page_of_the_simulated_cloud_is_on_its_replayed_clock(client
     state_dir = tmp_path / "cloud"
     state_dir.mkdir()
     trace_start = pd.Timestamp("2025-10-07T18:10:00+00:00")
-    speed, wall_seconds = 300.0, 600.0  # a cloud created 10 minutes ago: 50 h into its trace
+    speed, wall_seconds = 2.0, 90000.0  # a cloud created 25 h ago, 50 h into its trace (ages stay put)
     (state_dir / "cloud.json").write_text(
         json.dumps({"epoch_wall": time.time() - wall_seconds, "speed": speed, "trace_start": trace_start.isoformat()})
     )
     sim_now = trace_start + pd.Timedelta(hours=wall_seconds * speed / 3600.0)
     frame = market_frame(markets=3, days=1.0)
     frame["observed_at"] += sim_now.floor("min") - frame["observed_at"].max() - pd.Timedelta(minutes=10)
+    ahead = market_frame(markets=4, days=1.0)  # the imported trace's rest: after the clock's now
+    ahead["observed_at"] += sim_now.floor("min") - ahead["observed_at"].min() + pd.Timedelta(minutes=30)
     url = f"sqlite:///{tmp_path / 'market.db'}"
-    seed_market(url, frame)
+    seed_market(url, pd.concat([frame, ahead], ignore_index=True))
     with create_session() as session:
         session.add(
             Connection(
@@ -196,6 +199,7 @@ def test_the_markets_page_of_the_simulated_cloud_is_on_its_replayed_clock(client
     for zone in FINISHED_ZONES:
         assert zone in html
     assert "fresh" in html and "stale" not in text_of(html).split("older than")[-1]
+    assert "0.17 h ago" in html and "zone3" not in html  # nothing from after the clock's now
 
 
 def test_money_lost_against_on_demand_reads_with_the_sign_in_front():
