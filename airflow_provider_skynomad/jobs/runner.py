@@ -30,7 +30,7 @@ from ..market.view import MarketView
 from ..planner.actions import Decision, Mode
 from ..planner.job import JobSpec, JobSpecError, JobState
 from ..planner.registry import get_policy
-from ..triggers.skynomad import MIN_EVENT_SECONDS
+from ..triggers.skynomad import first_event_hold_seconds
 from .carry_out import Workload, apply_result, carry_out, recover_pending
 from .errors import SkyNomadDeadlineMissed, SkyNomadInputError, SkyNomadJobFailed
 from .events import JobEvent
@@ -576,11 +576,9 @@ class JobRunner:
                 "rescue": Rescue(record.job_id, *self._workload_parts()).to_dict(),
                 "progress_at_launch": record.progress_at_launch,
                 "on_safety_net": record.on_safety_net,
-                # A retry may follow a try lost to Airflow re-queueing a task whose trigger fired
-                # within moments of its deferral (triggers/skynomad.py): hold the event longer.
-                "min_event_seconds": MIN_EVENT_SECONDS * min(self.task.try_number, 4),
-                # ... and no answer before this deferral's own exit can have been recorded.
-                "deferred_at": time.time(),
+                # No answer before this deferral's own exit can have been recorded (an Airflow race,
+                # triggers/skynomad.py), on this worker's supervisor's clock; longer on a retry.
+                "min_event_seconds": first_event_hold_seconds(self.task.try_number),
             }
         )
 

@@ -34,13 +34,16 @@ DEFAULT_SUPERVISOR_WAIT_SECONDS = 5.0
 _ENDED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 
 
-def exit_hold_seconds() -> float:
-    """How long after a deferral its process's exit may still be unrecorded, plus MIN_EVENT_SECONDS.
+def first_event_hold_seconds(try_number: int = 1) -> float:
+    """The `min_event_seconds` a worker gives the trigger it defers to (read where that worker runs).
 
     A deferring task's process exits at once, but its supervisor notices only when its wait for the
-    task's output ends, up to `[workers] min_heartbeat_interval` (5 s) later: a standalone run on a
-    busy box lost a try to the race when its trigger answered 4 s after the deferral, its exit
-    recorded after 5.1 s. The scheduler then reads the exit in its next loop.
+    task's output ends, up to `[workers] min_heartbeat_interval` (5 s) later, and the scheduler reads
+    the exit in its next loop: an event before that costs the task a try (see `run`). In `airflow
+    standalone` on a busy box exits were recorded up to 7.0 s after the deferral, and triggers that
+    answered 5.5 s after they started lost two tries in six runs. So: that wait, MIN_EVENT_SECONDS
+    for the exit and MIN_EVENT_SECONDS for the scheduler's loop, and MIN_EVENT_SECONDS more for each
+    retry (up to three): a try lost to the race was on a slow box.
     """
     try:
         from airflow.configuration import conf
@@ -48,7 +51,7 @@ def exit_hold_seconds() -> float:
         wait = conf.getfloat("workers", "min_heartbeat_interval", fallback=DEFAULT_SUPERVISOR_WAIT_SECONDS)
     except Exception:  # noqa: BLE001 - no readable configuration: Airflow's default
         wait = DEFAULT_SUPERVISOR_WAIT_SECONDS
-    return max(0.0, wait) + MIN_EVENT_SECONDS
+    return max(0.0, wait) + MIN_EVENT_SECONDS * (1 + min(max(int(try_number), 1), 4))
 
 
 class SkyNomadTrigger(BaseTrigger):
@@ -76,9 +79,7 @@ class SkyNomadTrigger(BaseTrigger):
         checkpoint (and so its real warm-up) is still to be seen; None otherwise.
     :param on_safety_net: deadline pressure moved the job to on-demand: it stays there to the end.
     :param min_event_seconds: answer no sooner than this after starting (see `run`; None:
-        MIN_EVENT_SECONDS); longer on a retry, since a try lost to that race was on a slow box.
-    :param deferred_at: wall-clock seconds (epoch) when the worker deferred: no answer either until
-        the deferring process's exit can have been recorded (`exit_hold_seconds`); None: no such hold.
+        MIN_EVENT_SECONDS); the worker passes `first_event_hold_seconds`.
     """
 
     def __init__(
@@ -104,7 +105,6 @@ class SkyNomadTrigger(BaseTrigger):
         progress_at_launch: float | None = None,
         on_safety_net: bool = False,
         min_event_seconds: float | None = None,
-        deferred_at: float | None = None,
     ) -> None:
         super().__init__()
         self.job = job
@@ -127,7 +127,6 @@ class SkyNomadTrigger(BaseTrigger):
         self.progress_at_launch = progress_at_launch
         self.on_safety_net = on_safety_net
         self.min_event_seconds = None if min_event_seconds is None else float(min_event_seconds)
-        self.deferred_at = None if deferred_at is None else float(deferred_at)
         self._rescue_handle: dict | None = None  # an on-demand rescue this trigger launched (for on_kill)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -154,7 +153,6 @@ class SkyNomadTrigger(BaseTrigger):
                 "progress_at_launch": self.progress_at_launch,
                 "on_safety_net": self.on_safety_net,
                 "min_event_seconds": self.min_event_seconds,
-                "deferred_at": self.deferred_at,
             },
         )
 
@@ -201,11 +199,11 @@ class SkyNomadTrigger(BaseTrigger):
                     event = await asyncio.to_thread(watch.status_event, cloud, self.decision_step_hours)
                 # Airflow 3.3 can re-queue a task whose trigger fires within moments of its deferral,
                 # before the deferral's own exit is recorded, and then kill the resumed attempt
-                # (apache/airflow#72716): never answer sooner than `min_event_seconds` after starting,
-                # nor before that exit can have been recorded (`exit_hold_seconds` after the deferral).
+                # (apache/airflow#72716): never answer sooner than `min_event_seconds` after starting.
                 # The hold is ours, not Airflow's, and on a fast simulated clock it can span steps:
                 # after it the trigger looks again, so the worker gets a decision as fresh as the event.
-                held = self._hold_left(started) if event is not None else 0.0
+                hold = MIN_EVENT_SECONDS if self.min_event_seconds is None else self.min_event_seconds
+                held = hold - (time.monotonic() - started) if event is not None else 0.0
                 if held > 0:
                     await asyncio.sleep(held)
                     first = True
@@ -219,17 +217,6 @@ class SkyNomadTrigger(BaseTrigger):
             from ..market.table import release_shared
 
             release_shared(source.table)  # also when the generator is closed after its loop has ended
-
-    def _hold_left(self, started: float) -> float:
-        """Seconds an event must still wait: `min_event_seconds` after this trigger started, and
-        `exit_hold_seconds` after the worker deferred (the deferral counted no later than this
-        trigger's start, so a worker clock ahead of this one cannot hold the job longer)."""
-        hold = MIN_EVENT_SECONDS if self.min_event_seconds is None else self.min_event_seconds
-        running = time.monotonic() - started
-        left = hold - running
-        if self.deferred_at is not None:
-            left = max(left, exit_hold_seconds() - max(running, time.time() - self.deferred_at))
-        return left
 
     def _phase(self) -> float:
         """Where in its step this job's decisions fall, in (0, 1]: stable for the job and deferral."""
