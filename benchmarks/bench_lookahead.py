@@ -32,6 +32,19 @@ BASELINES = ("skynomad", "eager-failover")
 console = Console(width=170)
 
 
+def time_calls(obj, method: str, sink_ms: list[float]) -> None:
+    """Wrap `obj.method` so that each call's wall time in milliseconds is appended to `sink_ms`."""
+    inner = getattr(obj, method)
+
+    def timed(*args):
+        started = time.perf_counter()
+        out = inner(*args)
+        sink_ms.append((time.perf_counter() - started) * 1e3)
+        return out
+
+    setattr(obj, method, timed)
+
+
 def cell(args) -> dict:
     """One trace × T/P: every policy on the same windows, the optimum, and the lookahead's replan times."""
     label, ratio, windows, futures, replan_steps = args
@@ -50,15 +63,7 @@ def cell(args) -> dict:
             policy = get_policy(name)
             if name == "lookahead":
                 policy = get_policy(name, futures=futures, replan_steps=replan_steps)
-                rank = policy._rank
-
-                def timed(*a, _rank=rank):
-                    t0 = time.perf_counter()
-                    out = _rank(*a)
-                    replan_ms.append((time.perf_counter() - t0) * 1e3)
-                    return out
-
-                policy._rank = timed
+                time_calls(policy, "_rank", replan_ms)
             result = simulate(policy, job, grid, start, egress)
             costs[name].append(result.cost_usd)
             misses[name] += int(not result.met_deadline)

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+from bench_lookahead import time_calls
 from bench_policies import DEADLINE_HOURS, JOB_SHAPE, TRACES, load_grid
 from bench_robustness import SHAPES
 from rich.console import Console
@@ -52,15 +52,7 @@ def row(args) -> dict:
         for name in POLICIES:
             policy = get_policy(name, **(params if name == "skynomad-switching" else {}))
             if name == "skynomad-switching":
-                compare = policy._compare
-
-                def timed(*a, _compare=compare):
-                    t0 = time.perf_counter()
-                    out = _compare(*a)
-                    compare_ms.append((time.perf_counter() - t0) * 1e3)
-                    return out
-
-                policy._compare = timed
+                time_calls(policy, "_compare", compare_ms)
             result = simulate(policy, job, grid, start, egress)
             costs[name].append(result.cost_usd)
             late += not result.met_deadline
