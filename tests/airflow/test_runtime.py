@@ -658,3 +658,19 @@ def test_a_retry_holds_its_first_trigger_event_longer(cloud, monkeypatch):  # no
     assert again.serialize()[1]["min_event_seconds"] == 11.0
     monkeypatch.setenv("AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL", "10")
     assert defer(make_op(), context_for(store)).min_event_seconds == 14.0
+
+
+def test_under_dag_test_the_first_event_hold_stays_short(cloud, monkeypatch):  # noqa: F811
+    """`dag.test()` runs task and trigger in one process: no exit to record, no scheduler to race,
+    and at 600x a 9 s hold would be 1.5 cloud hours in which the job could not react."""
+    from airflow.sdk.execution_time import supervisor, task_runner
+
+    monkeypatch.setattr(
+        task_runner,
+        "SUPERVISOR_COMMS",
+        supervisor.InProcessSupervisorComms.__new__(supervisor.InProcessSupervisorComms),
+        raising=False,
+    )
+    store = FakeStore()
+    assert defer(make_op(), context_for(store)).min_event_seconds == 2.0
+    assert defer(make_op(), context_for(store, try_number=2)).min_event_seconds == 4.0
