@@ -99,6 +99,16 @@ def outlives_warmup(job: JobSpec, state: JobState, view: MarketView, option: Opt
     return late <= job.deadline_hours + EPS_HOURS
 
 
+def spare_slack_hours(job: JobSpec, state: JobState, view: MarketView) -> float:
+    """Slack left for restarts: what remains after the net's own cold start and rescue lead (≥ 0).
+
+    Each further restart spends about a cold start of it; policies that ration restarts divide
+    this by what one costs them.
+    """
+    slack = job.deadline_hours - state.elapsed_hours - (job.work_hours - state.progress_hours)
+    return max(slack - job.cold_start_hours - rescue_lead_hours(job, view), 0.0)
+
+
 def rescue_lead_hours(job: JobSpec, view: MarketView) -> float:
     """How long after now the on-demand rescue may start at the latest: one step, plus two driver lags."""
     return view.step_hours + 2.0 * job.reaction_hours

@@ -72,13 +72,7 @@ class LookaheadPolicy:
         state = state.advance(elapsed_hours=now)
         signature = _signature(state, view)
         plan = self._plan
-        stale = (
-            plan is None
-            or plan.source != view.source_id
-            or not 0 <= view.tick - plan.tick < self.replan_steps
-            or plan.signature != signature
-        )
-        if stale:
+        if not still_current(plan, view, signature, self.replan_steps):
             ranked = self._rank(job, state, view)
             self._plan = plan = _Plan(view.tick, view.source_id, signature, ranked)
             self.replans += 1
@@ -107,6 +101,17 @@ class LookaheadPolicy:
         spots = [i for i in range(m) if i not in sure and np.isfinite(mean[i]) and mean[i] < mean[fallback]]
         spots.sort(key=lambda i: mean[i])
         return [options[i] for i in (*spots, fallback) if np.isfinite(mean[i])]
+
+
+def still_current(kept, view: MarketView, signature: tuple, max_steps: int) -> bool:
+    """A kept plan (anything with `tick`, `source`, `signature`) still answers this step: same
+    history, made fewer than `max_steps` steps ago, and no event since (`_signature`)."""
+    return (
+        kept is not None
+        and kept.source == view.source_id
+        and 0 <= view.tick - kept.tick < max_steps
+        and kept.signature == signature
+    )
 
 
 def _signature(state: JobState, view: MarketView) -> tuple:

@@ -19,7 +19,7 @@ from ..actions import IDLE, Decision, Mode, Option
 from ..job import JobSpec, JobState
 from ..plans import spot_plans
 from ..progress import market_value, slack_urgency, supply_price, value_of_progress
-from ..safety import cheapest_on_demand, is_safe, outlives_warmup, rescue_lead_hours
+from ..safety import cheapest_on_demand, is_safe, outlives_warmup, spare_slack_hours
 from ..utility import MODES, Scored, Scores, migration_pays, score_all
 from .lifetimes import LifetimeCache
 
@@ -120,9 +120,7 @@ class SkyNomadPolicy:
         """
         if self.scarce is None:
             return self.lifetimes
-        slack = job.deadline_hours - state.elapsed_hours - (job.work_hours - state.progress_hours)
-        usable = max(slack - job.cold_start_hours - rescue_lead_hours(job, view), 0.0)
-        restarts = usable / max(job.cold_start_hours, 1e-9)
+        restarts = spare_slack_hours(job, state, view) / max(job.cold_start_hours, 1e-9)
         scarce = restarts * self.lifetimes.cap_hours < job.work_hours - state.progress_hours
         return self.scarce if scarce else self.lifetimes
 

@@ -30,8 +30,8 @@ from ...forecasts.scenarios import ScenarioSampler
 from ...market.view import MarketView
 from ..actions import Decision, Mode, Option
 from ..job import JobSpec, JobState
-from ..safety import rescue_lead_hours
-from .lookahead import _signature
+from ..safety import spare_slack_hours
+from .lookahead import _signature, still_current
 from .skynomad import SkyNomadPolicy
 from .uniform_progress import EagerFailoverPolicy
 
@@ -106,9 +106,7 @@ class SwitchingPolicy:
     def _scarce(self, job: JobSpec, state: JobState, view: MarketView) -> bool:
         """The restarts the slack still pays for, each followed by a typical stay, cannot cover the work left."""
         remaining = job.work_hours - state.progress_hours
-        slack = job.deadline_hours - state.elapsed_hours - remaining
-        usable = max(slack - job.cold_start_hours - rescue_lead_hours(job, view), 0.0)
-        restarts = usable / max(job.cold_start_hours, view.step_hours)
+        restarts = spare_slack_hours(job, state, view) / max(job.cold_start_hours, view.step_hours)
         spells = self.skynomad.lifetimes.spells(view)
         cheap = view.spot_usd_per_hour < np.min(view.on_demand_usd_per_hour)
         stay = float(np.median(spells.up_hours[cheap])) if cheap.any() else 0.0
@@ -117,8 +115,7 @@ class SwitchingPolicy:
     def _follow(self, job: JobSpec, state: JobState, view: MarketView) -> str:
         signature = _signature(state, view)
         v = self._verdict
-        fresh = v is not None and v.source == view.source_id and 0 <= view.tick - v.tick < self.replan_steps
-        if fresh and v.signature == signature:
+        if still_current(v, view, signature, self.replan_steps):
             return v.follow
         follow = self._compare(job, state, view)
         self._verdict = _Verdict(view.tick, view.source_id, signature, follow)
