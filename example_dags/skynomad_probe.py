@@ -37,6 +37,9 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     params={"regions": None, "count": 1, "probe_budget_usd_per_day": None, "job_zones": None},
+    # Every task retries once: a metadata-DB or market-table blip (a PostgreSQL restart) must not
+    # fail the run. A retried probe does not pay twice, and cleanup's releases are safe twice.
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=5)},
     tags=["skynomad", "example"],
     doc_md=__doc__,
 ) as dag:
@@ -89,7 +92,5 @@ with DAG(
         map_index_template="{{ task.target['cloud'] }}/{{ task.target['region'] }}",
         max_market_age=MAX_MARKET_AGE,
         probe_interval=PROBE_INTERVAL,
-        retries=1,
-        retry_delay=timedelta(seconds=5),
     ).expand(target=plan_targets())
     cleanup()

@@ -199,3 +199,16 @@ def test_a_retried_probe_task_does_not_pay_twice_for_its_part_of_the_plan(skynom
     for _ in range(2):  # the first try, then its retry with the same planned target
         SkyNomadProbeOperator(task_id="probe", target=planned).execute({})
     assert cloud.probes == ["us-east4-a"]
+
+
+def test_every_task_of_the_probe_dag_retries_a_database_blip():
+    """A PostgreSQL restart while `plan_targets` read the market table failed a whole probe run
+    (tests/distributed/test_faults.py): every task, not only the probes, retries once."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "example_dags" / "skynomad_probe.py"
+    spec = importlib.util.spec_from_file_location("skynomad_probe_for_retries", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert {task.task_id: task.retries for task in module.dag.tasks} == {"plan_targets": 1, "probe": 1, "cleanup": 1}
