@@ -143,6 +143,30 @@ class SkyNomadConfig:
         """How long one hour of cloud time takes on the wall clock (1 h for real clouds)."""
         return 3600.0 / float(self.speed) if self.cloud == "simulated" else 3600.0
 
+    def market_now(self):
+        """Now on the clock this connection's market rows are stamped with (a UTC pandas Timestamp).
+
+        A real cloud's probes are stamped with the wall clock. The simulated cloud stamps them with
+        its replayed trace's time (a week in 2025, run `speed` times faster): measured from the wall
+        clock, every row is months old, so a window from now would be empty and every market stale.
+        Its clock is read from the state directory every process shares (no trace is loaded);
+        before the first job or probe has created it there are no rows of it either.
+        """
+        import pandas as pd
+
+        wall = pd.Timestamp.now(tz="UTC")
+        if self.cloud != "simulated":
+            return wall
+        from ..clouds.simulated_clock import SimClock, read_shared_settings
+
+        try:
+            settings = read_shared_settings(Path(self.state_dir).expanduser())
+            epoch, speed, start = settings["epoch_wall"], settings["speed"], settings["trace_start"]
+            clock = SimClock(float(epoch), float(speed), pd.Timestamp(start))
+        except (OSError, ValueError, KeyError, TypeError):
+            return wall
+        return clock.now()
+
     def to_dict(self) -> dict:
         data = asdict(self)
         data["parts"] = [part.to_dict() for part in self.parts]

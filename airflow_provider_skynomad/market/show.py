@@ -1,5 +1,8 @@
 """`skynomad market show`: each market as the market table shows it now (the markets page's table, for terminals).
 
+"Now" is the connection's cloud clock, as on the page: the simulated cloud's rows are stamped
+with its replayed trace's time.
+
 Zone, capacity, prices, the lifetime forecast of a spot launch made now and the age of the last
 probe against ``max_market_age`` (market/overview.py computes them for both). Exit codes as the
 other market commands: 0 ok, 1 database trouble or an empty window, 2 bad input.
@@ -33,6 +36,12 @@ def add_show_arguments(show: argparse.ArgumentParser, url_help: str) -> None:
         help="a market whose last probe is older is stale (the operator's max_market_age, "
         f"default {DEFAULT_MAX_AGE_HOURS:g})",
     )
+    show.add_argument(
+        "--conn-id",
+        default=None,
+        help="the skynomad connection whose cloud's clock says what 'now' is, and whose market table is read "
+        "without --url (default skynomad_default: on the simulated cloud, its replayed trace's clock)",
+    )
     show.add_argument("--json", action="store_true", help="print the rows as JSON lines instead of a table")
     show.set_defaults(func=run_show)
 
@@ -43,14 +52,21 @@ def run_show(args: argparse.Namespace) -> int:
     if args.days <= 0 or args.max_age_hours <= 0:
         print("skynomad market show: --days and --max-age-hours must be > 0", file=sys.stderr)
         return EXIT_BAD_INPUT
+    from ..hooks.skynomad import DEFAULT_CONN_ID, SkyNomadConfigError, SkyNomadHook
+
     try:
-        table = MarketTable(args.url)
+        config = SkyNomadHook(args.conn_id or DEFAULT_CONN_ID).get_config()
+    except (SkyNomadConfigError, ValueError) as exc:
+        print(f"skynomad market show: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        table = MarketTable(args.url or config.market_url)
     except ValueError as exc:
         print(f"skynomad market show: bad --url: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    now = pd.Timestamp.now(tz="UTC")
+    now = config.market_now()
     try:
-        frame = table.read(since=now - pd.Timedelta(days=args.days))
+        frame = table.read(since=now - pd.Timedelta(days=args.days), until=now + pd.Timedelta(microseconds=1))
     except (MarketSchemaError, SQLAlchemyError) as exc:
         reason = getattr(exc, "orig", None) or exc
         print(f"skynomad market show: {table.display_url}: {str(reason).strip()}", file=sys.stderr)

@@ -107,11 +107,11 @@ def markets(
 
     from ..market.table import MarketTable
     from . import pages
-    from .markets import daily_probe_spend, market_config, market_now, market_summary
+    from .markets import daily_probe_spend, market_config, market_summary
 
     config = market_config(conn_id, lambda conn: may_read_connection(user, conn))
     url = config.market_url
-    now = market_now(config)  # the simulated cloud's rows are on its replayed trace's clock
+    now = config.market_now()  # the simulated cloud's rows are on its replayed trace's clock
     since = now - pd.Timedelta(days=days)
     table = MarketTable(url)
     try:

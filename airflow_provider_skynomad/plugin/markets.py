@@ -49,30 +49,6 @@ def market_config(conn_id: str, may_read_connection):
         raise HTTPException(400, f"connection {conn_id!r}: {exc}") from None
 
 
-def market_now(config) -> pd.Timestamp:
-    """Now on the clock the connection's market rows are stamped with.
-
-    A real cloud's probes are stamped with the wall clock. The simulated cloud stamps them with its
-    replayed trace's time (a week in 2025, run `speed` times faster): measured from the wall clock,
-    every row is months old, so the page's window would be empty and every market stale. Its clock
-    is read from the state directory every process shares (no trace is loaded); before the first
-    job or probe has created it there are no rows of it either.
-    """
-    wall = pd.Timestamp.now(tz="UTC")
-    if config.cloud != "simulated":
-        return wall
-    from pathlib import Path
-
-    from ..clouds.simulated_clock import SimClock, read_shared_settings
-
-    try:
-        settings = read_shared_settings(Path(config.state_dir).expanduser())
-        clock = SimClock(float(settings["epoch_wall"]), float(settings["speed"]), pd.Timestamp(settings["trace_start"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        return wall
-    return clock.now()
-
-
 def market_summary(table, since: pd.Timestamp, now: pd.Timestamp, max_age_hours: float):
     """(heatmap, price series, market rows) of the window from `since` to `now` (rows stamped later, a
     simulated cloud's trace ahead of its clock, are not observations yet)."""

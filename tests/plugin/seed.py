@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -283,3 +284,26 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def simulated_cloud_market(tmp_path: Path) -> tuple[str, dict]:
+    """A simulated cloud made 25 h ago, 50 h into its trace (speed 2), and a market table whose
+    three markets' last probes are 10 minutes old on its clock; four more markets' rows come after
+    its now (the imported trace's rest). (market URL, the skynomad connection's extra)."""
+    import time
+
+    state_dir = tmp_path / "cloud"
+    state_dir.mkdir()
+    trace_start = pd.Timestamp("2025-10-07T18:10:00+00:00")
+    speed, wall_seconds = 2.0, 90000.0
+    (state_dir / "cloud.json").write_text(
+        json.dumps({"epoch_wall": time.time() - wall_seconds, "speed": speed, "trace_start": trace_start.isoformat()})
+    )
+    sim_now = trace_start + pd.Timedelta(hours=wall_seconds * speed / 3600.0)
+    frame = market_frame(markets=3, days=1.0)
+    frame["observed_at"] += sim_now.floor("min") - frame["observed_at"].max() - pd.Timedelta(minutes=10)
+    ahead = market_frame(markets=4, days=1.0)
+    ahead["observed_at"] += sim_now.floor("min") - ahead["observed_at"].min() + pd.Timedelta(minutes=30)
+    url = f"sqlite:///{tmp_path / 'market.db'}"
+    seed_market(url, pd.concat([frame, ahead], ignore_index=True))
+    return url, {"market_url": url, "cloud": "simulated", "state_dir": str(state_dir), "speed": speed}

@@ -58,3 +58,17 @@ def test_market_show_names_capacity_prices_forecast_and_stale_markets(tmp_path, 
     assert code == 0 and "stale" in table and "forecast lifetime" in table
     code, _ = run(capsys, "market", "show", "--url", f"sqlite:///{tmp_path / 'empty.db'}")
     assert code == 1
+
+
+def test_market_show_reads_the_simulated_cloud_s_markets_on_its_replayed_clock(tmp_path, capsys, monkeypatch):
+    """As the markets page: on the wall clock every row of the demo's cloud (stamped in 2025) is
+    months old, so `market show` found "no observations"; rows after the clock's now are not shown."""
+    from .seed import simulated_cloud_market
+
+    _, extra = simulated_cloud_market(tmp_path)
+    monkeypatch.setenv("AIRFLOW_CONN_SKYNOMAD_SIM", json.dumps({"conn_type": "skynomad", "extra": extra}))
+    code, out = run(capsys, "market", "show", "--conn-id", "skynomad_sim", "--json")
+    assert code == 0, out
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert len(rows) == 3 and not any(r["stale"] for r in rows)
+    assert all(r["last_probe_age_hours"] == pytest.approx(1 / 6, abs=0.02) for r in rows)

@@ -162,36 +162,19 @@ def test_the_markets_page_of_the_simulated_cloud_is_on_its_replayed_clock(client
     markets page is empty and every market stale; the imported trace's rows after that clock's now
     are not shown as observed."""
     import json
-    import time
 
-    import pandas as pd
     from airflow.models.connection import Connection
     from airflow.utils.session import create_session
 
-    from .seed import market_frame, seed_market
+    from .seed import simulated_cloud_market
 
-    state_dir = tmp_path / "cloud"
-    state_dir.mkdir()
-    trace_start = pd.Timestamp("2025-10-07T18:10:00+00:00")
-    speed, wall_seconds = 2.0, 90000.0  # a cloud created 25 h ago, 50 h into its trace (ages stay put)
-    (state_dir / "cloud.json").write_text(
-        json.dumps({"epoch_wall": time.time() - wall_seconds, "speed": speed, "trace_start": trace_start.isoformat()})
-    )
-    sim_now = trace_start + pd.Timedelta(hours=wall_seconds * speed / 3600.0)
-    frame = market_frame(markets=3, days=1.0)
-    frame["observed_at"] += sim_now.floor("min") - frame["observed_at"].max() - pd.Timedelta(minutes=10)
-    ahead = market_frame(markets=4, days=1.0)  # the imported trace's rest: after the clock's now
-    ahead["observed_at"] += sim_now.floor("min") - ahead["observed_at"].min() + pd.Timedelta(minutes=30)
-    url = f"sqlite:///{tmp_path / 'market.db'}"
-    seed_market(url, pd.concat([frame, ahead], ignore_index=True))
+    _, extra = simulated_cloud_market(tmp_path)
     with create_session() as session:
         session.add(
             Connection(
                 conn_id="skynomad_sim_clock",
                 conn_type="skynomad",
-                extra=json.dumps(
-                    {"market_url": url, "cloud": "simulated", "state_dir": str(state_dir), "speed": speed}
-                ),
+                extra=json.dumps(extra),
             )
         )
     html = client.get("/skynomad/markets", params={"conn_id": "skynomad_sim_clock", "days": 3}, **as_user("admin")).text
