@@ -86,7 +86,7 @@ def jobs_from_task_api(resources: list[Resource]):
     """`JobLookup` for a running task: the API server's task states for the tasks the tags name."""
     from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
-    from ..jobs.record import job_id_for
+    from ..jobs.record import task_key_for, task_key_of
 
     live, ended, unknown = set(), {}, set()
     by_task = _task_keys(resources)
@@ -103,9 +103,10 @@ def jobs_from_task_api(resources: list[Resource]):
             index = key.removeprefix(f"{task_id}_")
             index = -1 if key == task_id else int(index) if index.isdigit() else None
             if index is not None:
-                found[job_id_for(dag_id, run_id, task_id, index)] = state
+                found[task_key_for(dag_id, run_id, task_id, index)] = state
         for resource in group:
-            if resource.job_id in found and is_live(found[resource.job_id]):
+            state = found.get(task_key_of(resource.job_id))
+            if state is not None and is_live(state):
                 live.add(resource.job_id)
             else:  # ended, or Airflow has no such task instance: nothing of it can run
                 ended.setdefault(resource.job_id, None)
@@ -118,7 +119,7 @@ def jobs_from_metadata_db(resources: list[Resource]):
     from airflow.utils.session import create_session
     from sqlalchemy import or_, select, tuple_
 
-    from ..jobs.record import job_id_for
+    from ..jobs.record import task_key_for, task_key_of
 
     live_states = [
         s for s in ("running", "deferred", "queued", "scheduled", "up_for_retry", "up_for_reschedule", "restarting")
@@ -130,18 +131,23 @@ def jobs_from_metadata_db(resources: list[Resource]):
                 or_(TI.state.in_(live_states), TI.state.is_(None))
             )
         ).all()
-        live = {job_id_for(d, r, t, m) for d, r, t, m in rows}
+        running = {task_key_for(d, r, t, m) for d, r, t, m in rows}
         keys = list(_task_keys(resources))
+        ends = {}
         if keys:
             rows = session.execute(
                 select(TI.dag_id, TI.run_id, TI.task_id, TI.map_index, TI.end_date).where(
                     tuple_(TI.dag_id, TI.run_id, TI.task_id).in_(keys)
                 )
             ).all()
-            for d, r, t, m, end in rows:
-                job = job_id_for(d, r, t, m)
-                if job not in live:
-                    ended[job] = None if end is None else pd.Timestamp(end).tz_convert("UTC")
+            ends = {task_key_for(d, r, t, m): end for d, r, t, m, end in rows}
+    for job in {r.job_id for r in resources if r.job_id}:
+        key = task_key_of(job)
+        if key in running:
+            live.add(job)
+        elif key in ends:
+            end = ends[key]
+            ended[job] = None if end is None else pd.Timestamp(end).tz_convert("UTC")
     return live, ended, set()
 
 

@@ -10,6 +10,7 @@ the state-store boundary only.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -24,10 +25,26 @@ RECORD_VERSION = 2
 JOB_TAG = "skynomad-job"  # on every group, probe and checkpoint copy of the job: its value is the job id
 
 
-def job_id_for(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
-    """Stable, short, tag-safe id of one task instance's job (client-token prefix, checkpoint namespace)."""
+def task_key_for(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
+    """Stable, short, tag-safe key of one task instance: the prefix of every job id it starts."""
     digest = hashlib.sha256(f"{dag_id}\x00{run_id}\x00{task_id}\x00{map_index}".encode()).hexdigest()
     return f"sn-{digest[:16]}"
+
+
+def job_id_for(dag_id: str, run_id: str, task_id: str, map_index: int, try_id: str) -> str:
+    """The id of the job a task instance starts (client-token prefix, checkpoint folder).
+
+    `try_id` is Airflow's id of the try that starts it, new for every try. Retries reconnect
+    through the job record, so only a start names a job; a cleared task, or a run deleted and made
+    again under its old run id, starts a new job instead of finding the last one's final checkpoint.
+    """
+    tail = re.sub(r"[^0-9a-z]", "", str(try_id).lower())[-8:] or "0"  # a UUID7's random end
+    return f"{task_key_for(dag_id, run_id, task_id, map_index)}-{tail}"
+
+
+def task_key_of(job_id: str) -> str:
+    """The task instance's key inside a job id (an id without a try is the key itself)."""
+    return "-".join(str(job_id).split("-")[:2])
 
 
 @dataclass
@@ -81,6 +98,7 @@ class JobRecord:
     all_on_demand_usd: float
     dag_deadline_hours: float | None = None  # the DAG's deadline when a downstream reserve was taken off it
     market_since: str = ""  # ISO start of the job's market-table window (fixed: the window grows, never slides)
+    max_tries: int | None = None  # the task instance's when the job started: Airflow raises it on a clear
     version: int = RECORD_VERSION
     group: GroupHandle | None = None
     launch_delay_hours: float = 0.0

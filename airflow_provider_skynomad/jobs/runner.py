@@ -68,10 +68,13 @@ class TaskIdentity:
     task_id: str
     map_index: int
     try_number: int
+    max_tries: int | None = None
+    try_id: str = "0"  # Airflow's id of this try (a UUID, new for every try)
 
     @property
     def job_id(self) -> str:
-        return job_id_for(self.dag_id, self.run_id, self.task_id, self.map_index)
+        """The id of the job this try starts when the task state holds none."""
+        return job_id_for(self.dag_id, self.run_id, self.task_id, self.map_index, self.try_id)
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,7 @@ class JobRunner:
             state=JobState(),
             all_on_demand_usd=0.0,
             market_since=since.isoformat(),
+            max_tries=self.task.max_tries,
         )
         self.record = record
         view = self.view()
@@ -184,6 +188,18 @@ class JobRunner:
             problems += [p for p in self.cloud.check(zones, instance_type) if p not in problems]
         if problems:
             raise SkyNomadInputError(f"the {self.config.cloud} cloud cannot run this job yet: " + "; ".join(problems))
+
+    def cleared_since(self, record: JobRecord) -> bool:
+        """Whether the task was cleared after the job started: Airflow raises `max_tries` on a
+        clear, never on a retry. A clear asks for the job to run again, not for its last result."""
+        return None not in (record.max_tries, self.task.max_tries) and self.task.max_tries != record.max_tries
+
+    def retire(self, record: JobRecord) -> None:
+        """A cleared task's last job: end what it may have left before a new job starts."""
+        self.log.info(
+            "The task was cleared after job %s started: starting a new job with its own checkpoints", record.job_id
+        )
+        self.on_kill(record)
 
     def resume(self, record: JobRecord) -> Defer | Finish:
         """A retry of the task: reconnect to what the job already has."""
@@ -299,12 +315,8 @@ class JobRunner:
             self._say(record.note(at, "deadline pressure", why=why))
         before, state = len(record.timeline), record.state
         apply_result(record, view, result, at, self._observe)
-        for item in record.timeline[before:]:
-            if item["event"] == "migrate":
-                why = why_move(record, view, state, result.option, at)
-                plain = "on-demand keeps the deadline safe" if safety_net else "relaunched without waiting for a worker"
-                item["why"] = why or plain
-            self._say(item)
+        plain = "on-demand keeps the deadline safe" if safety_net else "relaunched without waiting for a worker"
+        self._tell(before, view, state, result.option, at, plain)
         self.store.save(record)
         self._publish(self.elapsed())
         return True
@@ -415,13 +427,18 @@ class JobRunner:
         record = self.record
         before, state = len(record.timeline), record.state
         carry_out(record, self.cloud, view, decision, elapsed, self.store, self._workload(), self._observe)
-        for item in record.timeline[before:]:
-            if item["event"] == "migrate":
-                why = why_move(record, view, state, record.state.running, elapsed)
-                item["why"] = why or decision_words(decision)
-            if item["event"] not in ("decide", "stay"):
-                self._say(item)
+        words = decision_words(decision)
+        self._tell(before, view, state, record.state.running, elapsed, words, quiet=("decide", "stay"))
         self._publish(elapsed)
+
+    def _tell(self, before: int, view: MarketView, state: JobState, option, at: float, plain: str, quiet=()) -> None:
+        """Say the timeline's items from index `before` on (but the `quiet` events); a move from
+        `state` to `option` says why, in `plain` words when the planner's terms name no reason."""
+        for item in self.record.timeline[before:]:
+            if item["event"] == "migrate":
+                item["why"] = why_move(self.record, view, state, option, at) or plain
+            if item["event"] not in quiet:
+                self._say(item)
 
     def _workload(self) -> Workload:
         return Workload(*self._workload_parts())

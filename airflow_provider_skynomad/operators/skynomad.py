@@ -7,6 +7,7 @@ Thin Airflow glue over `jobs.JobRunner`: ``execute`` validates the arguments and
 
 from __future__ import annotations
 
+import secrets
 import shutil
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -149,12 +150,15 @@ class SkyNomadOperator(BaseOperator):
         runner = self._runner_for(context)
         try:
             record = runner.store.load()
+            if record is not None and runner.cleared_since(record):
+                runner.retire(record)
+                record = None
             if record is not None:
                 return self._answer(context, runner.resume(record), runner)
             deadline_hours, dag_deadline_hours = self._deadline_hours(context, runner)
             return self._answer(context, runner.start(deadline_hours, dag_deadline_hours), runner)
         except Exception:
-            self._end_if_no_retry(context, runner)
+            self._end_if_no_retry(runner)
             raise
         finally:
             runner.close()
@@ -173,7 +177,7 @@ class SkyNomadOperator(BaseOperator):
             job_event = JobEvent.from_dict(event or {"kind": "status", "seq": None})
             return self._answer(context, runner.handle(record, job_event), runner)
         except Exception:
-            self._end_if_no_retry(context, runner)
+            self._end_if_no_retry(runner)
             raise
         finally:
             runner.close()
@@ -184,17 +188,14 @@ class SkyNomadOperator(BaseOperator):
         if runner is not None and runner.record is not None:
             runner.on_kill(runner.record)
 
-    def _end_if_no_retry(self, context, runner: JobRunner) -> None:
+    def _end_if_no_retry(self, runner: JobRunner) -> None:
         """The task fails and no retry follows to reconnect to the job: terminate what it launched.
 
         With a retry left the group keeps running (the retry finds it by the job's record and
         client tokens). What this misses (the worker itself dies) `skynomad cleanup` ends.
         """
-        ti = context["ti"]
-        max_tries = getattr(ti, "max_tries", None)  # the SDK's TaskInstance has it; grows on a clear
-        if max_tries is None:
-            max_tries = self.retries or 0
-        if int(getattr(ti, "try_number", 1) or 1) <= int(max_tries):
+        max_tries = runner.task.max_tries  # the SDK's TaskInstance has it; grows on a clear
+        if runner.task.try_number <= ((self.retries or 0) if max_tries is None else max_tries):
             return
         try:
             record = runner.record if runner.record is not None else runner.store.load()
@@ -232,6 +233,8 @@ class SkyNomadOperator(BaseOperator):
             str(ti.task_id),
             _map_index(ti),
             int(getattr(ti, "try_number", 1) or 1),
+            _max_tries(ti),
+            str(getattr(ti, "id", None) or secrets.token_hex(4)),
         )
         self._runner = JobRunner(
             params, config, cloud, store, task, self.skynomad_conn_id, self.log, hook.get_market_table
@@ -266,6 +269,11 @@ class SkyNomadOperator(BaseOperator):
 def _map_index(ti) -> int:
     index = getattr(ti, "map_index", -1)
     return -1 if index is None else int(index)
+
+
+def _max_tries(ti) -> int | None:
+    tries = getattr(ti, "max_tries", None)
+    return None if tries is None else int(tries)
 
 
 def alert_interval(cloud_interval: timedelta, skynomad_conn_id: str = DEFAULT_CONN_ID) -> timedelta:

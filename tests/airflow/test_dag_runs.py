@@ -193,3 +193,25 @@ def test_the_fine_tune_dags_alert_fires_on_the_jobs_clock(simulated):
     (alert,) = dag.deadline
     assert dag.get_task("fine_tune").deadline == timedelta(hours=10)
     assert alert.interval == timedelta(hours=10) / SPEED
+
+
+def test_a_run_made_again_under_its_old_run_id_trains_again_from_the_start(simulated):
+    """`dag.test()` for a logical date that has a run deletes that run (its task state with it) and
+    makes it again under the same run id, as a user deleting a run and triggering it again does.
+    The new run's job has its own id and checkpoint folder and trains the whole job, instead of
+    restoring the last run's final checkpoint and "finishing" at once."""
+    from datetime import UTC, datetime
+
+    dag = load_dag("skynomad_same_zone")
+    when = datetime.now(UTC).replace(microsecond=0)
+    state, run_id = run_dag_test(dag, logical_date=when, run_after=when)
+    first = task_result(dag.dag_id, run_id, "train")
+    assert state == "success", first
+    state, again = run_dag_test(dag, logical_date=when, run_after=when)
+    second = task_result(dag.dag_id, run_id, "train")
+    assert (state, again) == ("success", run_id), second
+    assert second["job_id"] != first["job_id"] and second["output_dir"] != first["output_dir"]
+    assert second["elapsed_hours"] >= second["work_hours"], second  # trained again, not restored
+    cloud = attach_cloud(simulated.home)
+    (relaunch,) = cloud.groups(tags={"skynomad-job": second["job_id"]})
+    assert relaunch["status"] == "succeeded"

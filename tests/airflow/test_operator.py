@@ -11,7 +11,7 @@ import pytest
 from airflow.sdk import DAG, AsyncCallback, DeadlineAlert, DeadlineReference
 from airflow.sdk.exceptions import TaskDeferred
 
-from airflow_provider_skynomad.clouds.base import GroupStatus
+from airflow_provider_skynomad.clouds.base import GroupHandle, GroupStatus
 from airflow_provider_skynomad.jobs.deadline import resolve_deadline_hours
 from airflow_provider_skynomad.jobs.record import RECORD_KEY
 from airflow_provider_skynomad.market.table import MarketTable
@@ -41,18 +41,19 @@ class FakeStore:
 class FakeTI:
     dag_id, run_id, task_id, map_index = "dag", "manual__1", "job", -1
 
-    def __init__(self, try_number=1):
-        self.try_number = try_number
+    def __init__(self, try_number=1, max_tries=None):
+        self.try_number, self.max_tries = try_number, max_tries
+        self.id = f"0190a7e2-0000-7000-8000-00000000000{try_number}"  # Airflow's id of the try
         self.xcom = {}
 
     def xcom_push(self, key, value):
         self.xcom[key] = value
 
 
-def context_for(store, try_number=1, started=None):
+def context_for(store, try_number=1, started=None, max_tries=None):
     started = started or datetime.now(UTC)
     run = SimpleNamespace(start_date=started, run_after=started, logical_date=started)
-    return {"ti": FakeTI(try_number), "dag_run": run, "task_state_store": store}
+    return {"ti": FakeTI(try_number, max_tries), "dag_run": run, "task_state_store": store}
 
 
 @pytest.fixture
@@ -117,6 +118,21 @@ def test_retry_after_a_crash_reconnects_instead_of_launching_again(cloud):
     second = defer(make_op(), context_for(store, try_number=2))
     assert len(cloud.launches) == 1
     assert second.serialize()[1]["group"] == first.serialize()[1]["group"]
+
+
+def test_a_clear_starts_a_new_job_and_ends_the_last_one_while_a_retry_reconnects(cloud):
+    store = FakeStore()
+    first = defer(make_op(retries=1), context_for(store, max_tries=1))
+    retry = defer(make_op(retries=1), context_for(store, try_number=2, max_tries=1))
+    assert len(cloud.launches) == 1 and retry.serialize()[1]["group"] == first.serialize()[1]["group"]
+    old_job = store.get(RECORD_KEY)["job_id"]
+    # Cleared after try 2: Airflow sets max_tries to 2 + retries; try 3 is a new job.
+    cleared = defer(make_op(retries=1), context_for(store, try_number=3, max_tries=3))
+    record = store.get(RECORD_KEY)
+    assert record["job_id"] != old_job and record["job_id"].split("-")[:2] == old_job.split("-")[:2]
+    assert len(cloud.launches) == 2 and cloud.launches[1].tags["skynomad-job"] == record["job_id"]
+    assert cloud.poll(GroupHandle.from_dict(first.serialize()[1]["group"])) is GroupStatus.TERMINATED
+    assert cleared.serialize()[1]["group"]["client_token"].startswith(record["job_id"])
 
 
 def test_crash_in_the_middle_of_a_launch_is_finished_with_the_same_client_token(cloud, monkeypatch):

@@ -156,7 +156,7 @@ def _leftover_group(dag_id: str):
     from airflow_provider_skynomad.jobs.record import job_id_for
 
     cloud = make_cloud(SkyNomadHook().get_config())
-    job = job_id_for(dag_id, "manual__1", "job", -1)
+    job = job_id_for(dag_id, "manual__1", "job", -1, "a")
     tags = {"skynomad-job": job, "skynomad-dag": dag_id, "skynomad-run": "manual__1", "skynomad-task": "job"}
     sleeper = (sys.executable, "-c", "import time; time.sleep(120)")
     request = LaunchRequest(
@@ -173,7 +173,7 @@ def test_skynomad_cleanup_ends_a_group_whose_task_instance_is_gone(simulated, mo
 
     monkeypatch.setenv("SKYNOMAD_COLD_START_HOURS", "0")
     cloud, handle = _leftover_group("no_such_dag")
-    job = job_id_for("no_such_dag", "manual__1", "job", -1)
+    job = job_id_for("no_such_dag", "manual__1", "job", -1, "a")
     try:
         assert main(["cleanup", "--dry-run"]) == 0
         out = capsys.readouterr().out

@@ -71,8 +71,11 @@ def test_the_task_api_lookup_reads_the_states_of_the_tasks_the_tags_name(monkeyp
     from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
     tags = {"skynomad-dag": "d", "skynomad-run": "r", "skynomad-task": "t"}
-    running, failed, gone = job_id_for("d", "r", "t", 0), job_id_for("d", "r", "t", 1), job_id_for("d", "r", "t", 7)
+    running, failed = job_id_for("d", "r", "t", 0, "c"), job_id_for("d", "r", "t", 1, "a")
+    gone = job_id_for("d", "r", "t", 7, "a")
+    before_a_clear = job_id_for("d", "r", "t", 0, "a")  # the same task instance's job before it was cleared
     resources = [
+        _r("checkpoint", before_a_clear, **tags),  # kept while its task instance runs again
         _r("instance", running, **tags),
         _r("instance", failed, **tags),
         _r("instance", gone, **tags),  # no such task instance: nothing of it can run
@@ -86,7 +89,7 @@ def test_the_task_api_lookup_reads_the_states_of_the_tasks_the_tags_name(monkeyp
 
     monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(states))
     live, ended, unknown = jobs_from_task_api(resources)
-    assert live == {running} and set(ended) == {failed, gone} and unknown == {"sn-untagged"}
+    assert live == {running, before_a_clear} and set(ended) == {failed, gone} and unknown == {"sn-untagged"}
     assert calls == [{"dag_id": "d", "task_ids": ["t"], "run_ids": ["r"]}]
 
 
@@ -142,7 +145,7 @@ def test_the_simulated_cloud_s_leftover_group_is_ended_and_a_live_one_kept(tmp_p
     tags = {"skynomad-dag": "d", "skynomad-run": "r", "skynomad-task": "t"}
     handles = {}
     for index, zone in enumerate(["us-central1-a", "us-east4-a"]):
-        job = job_id_for("d", "r", "t", index)
+        job = job_id_for("d", "r", "t", index, "a")
         request = LaunchRequest(
             "gcp", zone.rsplit("-", 1)[0], zone, "a3-highgpu-1g", 1, False, f"tok-{index}",
             command=sleeper, tags={**tags, "skynomad-job": job}, job_id=job,

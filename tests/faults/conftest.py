@@ -150,11 +150,10 @@ def run_job(attribute: str = "dag", work_hours: float = 1.0, capfd=None) -> tupl
     A failed job's outcome carries the error its task log named (from `capfd`, where dag.test()
     prints the task's log)."""
     from airflow_provider_skynomad.demo import run_dag_test, task_result
-    from airflow_provider_skynomad.jobs.record import job_id_for
 
     dag = load_dag("skynomad_faults", attribute)
     state, run_id = run_dag_test(dag, run_conf={"work_hours": work_hours, "workload": str(WORKLOAD)})
-    job_id = job_id_for(dag.dag_id, run_id, "job", -1)
+    job_id = recorded_job_id(dag.dag_id, run_id, "job")
     summary = task_result(dag.dag_id, run_id, "job")
     if summary is not None:
         return summary, state
@@ -162,6 +161,24 @@ def run_job(attribute: str = "dag", work_hours: float = 1.0, capfd=None) -> tupl
     if capfd is not None:
         print(out)  # keep it for the test's own checks and for a failure's report
     return {"job_id": job_id, "error": failure_of(out)}, state
+
+
+def recorded_job_id(dag_id: str, run_id: str, task_id: str) -> str | None:
+    """The id of the job the task's record names (its task state), None when it wrote none."""
+    from airflow.models.task_state_store import TaskStateStoreModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    from airflow_provider_skynomad.jobs.record import RECORD_KEY
+
+    model = TaskStateStoreModel
+    with create_session() as session:
+        value = session.scalar(
+            select(model.value).where(
+                model.dag_id == dag_id, model.run_id == run_id, model.task_id == task_id, model.key == RECORD_KEY
+            )
+        )
+    return json.loads(value)["job_id"] if value else None
 
 
 def failure_of(log: str) -> str:
