@@ -53,6 +53,11 @@ def _pct(value) -> str:
     return "–" if value is None else f"{value:.0f}%"
 
 
+def _days(n: float) -> str:
+    """'1 day', '7 days', '0.5 days'."""
+    return f"{n:g} day" if n == 1 else f"{n:g} days"
+
+
 def _hours(value) -> str:
     return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f} h"
 
@@ -194,7 +199,7 @@ def markets_page(
     """Availability heatmap, price lines, probe ages against max_market_age, lifetime forecasts, probe spend."""
     body = [
         "<h1>SkyNomad markets</h1>",
-        f'<p class="sub">The last {days:g} days of the market table {esc(source)}: {len(rows)} markets.</p>',
+        f'<p class="sub">The last {_days(days)} of the market table {esc(source)}: {len(rows)} markets.</p>',
     ]
     if probe_message:
         body.append(f'<p class="sub">{esc(probe_message)}</p>')
@@ -274,8 +279,8 @@ def dashboard_page(jobs, days: float, job_href) -> str:
     ]
     body = [
         "<h1>SkyNomad jobs</h1>",
-        f'<p class="sub">Every SkyNomad task of the last {days:g} days that you may read. Show the last '
-        + ", ".join(f'<a href="jobs?days={d}">{d} days</a>' for d in (1, 7, 30, 90))
+        f'<p class="sub">Every SkyNomad task of the last {_days(days)} that you may read. Show the last '
+        + ", ".join(f'<a href="jobs?days={d}">{_days(d)}</a>' for d in (1, 7, 30, 90))
         + ".</p>",
         '<div class="cards" id="totals">'
         + "".join(f'<div class="card"><span>{esc(k)}</span><b>{esc(v)}</b></div>' for k, v in cards)
