@@ -117,7 +117,7 @@ def utc(value: datetime | str | pd.Timestamp) -> datetime:
     """A bound for range filters; naive values are taken as UTC (traces are written in UTC)."""
     stamp = pd.Timestamp(value)
     stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
-    return stamp.to_pydatetime()
+    return stamp.floor("us").to_pydatetime()  # the database keeps microseconds; no warning
 
 
 def make_engine(url: URL) -> Engine:
