@@ -6,9 +6,10 @@ job runs, why it moved, how far it is, how much slack is left and what it has sp
 
 from __future__ import annotations
 
+from ..clouds.base import GroupHandle
 from ..market.view import MarketView
 from ..planner.actions import Mode, Option
-from ..planner.job import JobState
+from ..planner.job import JobSpec, JobState
 from .record import JobRecord
 
 
@@ -105,24 +106,40 @@ def _price(record: JobRecord, view: MarketView, option: Option) -> float:
 
 def live_status(record: JobRecord, elapsed_hours: float, spend_usd: float) -> dict:
     """The compact status kept in the task state store (and logged) while the job runs."""
-    job, state = record.job, record.state
-    remaining = max(0.0, job.work_hours - state.progress_hours)
-    running = state.running
-    warmup = 0.0 if running is not None and running.mode is Mode.ON_DEMAND else job.cold_start_hours
-    slack = record.deadline_hours - elapsed_hours - remaining - warmup
     return {
-        "job_id": record.job_id,
-        "state": "finished" if record.finished else ("running" if record.group else "idle"),
-        "zone": record.group.zone if record.group else None,
-        "mode": running.mode.value if running else None,
-        "progress_pct": round(100.0 * record.progress_fraction, 1),
-        "elapsed_hours": round(elapsed_hours, 3),
-        "deadline_hours": round(record.deadline_hours, 3),
-        "slack_hours": round(slack, 3),
+        **where_it_stands(
+            record.job_id, record.job, record.state, record.group, record.deadline_hours, elapsed_hours, record.finished
+        ),
         "spend_usd": round(spend_usd, 2),
         "all_on_demand_usd": round(record.all_on_demand_usd, 2),
         "preemptions": record.preemptions,
         "migrations": record.migrations,
+    }
+
+
+def where_it_stands(
+    job_id: str,
+    job: JobSpec,
+    state: JobState,
+    group: GroupHandle | None,
+    deadline_hours: float,
+    elapsed_hours: float,
+    finished: bool = False,
+) -> dict:
+    """Zone, mode, checkpointed progress and slack: the part of the live status a trigger sees too."""
+    remaining = max(0.0, job.work_hours - state.progress_hours)
+    running = state.running
+    warmup = 0.0 if running is not None and running.mode is Mode.ON_DEMAND else job.cold_start_hours
+    slack = deadline_hours - elapsed_hours - remaining - warmup
+    return {
+        "job_id": job_id,
+        "state": "finished" if finished else ("running" if group else "idle"),
+        "zone": group.zone if group else None,
+        "mode": running.mode.value if running else None,
+        "progress_pct": round(100.0 * min(1.0, state.progress_hours / job.work_hours), 1),
+        "elapsed_hours": round(elapsed_hours, 3),
+        "deadline_hours": round(deadline_hours, 3),
+        "slack_hours": round(slack, 3),
     }
 
 

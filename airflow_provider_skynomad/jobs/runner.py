@@ -561,10 +561,19 @@ class JobRunner:
         # While running: the estimate at launch-time prices (the cloud's bill is read once, at the end).
         spend = summary["cost_usd"]["total"] if summary else summarize(record, elapsed)["cost_usd"]["total"]
         status = live_status(record, elapsed, spend)
+        status["conn_id"] = self.conn_id  # where the trigger publishes what it sees later (jobs/live.py)
         if summary is not None:
             status["deadline_met"] = summary["deadline_met"]
         self.store.save_status(status)
         self.log.info("%s", status_line(status))
+
+    def _live_base(self) -> dict:
+        """The live status at deferral, with the spend rate of the group, for the trigger to carry on."""
+        record = self.record
+        elapsed = self.elapsed()
+        status = live_status(record, elapsed, summarize(record, elapsed)["cost_usd"]["total"])
+        running = record.segments[-1] if record.segments and record.segments[-1].end_hours is None else None
+        return {**status, "at_hours": elapsed, "usd_per_hour": running.usd_per_hour if running else 0.0}
 
     def _defer(self, bump: bool = True) -> Defer:
         record = self.record
@@ -596,6 +605,7 @@ class JobRunner:
                 # No answer before this deferral's own exit can have been recorded (an Airflow race,
                 # triggers/skynomad.py), on this worker's supervisor's clock; longer on a retry.
                 "min_event_seconds": first_event_hold_seconds(self.task.try_number),
+                "live": self._live_base(),
             }
         )
 

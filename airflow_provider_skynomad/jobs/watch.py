@@ -25,6 +25,8 @@ from ..planner.actions import Decision, Mode, Option
 from ..planner.job import JobSpec, JobState
 from ..planner.safety import is_safe
 from .events import JobEvent
+from .live import seen_by_trigger
+from .narrate import where_it_stands
 from .rescue import Rescue, launch_rescue
 from .stale import StaleGuard, held_rows
 
@@ -52,6 +54,7 @@ class Watch:
     api_failures: int = 0  # steps in a row the cloud API did not answer
     stale: StaleGuard = field(default_factory=StaleGuard)
     stale_warnings: list[str] = field(default_factory=list)  # said with the step's words, then cleared
+    seen: tuple[float, float] | None = None  # (elapsed, checkpointed progress) at the last look
 
     def __post_init__(self) -> None:
         self.declared_cold_start_hours = self.job.cold_start_hours
@@ -106,6 +109,18 @@ class Watch:
             return None
         return self._event("status", elapsed, progress, None)
 
+    def live(self, base: dict) -> dict | None:
+        """The job's live status as of the last look (`jobs.live`), None before one.
+
+        `base` is what the worker published at deferral; once this trigger moved the job itself,
+        the spend is the worker's to tell."""
+        if self.seen is None:
+            return None
+        elapsed, progress = self.seen
+        state = self.state_now(elapsed, progress)
+        where = where_it_stands(base["job_id"], self.job, state, self.group, base["deadline_hours"], elapsed)
+        return seen_by_trigger(base, where, elapsed, moved=self.rescued is not None)
+
     def step(self, cloud: Cloud, source: MarketSource, policy) -> tuple[JobEvent | None, str]:
         """(event or None, a plain-words line on where the job stands).
 
@@ -140,6 +155,7 @@ class Watch:
         if status is GroupStatus.SUCCEEDED:
             return self._event("finished", elapsed, self.job.work_hours, status), "the workload finished"
         progress = self.progress(cloud, elapsed)
+        self.seen = (elapsed, progress)
         self._measure_warmup(elapsed, progress)
         if status in (GroupStatus.PREEMPTED, GroupStatus.TERMINATED):
             lost = self.base.running.market if self.base.running else None

@@ -97,7 +97,7 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
         deadline_hours=deadline,
         dag_deadline_hours=record.get("dag_deadline_hours"),
         cold_start_hours=cold,
-        progress_hours=min(work, float(state.get("progress_hours") or 0.0)) if work else 0.0,
+        progress_hours=_progress(work, state, status),
         zones=_zones_in_order(segments),
         bars=bars,
         markers=_markers(segments, timeline),
@@ -123,6 +123,16 @@ def _say(item: dict) -> str:
         return say(item)
     except (KeyError, TypeError, ValueError):  # an entry of another version: show its fields
         return f"[t={item.get('at_hours', '?')} h] {item.get('event', '?')}"
+
+
+def _progress(work: float, state: dict, status: dict | None) -> float:
+    """Checkpointed work: the record's, or the live status's when a later look saw more."""
+    if not work:
+        return 0.0
+    done = float(state.get("progress_hours") or 0.0)
+    if status and status.get("progress_pct") is not None:
+        done = max(done, float(status["progress_pct"]) / 100.0 * work)
+    return min(work, done)
 
 
 def _elapsed(record: dict, status: dict | None, summary: dict | None) -> float:

@@ -11,12 +11,14 @@ version is shown as far as it can be, not refused as the runtime must).
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from ..jobs.record import RECORD_KEY, STATUS_KEY
 
 OPERATORS = ("SkyNomadOperator",)
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -73,7 +75,9 @@ def find_job(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> Job
     if row is None:
         return None
     record, status = read_state(dag_id, run_id, task_id, map_index)
-    return Job(dag_id, run_id, task_id, map_index, _state(row.state), row.start_date, record, status)
+    job = Job(dag_id, run_id, task_id, map_index, _state(row.state), row.start_date, record, status)
+    attach_live([job])
+    return job
 
 
 def list_jobs(dag_ids: set[str] | None, days: float, limit: int = 1000) -> list[Job]:
@@ -100,7 +104,35 @@ def list_jobs(dag_ids: set[str] | None, days: float, limit: int = 1000) -> list[
         rows = session.execute(statement).all()
     jobs = [Job(r.dag_id, r.run_id, r.task_id, r.map_index, _state(r.state), r.start_date) for r in rows]
     _attach_state(jobs)
+    attach_live(jobs)
     return jobs
+
+
+def attach_live(jobs: list[Job]) -> None:
+    """Lay what the jobs' triggers saw since the last worker visit over their statuses (`jobs.live`).
+
+    The rows live in the market database of the connection each job ran on; one that cannot be
+    read leaves the task state's status as it is (the page says when that was)."""
+    from ..jobs.live import LiveStatusTable, newer_status
+    from .markets import market_config
+
+    by_conn: dict[str, list[Job]] = {}
+    for job in jobs:
+        if job.status and job.status.get("conn_id") and job.status.get("state") != "finished":
+            by_conn.setdefault(job.status["conn_id"], []).append(job)
+    for conn_id, group in by_conn.items():
+        try:
+            # Read from the metadata DB as the markets page does; only the URL is used, never shown.
+            table = LiveStatusTable(market_config(conn_id, lambda _conn: True).market_url)
+            try:
+                live = table.read(job.status["job_id"] for job in group)
+            finally:
+                table.close()
+        except Exception as exc:  # noqa: BLE001 - a page without the newest figures, not an error page
+            log.debug("no live statuses from connection %s: %s", conn_id, exc)
+            continue
+        for job in group:
+            job.status = newer_status(job.status, live.get(job.status["job_id"]))
 
 
 def _attach_state(jobs: list[Job]) -> None:

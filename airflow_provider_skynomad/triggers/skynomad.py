@@ -27,6 +27,7 @@ from ..hooks.skynomad import SkyNomadHook
 # planner are imported inside the worker threads that use them.
 
 MIN_EVENT_SECONDS = 2.0
+PUBLISH_EVERY_SECONDS = 10.0  # wall seconds between two live-status rows (`jobs.live`); a job page reloads every 30 s
 # Airflow's task supervisor waits for its task's output at most this long between looks (its
 # `[workers] min_heartbeat_interval`), so it can notice a deferring task's exit that much late.
 DEFAULT_SUPERVISOR_WAIT_SECONDS = 5.0
@@ -98,6 +99,8 @@ class SkyNomadTrigger(BaseTrigger):
     :param on_safety_net: deadline pressure moved the job to on-demand: it stays there to the end.
     :param min_event_seconds: answer no sooner than this after starting (see `run`; None:
         MIN_EVENT_SECONDS); the worker passes `first_event_hold_seconds`.
+    :param live: the job's live status at deferral with its group's spend rate: the trigger
+        publishes where the job stands from it (`jobs.live`); None: publish nothing.
     """
 
     def __init__(
@@ -123,6 +126,7 @@ class SkyNomadTrigger(BaseTrigger):
         progress_at_launch: float | None = None,
         on_safety_net: bool = False,
         min_event_seconds: float | None = None,
+        live: dict | None = None,
     ) -> None:
         super().__init__()
         self.job = job
@@ -145,7 +149,9 @@ class SkyNomadTrigger(BaseTrigger):
         self.progress_at_launch = progress_at_launch
         self.on_safety_net = on_safety_net
         self.min_event_seconds = None if min_event_seconds is None else float(min_event_seconds)
+        self.live = live
         self._rescue_handle: dict | None = None  # an on-demand rescue this trigger launched (for on_kill)
+        self._published = -math.inf  # monotonic time of the last live-status row
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -171,6 +177,7 @@ class SkyNomadTrigger(BaseTrigger):
                 "progress_at_launch": self.progress_at_launch,
                 "on_safety_net": self.on_safety_net,
                 "min_event_seconds": self.min_event_seconds,
+                "live": self.live,
             },
         )
 
@@ -178,7 +185,7 @@ class SkyNomadTrigger(BaseTrigger):
         try:
             config = await SkyNomadHook(self.skynomad_conn_id).aget_config()
             # Trace loading, database connection and the planner's imports all block: not on the loop.
-            watch, cloud, source, policy = await asyncio.to_thread(self._setup, config)
+            watch, cloud, source, policy, board = await asyncio.to_thread(self._setup, config)
         except Exception as exc:  # noqa: BLE001 - the worker turns this into a clear task failure
             yield TriggerEvent(
                 {"kind": "failed", "seq": self.seq, "reason": f"trigger could not start: {type(exc).__name__}: {exc}"}
@@ -210,7 +217,7 @@ class SkyNomadTrigger(BaseTrigger):
                         due += step_wall * math.ceil((now + rest - due) / step_wall)
                     await asyncio.sleep(min(wanted, due - now))
                 first = False
-                event, words = await asyncio.to_thread(watch.step, cloud, source, policy)
+                event, words = await asyncio.to_thread(self._look, watch, cloud, source, policy, board)
                 self._rescue_handle = (watch.rescued or {}).get("handle")
                 quiet += 1
                 if event is None and self.status_every_steps and quiet >= self.status_every_steps:
@@ -236,6 +243,20 @@ class SkyNomadTrigger(BaseTrigger):
 
             release_shared(source.table)  # also when the generator is closed after its loop has ended
 
+    def _look(self, watch, cloud, source, policy, board):
+        """One decision step, then the live status when one is due (both block: in a thread)."""
+        answer = watch.step(cloud, source, policy)
+        if board is None or time.monotonic() - self._published < PUBLISH_EVERY_SECONDS:
+            return answer
+        status = watch.live(self.live)
+        if status is not None:
+            self._published = time.monotonic()
+            try:
+                board.publish(status["job_id"], status)
+            except Exception as exc:  # noqa: BLE001 - the page can wait for the worker's next visit
+                self.log.warning("could not publish the job's live status: %s", exc)
+        return answer
+
     def _phase(self) -> float:
         """Where in its step this job's decisions fall, in (0, 1]: stable for the job and deferral."""
         key = f"{(self.group or {}).get('client_token', '')}/{self.job_start_hours!r}/{self.seq}"
@@ -244,6 +265,7 @@ class SkyNomadTrigger(BaseTrigger):
     def _setup(self, config):
         import pandas as pd
 
+        from ..jobs.live import LiveStatusTable
         from ..jobs.watch import Watch
         from ..market.source import MarketSource
         from ..market.table import release_shared, shared_table
@@ -277,7 +299,8 @@ class SkyNomadTrigger(BaseTrigger):
             self.progress_at_launch,
             self.on_safety_net,
         )
-        return watch, cloud, source, get_policy(self.policy, **self.policy_params)
+        board = LiveStatusTable(market=table) if self.live else None
+        return watch, cloud, source, get_policy(self.policy, **self.policy_params), board
 
     async def on_kill(self) -> None:
         """The deferred task was acted on: terminate the job's group once Airflow says the task ended.

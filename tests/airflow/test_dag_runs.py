@@ -181,6 +181,15 @@ def test_slow_resumes_and_a_slow_start_still_meet_a_tight_deadline(simulated):
     assert state == "success", summary  # on_deadline_miss="fail": a miss would fail the task
     assert summary["deadline_met"] is True and summary["elapsed_hours"] <= summary["deadline_hours"]
     assert summary["lag_hours_max"] >= 0.2  # the slow resumes were seen, and planned with
+    # While the resumes were slow, the trigger published where the job stood (jobs/live.py).
+    from airflow_provider_skynomad.jobs.live import LiveStatusTable
+
+    table = LiveStatusTable()
+    try:
+        (live,) = table.read([summary["job_id"]]).values()
+    finally:
+        table.close()
+    assert 0 < live["elapsed_hours"] <= summary["elapsed_hours"] and live["zone"], live
     cloud = attach_cloud(simulated.home)
     assert all(g["status"] != "running" for g in cloud.groups(tags={"skynomad-job": summary["job_id"]}))
 

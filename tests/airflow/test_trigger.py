@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
 import pandas as pd
@@ -248,3 +249,34 @@ def test_an_idle_job_is_not_looked_at_again_at_once(world, monkeypatch):
     world.status[handle.client_token] = GroupStatus.SUCCEEDED
     assert _first_event(_trigger(handle, step_wall=step_wall, step_hours=1.0))["kind"] == "finished"
     assert time.monotonic() - started < step_wall / 2  # a job with a group is looked at at once
+
+
+def test_a_watching_trigger_publishes_where_the_job_stands_without_a_worker(world, monkeypatch):
+    """The job page must not wait for a worker slot: every few wall seconds the trigger writes the
+    checkpointed progress, slack and spend it sees to the live-status table (jobs/live.py)."""
+    from airflow_provider_skynomad.jobs.live import LiveStatusTable
+    from airflow_provider_skynomad.market.table import default_market_url
+
+    monkeypatch.setitem(registry.POLICIES, "scripted", lambda **_: Scripted(ZONE))
+    handle = _launch(world)
+    world.tick_hours, world.progress_fraction = 0.01, 0.5  # time passes; half the work is checkpointed
+    base = {"job_id": "sn-live-1", "state": "running", "zone": ZONE, "mode": "spot", "progress_pct": 10.0}
+    base |= {"elapsed_hours": 0.0, "deadline_hours": 10.0, "slack_hours": 3.0, "spend_usd": 1.0}
+    base |= {"all_on_demand_usd": 80.0, "preemptions": 0, "migrations": 0, "at_hours": 0.0, "usd_per_hour": 2.0}
+    trigger = _trigger(handle, policy="scripted")
+    trigger.live = base
+
+    async def run_briefly():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(anext(trigger.run()), 1.0)
+
+    asyncio.run(run_briefly())
+    table = LiveStatusTable(default_market_url())
+    try:
+        (status,) = table.read(["sn-live-1"]).values()
+    finally:
+        table.close()
+    assert status["progress_pct"] == 50.0 and status["zone"] == ZONE and status["elapsed_hours"] > 0
+    assert status["spend_usd"] == round(1.0 + 2.0 * status["elapsed_hours"], 2)
+    assert status["slack_hours"] == round(10.0 - status["elapsed_hours"] - 3.0 - 0.2, 3)  # spot: a cold start to switch
+    assert status["all_on_demand_usd"] == 80.0

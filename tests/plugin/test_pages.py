@@ -109,6 +109,28 @@ def test_the_job_page_of_a_running_job_is_live(client):
     assert "$102.45" not in html  # no "saving" against on-demand before the job ends
 
 
+def test_a_running_job_s_page_shows_what_its_trigger_saw_after_the_last_worker_visit(client, seeded):
+    """A full worker pool delays the worker's visits, not the page: the trigger's newer look at the
+    same job (jobs/live.py, in the connection's market database) is laid over the task state's."""
+    from airflow_provider_skynomad.jobs.live import LiveStatusTable
+
+    from .conftest import CONN_ID
+    from .seed import insert_task, running_record, write_state
+
+    key = ("skynomad_fine_tune", "busy_pool_run", "train")
+    record, status = running_record("sn-busy000000000001")
+    insert_task(*key, "deferred")
+    write_state(*key, record, {**status, "conn_id": CONN_ID})
+    table = LiveStatusTable(seeded["market_url"])
+    try:
+        later = {**status, "elapsed_hours": 6.25, "progress_pct": 55.0, "slack_hours": 3.1, "spend_usd": 14.4}
+        table.publish("sn-busy000000000001", later)
+    finally:
+        table.close()
+    html = text_of(client.get(job_url(*key), **as_user("viewer")).text)
+    assert "running for 6.25 h of 16.00 h" in html and "$14.40" in html and "55%" in html, html[-4000:]
+
+
 def test_the_ui_url_template_of_an_unmapped_task_means_map_index_minus_one(client):
     for suffix in ("?map_index={MAP_INDEX}", "?map_index=", "?map_index=-1"):
         response = client.get(job_url(*FINISHED) + suffix, **as_user("viewer"))
