@@ -51,7 +51,7 @@ def cleanup(
         live,
         ended=ended,
         unknown=unknown,
-        now=cloud.now_timestamp(),
+        now=pd.Timestamp.now(tz="UTC"),  # the lookups' end times are Airflow's: the wall clock, not the cloud's
         checkpoint_retention=checkpoint_retention,
         probe_leftovers=probe_leftovers,
     )

@@ -122,7 +122,10 @@ class JobRunner:
 
     # == entry points =========================================================================
 
-    def start(self, deadline_hours: float, dag_deadline_hours: float | None = None) -> Defer | Finish:
+    def start(
+        self, deadline_hours: float, dag_deadline_hours: float | None = None, retire: JobRecord | None = None
+    ) -> Defer | Finish:
+        """A new job. `retire`: a cleared task's last job, ended only once every check has passed."""
         job = self._job_spec(deadline_hours)
         now = self.cloud.now_timestamp()
         try:
@@ -176,6 +179,8 @@ class JobRunner:
             )
         )
         self._decided(0.0, decision, view)
+        if retire is not None:
+            self.retire(retire)
         self.store.save(record)  # first write: only after every check above passed
         self._carry_out(view, decision, 0.0)
         return self._defer()

@@ -150,13 +150,11 @@ class SkyNomadOperator(BaseOperator):
         runner = self._runner_for(context)
         try:
             record = runner.store.load()
-            if record is not None and runner.cleared_since(record):
-                runner.retire(record)
-                record = None
-            if record is not None:
+            cleared = record if record is not None and runner.cleared_since(record) else None
+            if record is not None and cleared is None:
                 return self._answer(context, runner.resume(record), runner)
             deadline_hours, dag_deadline_hours = self._deadline_hours(context, runner)
-            return self._answer(context, runner.start(deadline_hours, dag_deadline_hours), runner)
+            return self._answer(context, runner.start(deadline_hours, dag_deadline_hours, retire=cleared), runner)
         except Exception:
             self._end_if_no_retry(runner)
             raise

@@ -135,6 +135,17 @@ def test_a_clear_starts_a_new_job_and_ends_the_last_one_while_a_retry_reconnects
     assert cleared.serialize()[1]["group"]["client_token"].startswith(record["job_id"])
 
 
+def test_a_cleared_try_that_cannot_start_a_new_job_leaves_the_last_one_as_it_was(cloud):
+    store = FakeStore()
+    first = defer(make_op(retries=1), context_for(store, max_tries=1))
+    old = store.get(RECORD_KEY)
+    cloud.hours = 5.0  # the market table is now older than max_market_age: no new job may start
+    with pytest.raises(SkyNomadInputError, match="stale"):
+        make_op(retries=1).execute(context_for(store, try_number=2, max_tries=2))
+    assert store.get(RECORD_KEY) == old and len(cloud.launches) == 1
+    assert cloud.poll(GroupHandle.from_dict(first.serialize()[1]["group"])) is GroupStatus.RUNNING
+
+
 def test_crash_in_the_middle_of_a_launch_is_finished_with_the_same_client_token(cloud, monkeypatch):
     store = FakeStore()
     real_launch = cloud.launch

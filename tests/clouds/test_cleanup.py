@@ -129,6 +129,15 @@ def test_cleanup_says_what_it_ends_and_a_dry_run_ends_nothing():
     assert said[-1] == "ended 1 instance; 1 could not be ended; kept 1 resource(s) of jobs that run or may resume"
 
 
+def test_retention_is_counted_on_airflow_s_clock_not_the_simulated_cloud_s():
+    """Task end times come from Airflow (the wall clock); the simulated cloud's clock is in 2025, so
+    against it every checkpoint "ended 0 min ago" and was kept for ever."""
+    ended_at = pd.Timestamp.now(tz="UTC") - pd.Timedelta(days=8)
+    cloud = ListingCloud([_r("checkpoint", "old")])  # its clock: NOW, in 2025
+    plan, _ = cleanup(cloud, lambda resources: (set(), {"old": ended_at}, set()), say=lambda words: None)
+    assert [r.resource.job_id for r in plan.release] == ["old"]
+
+
 def test_older_than_parses_durations():
     assert _duration("7d") == timedelta(days=7) and _duration("30m") == timedelta(minutes=30)
     with pytest.raises(argparse.ArgumentTypeError):
