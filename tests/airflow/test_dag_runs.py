@@ -15,9 +15,9 @@ from airflow_provider_skynomad.demo import model_is_bit_identical, run_dag_test,
 
 from .conftest import DAGS_FOLDER, seed_market
 
-# `make test` runs the suite on two xdist workers. These runs are `dag.test()` in one process (no
-# Airflow services), so they run beside the services group, as the fault tests do: the services
-# group alone is the suite's longest path on one worker.
+# `make test` runs the suite on two xdist workers; the tests that start Airflow's services or a whole
+# cloud end to end share one, so no two of them load the two cores at once.
+pytestmark = pytest.mark.xdist_group("services")
 
 SPEED = 600.0  # 1 simulated hour per 6 s: slow enough that the workload's start-up stays inside the cold start
 TRACE_START_HOURS = 89.5  # a stretch of the GCP H100 week where us-east4 spot capacity comes and goes
