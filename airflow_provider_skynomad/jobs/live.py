@@ -5,8 +5,9 @@ visit, but a trigger cannot write task state (Airflow 3.3's triggerer relays no 
 visit waits for a worker slot: with every slot held by a pipeline's other tasks, the job page
 would show the last visit's figures for as long. So the trigger publishes where the job stands
 (zone, checkpointed progress, slack) to ``job_live_status`` in the connection's market database,
-one row per job, every few wall seconds (`triggers.skynomad.PUBLISH_EVERY_SECONDS`); the pages take it when it is newer
-than the task state's (`newer_status`). Nothing in it is a secret: ids, zones and figures.
+one row per job, every few wall seconds (`triggers.skynomad.PUBLISH_EVERY_SECONDS`); the pages
+take it when it is newer than the task state's (`newer_status`). Nothing in it is a secret: ids,
+zones and figures.
 """
 
 from __future__ import annotations

@@ -140,10 +140,6 @@ class JobRecord:
     def region(self) -> str | None:
         return self.segments[-1].region if self.segments else None
 
-    @property
-    def progress_fraction(self) -> float:
-        return min(1.0, self.state.progress_hours / self.job.work_hours)
-
     # -- the state-store boundary ----------------------------------------------------------------
 
     def to_dict(self) -> dict:

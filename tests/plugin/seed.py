@@ -307,3 +307,12 @@ def simulated_cloud_market(tmp_path: Path) -> tuple[str, dict]:
     url = f"sqlite:///{tmp_path / 'market.db'}"
     seed_market(url, pd.concat([frame, ahead], ignore_index=True))
     return url, {"market_url": url, "cloud": "simulated", "state_dir": str(state_dir), "speed": speed}
+
+
+def empty_markets_page(source: str, days: float = 1) -> str:
+    """The markets page of a table with no rows, named `source` (its words and what it names)."""
+    from airflow_provider_skynomad.market.overview import heatmap_from_buckets
+    from airflow_provider_skynomad.plugin.pages import markets_page
+
+    heat = heatmap_from_buckets(pd.DataFrame(), pd.Timestamp.now(tz="UTC"), 0.0, 0)
+    return markets_page([], heat, pd.DataFrame(), None, days=days, max_age_hours=2, source=source, can_probe=False)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import pandas as pd
+from airflow_provider_skynomad.plugin.pages import dashboard_page
 
-from airflow_provider_skynomad.market.overview import heatmap_from_buckets
-from airflow_provider_skynomad.plugin.pages import dashboard_page, markets_page
+from .seed import empty_markets_page
 
 
 def test_the_dashboard_says_1_day_not_1_days():
@@ -16,15 +15,6 @@ def test_the_dashboard_says_1_day_not_1_days():
 
 
 def test_the_markets_page_says_1_day_not_1_days():
-    html = markets_page(
-        [],
-        heatmap_from_buckets(pd.DataFrame(), pd.Timestamp.now(tz="UTC"), 0.0, 0),
-        pd.DataFrame(),
-        None,
-        days=1,
-        max_age_hours=2,
-        source="sqlite://",
-        can_probe=False,
-    )
+    html = empty_markets_page("sqlite://", days=1)
     assert "The last 1 day of the market table" in html
     assert "1 days" not in html

@@ -238,7 +238,8 @@ def test_a_market_url_with_a_password_is_named_without_it(seeded):
 
     from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig
     from airflow_provider_skynomad.market.table import MarketTable
-    from airflow_provider_skynomad.plugin.pages import markets_page
+
+    from .seed import empty_markets_page
 
     conn = SimpleNamespace(
         conn_type="skynomad",
@@ -251,20 +252,7 @@ def test_a_market_url_with_a_password_is_named_without_it(seeded):
         extra_dejson={},
     )
     table = MarketTable(SkyNomadConfig.from_connection(conn).market_url)  # no connection is made
-    import pandas as pd
-
-    from airflow_provider_skynomad.market.overview import heatmap_from_buckets
-
-    html = markets_page(
-        [],
-        heatmap_from_buckets(pd.DataFrame(), pd.Timestamp.now(tz="UTC"), 0.0, 0),
-        pd.DataFrame(),
-        None,
-        days=1,
-        max_age_hours=2,
-        source=table.display_url,
-        can_probe=False,
-    )
+    html = empty_markets_page(table.display_url)
     table.close()
     assert "db.internal" in html and MARKER_PASSWORD not in html
 
