@@ -232,7 +232,8 @@ def _child(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
-    logging.getLogger().setLevel(logging.WARNING)
+    # SKYNOMAD_DEMO_LOG_LEVEL=INFO shows the job's own log lines (the controller's decisions) too.
+    logging.getLogger().setLevel(os.environ.get("SKYNOMAD_DEMO_LOG_LEVEL", "WARNING").upper())
     from .market.observations import read_observations
     from .market.table import MarketTable
 

@@ -2,9 +2,10 @@
 
 `carry_out` builds the job's launch requests and lets `drive` probe, launch, move the checkpoint
 and terminate; every request is written to the record (with its client token) *before* it is
-sent. `recover_pending` finishes a request a crashed worker left in flight: the cloud answers the
-same token with the same group. `apply_result` records segments, estimated costs and the planner
-state either way. Each launch outcome is reported through `observe(market_key, available)`.
+sent. `recover_pending` finishes a request a crashed worker or controller left in flight through
+the same `drive.launch_group`: the cloud answers the same token with the same group.
+`apply_result` records segments, estimated costs and the planner state either way. Each launch
+outcome is reported through `observe(market_key, available)`.
 
 A launch the cloud API refused throughout (clouds/retry.py) is noted in the timeline but never
 reported as a market observation: a throttled API says nothing about spot capacity. When it
@@ -22,7 +23,7 @@ from ..clouds.retry import CloudApiError
 from ..market.grid import Market
 from ..market.view import MarketView
 from ..planner.actions import Decision, Mode, Option
-from .drive import DriveResult, drive, move_checkpoint
+from .drive import DriveResult, drive, launch_group
 from .errors import SkyNomadJobFailed
 from .record import JobRecord, PendingLaunch, Segment, StateStore
 
@@ -139,22 +140,21 @@ def recover_pending(
     if pending is None:
         return
     request, elapsed = pending.request, pending.elapsed_hours
-    log.info("Finishing launch %s in %s that a crashed worker left in flight", request.client_token, request.zone)
+    log.info("Finishing launch %s in %s that was left in flight", request.client_token, request.zone)
+    markets = {m.key: m for m in view.markets}
+    checkpoint = record.state.checkpoint_market
+    source = markets[checkpoint].zone if checkpoint in markets else None
+    current = record.group
     try:
-        handle = cloud.find(request.client_token) or cloud.launch(request)
+        handle, moved_from = launch_group(
+            cloud, request, old=current, source_zone=source, size_gb=record.job.checkpoint_gb, tags=request.tags
+        )
     except CapacityError:
         record.failed_launches += 1
         record.note(elapsed, "no capacity", zone=request.zone, mode="spot" if request.spot else "on-demand")
         record.pending = None
         store.save(record)
         return
-    current = record.group
-    if current is not None and current.instance_ids != handle.instance_ids:
-        cloud.terminate(current)
-    markets = {m.key: m for m in view.markets}
-    checkpoint = record.state.checkpoint_market
-    source = markets[checkpoint].zone if checkpoint in markets else None
-    moved_from = move_checkpoint(cloud, source, request.zone, record.job.checkpoint_gb, record.job_id, request.tags)
     result = DriveResult(
         handle,
         pending.option,

@@ -2,11 +2,19 @@
 
 Walk `try_in_order` front to back: the option already running "launches" for free; a spot launch
 that meets no capacity (`CapacityError`) teaches us the zone is full and moves on; `IDLE` releases
-everything. A launch elsewhere is a move: the new group is launched first, the old one is
-terminated after it (so a failed move never leaves the job with nothing), then the job's latest
-checkpoint is copied to the new zone — during the new group's cold start, before its workload
-resumes. A move is a migration only when a checkpoint existed and was copied: a job that has
-checkpointed nothing restarts anywhere for free.
+everything. Every launch, first or relaunch, goes through `launch_group`, in one order:
+
+1. find the launch by its client token (a crash or a second controller may have made it);
+2. when the job has no running group, copy its newest checkpoint to the target zone *first*: a
+   group may boot in seconds, and its workload restores what its zone holds when it starts;
+3. launch;
+4. terminate the old group, when there is one.
+
+The rule when the old group still runs (a move): it keeps working until the new group is up (a
+failed move never leaves the job with nothing), and it writes its last checkpoint as it stops, so
+the copy comes after its termination, during the new group's cold start. A move is a migration only
+when a checkpoint existed and was copied: a job that has checkpointed nothing restarts anywhere
+for free.
 
 `before_launch` runs before every launch so the caller can persist the request (and its client
 token) first: a crash between persisting and launching is then repaired by finding that token's
@@ -89,7 +97,9 @@ def drive(
         request = make_request(option, market)
         before_launch(request)
         try:
-            handle = cloud.launch(request)
+            handle, moved_from = launch_group(
+                cloud, request, old=current, source_zone=checkpoint_zone, size_gb=checkpoint_gb, tags=tags
+            )
         except CapacityError:
             failed.append(option)
             after_failure(request)
@@ -101,9 +111,7 @@ def drive(
                 api_errors.append(str(exc))
                 after_api_error(request, exc)
                 continue
-        if current is not None:
-            cloud.terminate(current)
-        moved_from = move_checkpoint(cloud, checkpoint_zone, market.zone, checkpoint_gb, job_id, tags)
+            moved_from = _settle(cloud, handle, current, checkpoint_zone, checkpoint_gb, request.job_id or job_id, tags)
         return DriveResult(
             handle,
             option,
@@ -143,6 +151,47 @@ def _with_fallbacks(order, fallbacks: tuple[Option, ...], failed: list[Option]):
     for option in fallbacks:
         if option not in tried:
             yield option
+
+
+def launch_group(
+    cloud: Cloud,
+    request: LaunchRequest,
+    *,
+    old: GroupHandle | None,
+    source_zone: str | None,
+    size_gb: float,
+    tags: dict | None,
+) -> tuple[GroupHandle, str | None]:
+    """Launch (or find) `request`'s group in the one order of the module docstring.
+
+    Returns the group and the zone its checkpoint was copied from (None when nothing was copied).
+    :raises CapacityError: no capacity (the old group, if any, keeps running).
+    :raises CloudApiError: the cloud API would not take the launch.
+    """
+    handle = cloud.find(request.client_token)  # found: whoever launched it copied first
+    copied_first = None
+    if handle is None:
+        if old is None:
+            copied_first = move_checkpoint(cloud, source_zone, request.zone, size_gb, request.job_id, tags)
+        handle = cloud.launch(request)
+    moved_from = _settle(cloud, handle, old, source_zone, size_gb, request.job_id, tags)
+    return handle, copied_first or moved_from
+
+
+def _settle(
+    cloud: Cloud,
+    handle: GroupHandle,
+    old: GroupHandle | None,
+    source_zone: str | None,
+    size_gb: float,
+    job_id: str,
+    tags: dict | None,
+) -> str | None:
+    """After a launch: end the old group, then copy the checkpoint it left (a move's rule)."""
+    if old is None or old == handle:
+        return None
+    cloud.terminate(old)
+    return move_checkpoint(cloud, source_zone, handle.zone, size_gb, job_id, tags)
 
 
 def _unanswered(cloud: Cloud, request: LaunchRequest, exc: CloudApiError) -> GroupHandle | None:

@@ -19,3 +19,7 @@ class SkyNomadJobFailed(RuntimeError):
 
 class SkyNomadDeadlineMissed(AirflowFailException):
     """The job finished after its deadline (`on_deadline_miss="fail"`): downstream must not run as if on time."""
+
+
+class ControlLost(RuntimeError):
+    """Another copy of the job's controller wrote its record since this one read it: this copy stops."""

@@ -1,13 +1,11 @@
 """The live status a deferred job's trigger publishes, beside the market table.
 
-Why a table of its own: the worker writes the job's status to Airflow's task state store on each
-visit, but a trigger cannot write task state (Airflow 3.3's triggerer relays no such call), and a
-visit waits for a worker slot: with every slot held by a pipeline's other tasks, the job page
-would show the last visit's figures for as long. So the trigger publishes where the job stands
-(zone, checkpointed progress, slack) to ``job_live_status`` in the connection's market database,
-one row per job, every few wall seconds (`triggers.skynomad.PUBLISH_EVERY_SECONDS`); the pages
-take it when it is newer than the task state's (`newer_status`). Nothing in it is a secret: ids,
-zones and figures.
+Why a table of its own: the job is controlled by its trigger (`jobs.controller`), and a trigger
+cannot write task state (Airflow 3.3's triggerer relays no such call). So the controller publishes
+where the job stands (zone, mode, checkpointed progress, slack, spend) to ``job_live_status`` in
+the connection's market database, one row per job, after every change and every few wall seconds
+between (`triggers.skynomad.PUBLISH_EVERY_SECONDS`); the pages take it when it is newer than the
+task state's (`newer_status`). Nothing in it is a secret: ids, zones and figures.
 """
 
 from __future__ import annotations
@@ -75,23 +73,10 @@ def newer_status(status: dict | None, live: dict | None) -> dict | None:
     """The task state's status with what a trigger saw later laid over it.
 
     The trigger's is taken only for the same job and a later moment of it; a finished job's
-    status is final. A trigger that moved the job itself publishes no spend: the worker's stays.
+    status is final.
     """
     if not live or not status or live.get("job_id") != status.get("job_id") or status.get("state") == "finished":
         return status
     if float(live.get("elapsed_hours", 0.0)) <= float(status.get("elapsed_hours", 0.0)):
         return status
     return {**status, **live}
-
-
-def seen_by_trigger(base: dict, where: dict, elapsed_hours: float, moved: bool) -> dict:
-    """The status a trigger publishes: the worker's at deferral (`base`, with the spend rate of its
-    group) brought to the trigger's last look (`where`: `jobs.narrate.where_it_stands`)."""
-    status = {k: v for k, v in base.items() if k not in ("at_hours", "usd_per_hour")}
-    status.update(where)
-    if moved:
-        status.pop("spend_usd", None)
-    else:
-        ran = max(0.0, elapsed_hours - float(base["at_hours"]))
-        status["spend_usd"] = round(float(base["spend_usd"]) + float(base["usd_per_hour"]) * ran, 2)
-    return status

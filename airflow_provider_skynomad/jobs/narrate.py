@@ -48,8 +48,8 @@ def say(item: dict) -> str:
         return f"{at} deadline pressure: moving to on-demand now to stay on time ({item.get('why', '')})"
     if event == "reaction lag":
         return (
-            f"{at} Airflow resumed the job {item['hours']:.2f} cloud h after the trigger asked "
-            f"({item['wall_seconds']:.1f} s of wall time); planning with a {item['planned_hours']:.2f} h margin"
+            f"{at} the triggerer acted {item['hours']:.2f} cloud h late ({item['wall_seconds']:.1f} s of wall "
+            f"time: a busy box); planning with a {item['planned_hours']:.2f} h margin"
         )
     if event == "slow start":
         return (

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 
 from .errors import SkyNomadInputError
@@ -50,6 +50,20 @@ class JobParams:
     @property
     def step_hours(self) -> float:
         return float(self.decision_step_minutes) / 60.0
+
+    def to_dict(self) -> dict:
+        """Plain JSON data (the controller's trigger carries it); `max_market_age` in seconds."""
+        data = asdict(self)
+        data["command"] = list(self.command)
+        data["max_market_age"] = self.max_market_age.total_seconds()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> JobParams:
+        data = dict(data)
+        data["command"] = tuple(data["command"])
+        data["max_market_age"] = timedelta(seconds=float(data["max_market_age"]))
+        return cls(**data)
 
 
 def validate_params(op) -> JobParams:

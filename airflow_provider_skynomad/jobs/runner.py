@@ -1,25 +1,22 @@
-"""The job runtime: start a job, reconnect to it after a crash, and handle each trigger event.
+"""The job runtime: start a job, reconnect to it after a crash, and act on what its controller sees.
 
-`JobRunner` is everything the worker side does; `SkyNomadOperator` only hands it Airflow's
-context and turns its answer into a deferral or a return value:
+`JobRunner` is one job's logic, run on both sides of Airflow's deferral:
 
-- `start()` validates everything (deadline, feasibility, zones, market freshness, the cloud)
-  before anything is written or launched, asks the planner, carries the decision out;
-- `resume()` is a retry after a worker crash: it finishes a launch left in flight (found by its
-  client token) and waits again on the group it already has;
-- `handle(event)` carries out what a trigger event asks (finished / preempted / failed / replan /
-  deadline pressure / status) and answers `Defer` or `Finish`.
+- on the worker, `start()` validates everything (deadline, feasibility, zones, market freshness,
+  the cloud) before anything is written or launched, asks the planner and carries out the first
+  decision; `resume()` is a retry after a worker crash (it finishes a launch left in flight, found
+  by its client token); `report()` turns the controller's outcome into the task's result;
+- in the trigger (`jobs.controller`), `handle(event)` carries out what each look at the job found
+  (finished / preempted / failed / replan / deadline pressure) the moment it was found: no worker
+  slot stands between a preemption and its relaunch.
 
-The time from a trigger event to this code acting on it (a worker slot, process start, a busy
-box; on the accelerated simulated cloud, simulated hours) is measured on every event and the
-slowest lag seen becomes the job's `reaction_hours`, which the planner's safety net plans with:
-a change may start that late, a rescue two lags late. Status events every few decision steps
-keep the measurement (and the live status) fresh long before a rescue is ever needed.
+The controller's own lateness (a busy triggerer's loop, the database) is measured every step;
+the slowest seen becomes the job's `reaction_hours`, which the planner's safety net plans with:
+a change may start that late, a rescue two lags late.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 
 import pandas as pd
@@ -30,18 +27,18 @@ from ..market.view import MarketView
 from ..planner.actions import Decision, Mode
 from ..planner.job import JobSpec, JobSpecError, JobState
 from ..planner.registry import get_policy
-from ..triggers.skynomad import first_event_hold_seconds
-from .carry_out import Workload, apply_result, carry_out, recover_pending
+from .carry_out import Workload, carry_out, recover_pending
+from .contract import ControllerArgs, Outcome, OutcomeKind, TaskIdentity, first_event_hold_seconds
 from .errors import SkyNomadDeadlineMissed, SkyNomadInputError, SkyNomadJobFailed
-from .events import JobEvent
+from .events import EventKind, JobEvent
 from .narrate import live_status, say, status_line, why_move
 from .params import JobParams
-from .record import JOB_TAG, JobRecord, StateStore, job_id_for
-from .rescue import Rescue, adoption
+from .record import JOB_TAG, JobRecord, StateStore
 from .stale import StaleGuard, held_rows
 from .summary import deadline_line, format_timeline, job_bill, summarize
 
 MAX_LAGS_KEPT = 50
+NEWS_LAG_HOURS = 1.0 / 60.0  # a controller lag below a minute of cloud time is planned with, not told
 WEIGHED_DECISIONS_KEPT = 8  # decisions whose weighed options the record keeps (the job page shows them)
 GUARD_LAGS = 1.0  # the planner already lets a rescue come two lags late; one more lag of margin
 # Half a step: a tenth to see a finished workload (the trigger polls faster then), the rest for a
@@ -60,28 +57,14 @@ def guard_hours(step_hours: float, max_lag_hours: float) -> float:
 
 
 @dataclass(frozen=True)
-class TaskIdentity:
-    """Which task instance runs the job (ids for the job id, tags and client tokens)."""
+class Defer:
+    """Hand the job to its controller (the trigger) with these arguments."""
 
-    dag_id: str
-    run_id: str
-    task_id: str
-    map_index: int
-    try_number: int
-    max_tries: int | None = None
-    try_id: str = "0"  # Airflow's id of this try (a UUID, new for every try)
+    args: ControllerArgs
 
     @property
-    def job_id(self) -> str:
-        """The id of the job this try starts when the task state holds none."""
-        return job_id_for(self.dag_id, self.run_id, self.task_id, self.map_index, self.try_id)
-
-
-@dataclass(frozen=True)
-class Defer:
-    """Wait for the next event: the trigger's keyword arguments (plain data)."""
-
-    trigger_kwargs: dict
+    def trigger_kwargs(self) -> dict:
+        return self.args.to_kwargs()
 
 
 @dataclass(frozen=True)
@@ -92,8 +75,8 @@ class Finish:
 class JobRunner:
     """Runs one job for one task instance: see the module docstring.
 
-    :param deadline_hours: the task's deadline in cloud hours from now (the DAG's, minus any
-        downstream reserve), already resolved by the caller; None on resume and events.
+    :param handoff: on the worker, the job table the record is handed to before deferring
+        (`jobs.table`); None in the controller, whose `store` is that table.
     """
 
     def __init__(
@@ -106,6 +89,7 @@ class JobRunner:
         conn_id: str,
         log,
         table_factory,
+        handoff=None,
     ):
         self.params = params
         self.config = config
@@ -115,6 +99,7 @@ class JobRunner:
         self.conn_id = conn_id
         self.log = log
         self._table_factory = table_factory
+        self.handoff = handoff
         self._table = None
         self._source: MarketSource | None = None
         self._stale = StaleGuard()
@@ -217,78 +202,60 @@ class JobRunner:
             return Finish(record.summary)
         if record.pending is not None:
             recover_pending(record, self.cloud, self.view(), self.store, self._observe, self.log)
-        self._adopt_rescue(self.elapsed(), None)
         return self._defer()
 
     def handle(self, record: JobRecord, event: JobEvent) -> Defer | Finish:
+        """Act on what the controller's last look found, at once (in the trigger's thread)."""
         self.record = record
         if event.seq != record.seq:
-            self.log.info("Ignoring a repeated trigger event (answers deferral %s, now at %s)", event.seq, record.seq)
-            if record.finished:
-                return Finish(record.summary)
-            return self._defer(bump=False)  # keep waiting on the current deferral
+            self.log.debug("dropping a look at state %s: the job is at %s", event.seq, record.seq)
+            return Finish(record.summary) if record.finished else self._defer(bump=False)
         if record.pending is not None:
             recover_pending(record, self.cloud, self.view(), self.store, self._observe, self.log)
         now = self.elapsed()
         at = event.elapsed_hours if event.elapsed_hours is not None else now
-        self._learn_lag(at, now, event.sent_wall)
         self._learn_warmup(at, event.warmup_hours)
-        rescued = event.rescued
-        if rescued is not None:  # the trigger launched the job itself, then carried on watching
-            record.state = record.state.progressed(rescued["progress_hours"])
-            if rescued.get("cause") == "preempted":
-                self._preempted(rescued["at_hours"], rescued["progress_hours"])  # before the launch it led to
-        elif event.kind == "preempted":
-            if event.progress_hours is not None:
-                record.state = record.state.progressed(event.progress_hours)
-            self._preempted(at, event.progress_hours)
-        # A trigger's launch whose report was lost (a re-run trigger) shows as the old group gone, so
-        # only a preemption (or a retry, in `resume`) needs the cloud asked for it by token.
-        adopted = (rescued is not None or event.kind == "preempted") and self._adopt_rescue(
-            rescued["at_hours"] if rescued else at, rescued
-        )
-        if adopted and rescued is not None and event.kind == "preempted":
-            # The group the trigger launched was preempted in its turn: this event is about that one.
-            if event.progress_hours is not None:
-                record.state = record.state.progressed(event.progress_hours)
-            self._preempted(at, event.progress_hours)
-            adopted = False
         if event.progress_hours is not None:
             record.state = record.state.progressed(event.progress_hours)
-        if adopted and event.kind in ("preempted", "deadline_pressure", "replan"):
-            return self._defer()  # the rescue is what the job does now
-        if event.kind == "finished":
+        if event.kind is EventKind.PREEMPTED:
+            self._preempted(at, event.progress_hours)
+        if event.kind is EventKind.FINISHED:
             return self._finish(at)
-        if event.kind == "failed":
+        if event.kind is EventKind.FAILED:
             self._release(at, "failed")
             detail = f"\nlast lines of the workload's output:\n{event.detail}" if event.detail else ""
             self._say(record.note(at, "failed", reason=event.reason or event.status))
             raise SkyNomadJobFailed(f"SkyNomad job {record.job_id} failed: {event.reason or event.status}{detail}")
-        if event.kind == "status":
-            self._publish(now)
-            return self._defer()
         view = self.view()
         decision = event.decision
-        if decision is not None and event.kind != "deadline_pressure" and now - at > self.params.step_hours:
-            # Airflow resumed the task a step or more after the trigger decided (a full pool, a
-            # restarted scheduler): a move that was safe then may not be now. Decide again (a
-            # decision under deadline pressure is carried out as made: it is what keeps the deadline).
-            self.log.info(
-                "[t=%.2f h] Airflow resumed the job %.2f cloud h after the trigger decided; deciding again",
-                now,
-                now - at,
-            )
+        if decision is not None and event.kind is not EventKind.DEADLINE_PRESSURE and now - at > self.params.step_hours:
+            # Acted on a step or more after the look (a stalled triggerer, a database restart): a
+            # move that was safe then may not be now. Decide again (a decision under deadline
+            # pressure is carried out as made: it is what keeps the deadline).
+            self.log.info("[t=%.2f h] acting %.2f cloud h after the look that asked; deciding again", now, now - at)
             decision = None
         if decision is None:
             decision = self._decide(view, now)
-        if event.kind == "deadline_pressure":
-            why = why_move(record, view, record.state, decision.first, at)
-            self._say(record.note(at, "deadline pressure", why=why))
+        if event.kind is EventKind.DEADLINE_PRESSURE:
             first = decision.first
-            record.on_safety_net |= first is not None and first.mode is Mode.ON_DEMAND
+            if first is not None and first.mode is Mode.ON_DEMAND:
+                why = why_move(record, view, record.state, first, at)
+                self._say(record.note(now, "deadline pressure", why=why))
+                record.on_safety_net = True
         self._decided(now, decision, view)
         self._carry_out(view, decision, now)
         return self._defer()
+
+    def report(self, record: JobRecord, outcome: Outcome) -> Finish:
+        """The controller's outcome as the task's result: the summary, or the error that fails the task."""
+        self.record = record
+        if outcome.kind is OutcomeKind.FINISHED and record.finished:
+            self.store.save(record)
+            return Finish(record.summary)
+        self.store.save(record)
+        if outcome.kind is OutcomeKind.DEADLINE_MISSED:
+            raise SkyNomadDeadlineMissed(outcome.message)
+        raise SkyNomadJobFailed(outcome.message or f"SkyNomad job {record.job_id} ended without finishing")
 
     def _preempted(self, at: float, progress_hours: float | None) -> None:
         record = self.record
@@ -300,31 +267,6 @@ class JobRunner:
             self._observe(lost.market, 0)
         self._release(at, "preempted")
         record.state = record.state.advance(last_preempted_market=lost.market if lost else None)
-
-    def _adopt_rescue(self, at: float, rescued: dict | None) -> bool:
-        """Record the launch the trigger made for this deferral, if it did (`jobs.rescue`)."""
-        record = self.record
-        view = self.view()
-        result = adoption(self.cloud, view, record.job_id, record.seq, rescued, record.groups_used)
-        if result is None:
-            return False
-        old = record.group
-        if old is not None and old != result.handle:
-            self.cloud.terminate(old)  # the trigger did; again is harmless
-        result.terminated = old
-        # A launch found only by its token tells no cause: on-demand is taken as the safety net.
-        safety_net = rescued.get("safety_net", True) if rescued else result.option.mode is Mode.ON_DEMAND
-        if safety_net:
-            record.on_safety_net = True
-            why = "the triggerer launched the on-demand safety net without waiting"
-            self._say(record.note(at, "deadline pressure", why=why))
-        before, state = len(record.timeline), record.state
-        apply_result(record, view, result, at, self._observe)
-        plain = "on-demand keeps the deadline safe" if safety_net else "relaunched without waiting for a worker"
-        self._tell(before, view, state, result.option, at, plain)
-        self.store.save(record)
-        self._publish(self.elapsed())
-        return True
 
     def on_kill(self, record: JobRecord) -> None:
         """Terminate what the job has: its group, and a launch in flight *if it exists* (never launch one)."""
@@ -350,6 +292,15 @@ class JobRunner:
         if self._table is not None:
             self._table.close()
             self._table = None
+        if self.handoff is not None:
+            self.handoff.close()
+
+    @property
+    def source(self) -> MarketSource:
+        """The job's market source (opened by the first `view()`)."""
+        if self._source is None:
+            self.view()
+        return self._source
 
     def elapsed(self) -> float:
         return float(self.cloud.now_hours()) - self.record.job_start_hours
@@ -475,29 +426,35 @@ class JobRunner:
         except Exception as exc:  # noqa: BLE001 - sharing an observation must never fail the job
             self.log.warning("could not record an observation of %s: %s", market_key, exc)
 
-    def _learn_lag(self, at: float, now: float, sent_wall: float | None) -> None:
-        """Keep every trigger-event → worker lag; plan with the slowest seen (see the module docstring)."""
+    def learn_lag(self, lag_hours: float, wall_seconds: float) -> None:
+        """The controller acted `lag_hours` after it meant to (a busy triggerer, a slow database):
+        keep it, and plan with the slowest seen (see the module docstring). A lag is said (and the
+        record written) only when it is news: a minute of cloud time or more, half again the last said."""
         record = self.record
-        lag = max(0.0, now - at)
+        lag = max(0.0, float(lag_hours))
         record.lags_hours = [*record.lags_hours, round(lag, 5)][-MAX_LAGS_KEPT:]
-        if lag > record.job.reaction_hours:
-            aim = record.deadline_hours - guard_hours(self.params.step_hours, lag)
-            # Aim earlier only while one on-demand run could still make that (a huge lag must not make
-            # the spec itself impossible: the job keeps its last aim and plans with the lag).
-            feasible = aim >= record.job.work_hours + record.job.cold_start_hours
-            deadline = aim if feasible else record.job.deadline_hours
-            record.job = replace(record.job, reaction_hours=lag, deadline_hours=deadline)
-            wall = max(0.0, time.time() - sent_wall) if sent_wall else lag * self.config.wall_seconds_per_cloud_hour
-            margin = 2 * lag + (record.deadline_hours - deadline)
-            self._say(
-                record.note(
-                    now,
-                    "reaction lag",
-                    hours=round(lag, 3),
-                    wall_seconds=round(wall, 2),
-                    planned_hours=round(margin, 3),
-                )
+        if lag <= record.job.reaction_hours:
+            return
+        aim = record.deadline_hours - guard_hours(self.params.step_hours, lag)
+        # Aim earlier only while one on-demand run could still make that (a huge lag must not make
+        # the spec itself impossible: the job keeps its last aim and plans with the lag).
+        feasible = aim >= record.job.work_hours + record.job.cold_start_hours
+        deadline = aim if feasible else record.job.deadline_hours
+        record.job = replace(record.job, reaction_hours=lag, deadline_hours=deadline)
+        said = max((n["hours"] for n in record.timeline if n["event"] == "reaction lag"), default=0.0)
+        if lag < max(NEWS_LAG_HOURS, 1.5 * said):
+            return
+        margin = 2 * lag + (record.deadline_hours - deadline)
+        self._say(
+            record.note(
+                self.elapsed(),
+                "reaction lag",
+                hours=round(lag, 3),
+                wall_seconds=round(wall_seconds, 2),
+                planned_hours=round(margin, 3),
             )
+        )
+        self.store.save(record)
 
     def _learn_warmup(self, at: float, warmup: float | None) -> None:
         """A group took `warmup` hours from launch to its first checkpoint: plan later launches with the slowest."""
@@ -572,46 +529,33 @@ class JobRunner:
         self.store.save_status(status)
         self.log.info("%s", status_line(status))
 
-    def _live_base(self) -> dict:
-        """The live status at deferral, with the spend rate of the group, for the trigger to carry on."""
-        record = self.record
-        elapsed = self.elapsed()
-        status = live_status(record, elapsed, summarize(record, elapsed)["cost_usd"]["total"])
-        running = record.segments[-1] if record.segments and record.segments[-1].end_hours is None else None
-        return {**status, "at_hours": elapsed, "usd_per_hour": running.usd_per_hour if running else 0.0}
+    def publish_between(self, state: JobState, elapsed: float) -> None:
+        """The live status between two events: the record as last acted on, at the last look's progress."""
+        saved = self.record.state
+        try:
+            self.record.state = state
+            self._publish(elapsed)
+        finally:
+            self.record.state = saved
 
     def _defer(self, bump: bool = True) -> Defer:
+        """Hand the job to its controller (on the worker) or go on controlling it (in the trigger)."""
         record = self.record
         if bump:
             record.seq += 1
             self.store.save(record)
+        if self.handoff is not None:
+            self.handoff.put(record, owner=f"worker try {self.task.try_number}")
         return Defer(
-            {
-                "job": record.job.to_dict(),
-                "job_start_hours": record.job_start_hours,
-                "state": record.state.to_dict(),
-                "group": record.group.to_dict() if record.group else None,
-                "launch_delay_hours": record.launch_delay_hours,
-                "zones": record.zones,
-                "instance_types": record.instance_types,
-                "policy": record.policy,
-                "policy_params": self.params.policy_params,
-                "decision_step_hours": self.params.step_hours,
-                "seq": record.seq,
-                "skynomad_conn_id": self.conn_id,
-                "market_lookback_hours": self.params.market_lookback_hours,
-                "max_wall_seconds_per_step": self.params.max_wall_seconds_per_step,
-                "market_since": record.market_since,
-                # Until Airflow's resume lag has been measured once, ask for it after the first step.
-                "status_every_steps": self.params.status_every_steps if record.lags_hours else 1,
-                "rescue": Rescue(record.job_id, *self._workload_parts()).to_dict(),
-                "progress_at_launch": record.progress_at_launch,
-                "on_safety_net": record.on_safety_net,
+            ControllerArgs(
+                job_id=record.job_id,
+                conn_id=self.conn_id,
+                params=self.params,
+                task=self.task,
                 # No answer before this deferral's own exit can have been recorded (an Airflow race,
-                # triggers/skynomad.py), on this worker's supervisor's clock; longer on a retry.
-                "min_event_seconds": first_event_hold_seconds(self.task.try_number),
-                "live": self._live_base(),
-            }
+                # jobs/contract.py), on this worker's supervisor's clock; longer on a retry.
+                min_event_seconds=first_event_hold_seconds(self.task.try_number),
+            )
         )
 
     def _say(self, item: dict) -> None:

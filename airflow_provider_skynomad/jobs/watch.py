@@ -1,13 +1,11 @@
-"""One decision step of a deferred job, as the trigger runs it: look, plan, and say whether to wake the worker.
+"""One look at a controlled job: poll its group, read its proven progress, ask the planner.
 
-The trigger waits; this is what it does between two sleeps, in a worker thread (every call
-here blocks). It reads the group's status and the progress the job's last *completed*
-checkpoint proves (never run time: time since that checkpoint is work at risk, not work done),
-asks the planner what it would run now on the job's market source, and returns the event the
-worker must act on, or None to keep waiting.
-
-Two actions are the trigger's own (`jobs.rescue`): relaunching a preempted job, and the on-demand
-safety net under deadline pressure.
+The controller (`jobs.controller`) runs this every decision step, in a thread (every call here
+blocks). It reads the group's status and the progress the job's last *completed* checkpoint
+proves (never run time: time since that checkpoint is work at risk, not work done), asks the
+planner what it would run now, and returns the event the job's runner must act on (a
+`JobEvent`), or None when nothing is to change. It changes nothing itself: every launch,
+termination and checkpoint copy is the runner's (`jobs.carry_out`), so there is one launch path.
 """
 
 from __future__ import annotations
@@ -21,22 +19,18 @@ from sqlalchemy.exc import DBAPIError
 from ..clouds.base import Cloud, GroupHandle, GroupStatus
 from ..clouds.retry import CloudApiError
 from ..market.source import MarketSource
-from ..planner.actions import Decision, Mode, Option
+from ..planner.actions import Decision, Mode
 from ..planner.job import JobSpec, JobState
 from ..planner.safety import is_safe
-from .events import JobEvent
-from .live import seen_by_trigger
-from .narrate import where_it_stands
-from .rescue import Rescue, launch_rescue
+from .events import EventKind, JobEvent
 from .stale import StaleGuard, held_rows
 
-STATUS_SLACK_STEPS = 4  # status visits only with at least this many (step + lag) of slack
 MAX_API_STEPS = 3  # decision steps in a row the cloud API may leave unanswered before the job fails
 
 
 @dataclass
 class Watch:
-    """What a trigger watches: the job, where it stands at deferral, and its group."""
+    """What the controller watches: the job as its runner last left it, and its group."""
 
     job: JobSpec
     job_start_hours: float
@@ -44,12 +38,10 @@ class Watch:
     group: GroupHandle | None
     launch_delay_hours: float
     seq: int
-    rescue: Rescue | None = None
     progress_at_launch: float | None = None  # set while the group's first checkpoint is awaited
     on_safety_net: bool = False  # on on-demand because the deadline demanded it: no move away
     expected_end_hours: float | None = None  # when the running workload should be done, per the last step
     warmup_hours: float | None = None  # measured: launch → the group's first checkpoint, minus that work
-    rescued: dict | None = None  # the trigger's own rescue, told to the worker with the next event
     _last_step_hours: float | None = None
     api_failures: int = 0  # steps in a row the cloud API did not answer
     stale: StaleGuard = field(default_factory=StaleGuard)
@@ -60,66 +52,18 @@ class Watch:
         self.declared_cold_start_hours = self.job.cold_start_hours
 
     @classmethod
-    def from_kwargs(
-        cls,
-        job: dict,
-        job_start_hours: float,
-        state: dict,
-        group: dict | None,
-        launch_delay_hours: float,
-        seq: int,
-        rescue: dict | None = None,
-        progress_at_launch: float | None = None,
-        on_safety_net: bool = False,
-    ) -> Watch:
-        """From the trigger's plain-data arguments."""
+    def of(cls, record) -> Watch:
+        """What to watch after the runner handled the last event (or the worker started the job)."""
         return cls(
-            JobSpec(**job),
-            float(job_start_hours),
-            JobState.from_dict(state),
-            GroupHandle.from_dict(group) if group else None,
-            float(launch_delay_hours),
-            int(seq),
-            Rescue.from_dict(rescue),
-            progress_at_launch,
-            bool(on_safety_net),
+            record.job,
+            record.job_start_hours,
+            record.state,
+            record.group,
+            record.launch_delay_hours,
+            record.seq,
+            record.progress_at_launch,
+            record.on_safety_net,
         )
-
-    def status_event(self, cloud: Cloud, step_hours: float) -> JobEvent | None:
-        """Nothing to change: wake the worker only to record where the job stands (and measure the lag).
-
-        None while the slack is tight: an event ends this trigger, and until a worker slot comes
-        nobody watches the job (a pipeline's other tasks may hold every slot), so a status visit is
-        only worth it with room to spare. None too while a group's first checkpoint is awaited: a
-        cold start is when a spot group is most often lost, and a preemption nobody watches for waits
-        for the worker, however long a busy pool keeps it.
-        """
-        if self.group is not None and self.progress_at_launch is not None and self.warmup_hours is None:
-            return None
-        elapsed = cloud.now_hours() - self.job_start_hours
-        try:
-            progress = self.progress(cloud, elapsed)
-        except CloudApiError:
-            return None  # a status visit can wait; the next step asks the cloud again
-        state = self.state_now(elapsed, progress)
-        on_demand = state.running is not None and state.running.mode is Mode.ON_DEMAND
-        warmup = state.warmup_left_hours if on_demand else self.job.cold_start_hours
-        slack = self.job.deadline_hours - elapsed - (self.job.work_hours - progress) - warmup
-        if slack < STATUS_SLACK_STEPS * (step_hours + self.job.reaction_hours):
-            return None
-        return self._event("status", elapsed, progress, None)
-
-    def live(self, base: dict) -> dict | None:
-        """The job's live status as of the last look (`jobs.live`), None before one.
-
-        `base` is what the worker published at deferral; once this trigger moved the job itself,
-        the spend is the worker's to tell."""
-        if self.seen is None:
-            return None
-        elapsed, progress = self.seen
-        state = self.state_now(elapsed, progress)
-        where = where_it_stands(base["job_id"], self.job, state, self.group, base["deadline_hours"], elapsed)
-        return seen_by_trigger(base, where, elapsed, moved=self.rescued is not None)
 
     def step(self, cloud: Cloud, source: MarketSource, policy) -> tuple[JobEvent | None, str]:
         """(event or None, a plain-words line on where the job stands).
@@ -140,7 +84,7 @@ class Watch:
                 return None, f"{exc}; the job's group is left as it is and asked again next step"
             elapsed = cloud.now_hours() - self.job_start_hours
             reason = f"{exc} ({self.api_failures} decision steps in a row)"
-            return self._event("failed", elapsed, self.base.progress_hours, None, reason=reason), reason
+            return self._event(EventKind.FAILED, elapsed, self.base.progress_hours, None, reason=reason), reason
         self.api_failures = 0
         if self.stale_warnings:
             event, words = answer
@@ -153,7 +97,7 @@ class Watch:
         elapsed = cloud.now_hours() - self.job_start_hours
         status = cloud.poll(self.group) if self.group else None
         if status is GroupStatus.SUCCEEDED:
-            return self._event("finished", elapsed, self.job.work_hours, status), "the workload finished"
+            return self._event(EventKind.FINISHED, elapsed, self.job.work_hours, status), ""
         progress = self.progress(cloud, elapsed)
         self.seen = (elapsed, progress)
         self._measure_warmup(elapsed, progress)
@@ -164,25 +108,10 @@ class Watch:
             )
             view = self.view(cloud, source)
             decision = policy.decide(self.job, after, view, elapsed)
-            event = self._event("preempted", elapsed, progress, status, decision=decision)
-            words = f"{self.group.zone} preempted at {100 * progress / self.job.work_hours:.0f}% done"
-            first = decision.first
-            # A preempted job waits for nothing but its relaunch, and a worker may be long in coming
-            # (a full pool): the trigger relaunches it itself, once per deferral. What it cannot
-            # launch (no capacity there, or a launch already made this deferral) the worker decides.
-            if self.rescue is not None and self.rescued is None and first is not None:
-                rescued = launch_rescue(cloud, view, self.job, after, first, self.rescue, self.seq, self.group)
-                if rescued is not None:
-                    option = Option.from_dict(rescued["option"])
-                    safety_net = option.mode is Mode.ON_DEMAND and not is_safe(self.job, after, view, None)
-                    self._carry_on(rescued, after, elapsed, "preempted", safety_net)
-                    zone = rescued["handle"]["zone"]
-                    return None, words + f"; relaunched {option.mode.value} in {zone} without waiting for a worker"
-            return event, words
+            return self._event(EventKind.PREEMPTED, elapsed, progress, status, decision=decision), ""
         if status is GroupStatus.FAILED:
             detail = cloud.failure_detail(self.group)
-            event = self._event("failed", elapsed, progress, status, reason="group failed", detail=detail)
-            return event, f"the group in {self.group.zone} failed"
+            return self._event(EventKind.FAILED, elapsed, progress, status, reason="group failed", detail=detail), ""
         if self.group is not None and progress >= self.job.work_hours - 1e-9:
             return None, "all work checkpointed; the workload is writing its result"
         state = self.state_now(elapsed, progress)
@@ -198,46 +127,12 @@ class Watch:
             # (lags, warm-ups) are measured late under Airflow, and a move back to spot that looks
             # safe on them can be the one that makes the job late.
             return None, ""
-        kind = "replan" if is_safe(self.job, state, view, state.running) else "deadline_pressure"
-        first = decision.first
-        safety_net = first is not None and first.mode is Mode.ON_DEMAND
-        if kind == "deadline_pressure" and self.rescue is not None and safety_net:
-            rescued = launch_rescue(cloud, view, self.job, state, first, self.rescue, self.seq, self.group)
-            if rescued is not None:
-                self._carry_on(rescued, state, elapsed, "deadline_pressure", True)
-                return None, f"deadline pressure: launched on-demand in {rescued['handle']['zone']} without waiting"
+        safe = is_safe(self.job, state, view, state.running)
+        kind = EventKind.REPLAN if safe else EventKind.DEADLINE_PRESSURE
         event = self._event(
             kind, elapsed, progress, status, decision=decision, decide_seconds=time.monotonic() - started
         )
         return event, ""
-
-    def _carry_on(self, rescued: dict, state: JobState, elapsed: float, cause: str, safety_net: bool) -> None:
-        """After the trigger's own launch: watch the new group, and tell the worker with the next event.
-
-        No worker is needed now, so none is woken: a pipeline holding every worker slot cannot leave
-        the job unwatched, and its end is still seen on time. `safety_net`: the launch is the
-        deadline's on-demand net, which the job then keeps to the end.
-        """
-        option = Option.from_dict(rescued["option"])
-        moved = rescued.get("moved_from") is not None
-        base = state.advance(elapsed_hours=elapsed)
-        if not moved and base.moves_checkpoint(option.market):
-            base = base.advance(checkpoint_market=None, progress_hours=0.0)  # nothing could be copied
-        delay = self.job.launch_hours(moved)
-        self.rescued = {
-            **rescued,
-            "cause": cause,
-            "at_hours": elapsed,
-            "progress_hours": state.progress_hours,
-            "safety_net": safety_net,
-        }
-        self.base = base.launched(option, elapsed, delay)
-        self.group = GroupHandle.from_dict(rescued["handle"])
-        self.launch_delay_hours = delay
-        self.progress_at_launch = self.base.progress_hours
-        self.warmup_hours = None
-        self.on_safety_net = self.on_safety_net or safety_net
-        self.expected_end_hours = None
 
     def _measure_warmup(self, elapsed: float, progress: float) -> None:
         """The group's real warm-up (cold start + the workload's own start-up), from its first checkpoint.
@@ -260,7 +155,7 @@ class Watch:
         if previous is not None:
             seen = (previous + elapsed) / 2.0  # it landed between this trigger's last look and this one
         else:
-            # First look of this deferral: it landed after the worker last saw none (at the base state's
+            # First look since the runner last acted: it landed after the runner last saw none (at the base state's
             # time); take that earliest instant, so a long gap (a retry) never inflates the warm-up.
             seen = max(self.base.elapsed_hours, self.base.running_since_hours)
         self.warmup_hours = max(0.0, seen - self.base.running_since_hours - (progress - start))
@@ -298,7 +193,7 @@ class Watch:
 
     def _event(
         self,
-        kind: str,
+        kind: EventKind,
         elapsed: float,
         progress: float,
         status: GroupStatus | None,
@@ -320,5 +215,4 @@ class Watch:
             decide_seconds=decide_seconds,
             sent_wall=time.time(),
             warmup_hours=self.warmup_hours,
-            rescued=self.rescued,
         )

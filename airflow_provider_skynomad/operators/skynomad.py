@@ -1,8 +1,8 @@
 """SkyNomadOperator: run a checkpointing gang job on spot instances across zones before a deadline.
 
-Thin Airflow glue over `jobs.JobRunner`: ``execute`` validates the arguments and starts the job
-(or reconnects to it on a retry) and defers; the trigger wakes the task with one event and
-``execute_complete`` hands it to the runner, which answers "defer again" or "finished".
+Thin Airflow glue over `jobs.JobRunner`: ``execute`` validates the arguments, starts the job (or
+reconnects to it on a retry) and defers to `SkyNomadTrigger`, which controls the job to its end
+(`jobs.controller`); ``execute_complete`` turns its one outcome into the task's result.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from ..hooks.skynomad import DEFAULT_CONN_ID, SkyNomadHook, make_cloud
+from ..jobs.contract import Outcome
 from ..jobs.deadline import reserve_hours, resolve_deadline_hours
 from ..jobs.errors import SkyNomadInputError
-from ..jobs.events import JobEvent
 from ..jobs.params import validate_params
 from ..jobs.record import StateStore
 from ..links.job import SkyNomadJobLink
@@ -64,15 +64,15 @@ class SkyNomadOperator(BaseOperator):
     :param skynomad_conn_id: the `skynomad` connection (market table + cloud); ``market_conn_id`` is an alias.
     :param tags: extra tags/labels on every instance (job, DAG, run, task and try are always added).
     :param max_wall_seconds_per_step: cap on the trigger's sleep per step (tests, benchmarks).
-    :param status_every_steps: wake the worker this often just to refresh the live status and measure
-        Airflow's resume lag.
+    :param status_every_steps: accepted for DAGs that set it; the trigger publishes the live status itself.
 
     ``retries`` defaults to 2 (a retry reconnects to the running job; input errors and a missed
     deadline fail without retrying).
 
-    Resumes need a worker slot: the operator defaults to ``priority_weight=100`` with
-    ``weight_rule="absolute"`` so a waiting resume goes before ordinary queued tasks; give it a
-    dedicated pool so a pipeline full of other tasks cannot hold every slot.
+    From the first deferral to the end the trigger controls the job (relaunches, moves, the
+    on-demand safety net), so no reaction waits for a worker slot; the worker comes back once, to
+    report. The operator defaults to ``priority_weight=100`` with ``weight_rule="absolute"`` so that
+    report and a retry's reconnection go before ordinary queued tasks.
     """
 
     template_fields = ("command", "env", "zones", "regions", "deadline", "work_hours")
@@ -149,7 +149,7 @@ class SkyNomadOperator(BaseOperator):
     def execute(self, context):
         runner = self._runner_for(context)
         try:
-            record = runner.store.load()
+            record = self._latest(runner)
             cleared = record if record is not None and runner.cleared_since(record) else None
             if record is not None and cleared is None:
                 return self._answer(context, runner.resume(record), runner)
@@ -164,16 +164,15 @@ class SkyNomadOperator(BaseOperator):
     def execute_complete(self, context, event: dict | None = None):
         runner = self._runner_for(context)
         try:
-            record = runner.store.load()
+            outcome = Outcome.from_dict(event or {})
+            record = runner.handoff.load(outcome.job_id) if outcome.job_id else None
             if record is None:
                 raise RuntimeError(
-                    "SkyNomad resumed from a trigger event but the task state store returned no job record: Airflow "
-                    "may have moved this attempt to its history (a retry follows and reconnects by the job's client "
-                    "tokens), or the task state was cleared while the job ran (then check the cloud for instances "
-                    "tagged skynomad-job)."
+                    f"SkyNomad job {outcome.job_id or '?'} ended ({outcome.kind.value}) but the job record table "
+                    f"{runner.config.display_market_url} holds no record of it: was the market database replaced "
+                    "while the job ran? Check the cloud for instances tagged skynomad-job."
                 )
-            job_event = JobEvent.from_dict(event or {"kind": "status", "seq": None})
-            return self._answer(context, runner.handle(record, job_event), runner)
+            return self._answer(context, runner.report(record.record, outcome), runner)
         except Exception:
             self._end_if_no_retry(runner)
             raise
@@ -196,7 +195,7 @@ class SkyNomadOperator(BaseOperator):
         if runner.task.try_number <= ((self.retries or 0) if max_tries is None else max_tries):
             return
         try:
-            record = runner.record if runner.record is not None else runner.store.load()
+            record = runner.record if runner.record is not None else self._latest(runner)
             if record is None:
                 return  # nothing was launched
             self.log.info("the task fails with no retry left: terminating what the job launched")
@@ -209,7 +208,8 @@ class SkyNomadOperator(BaseOperator):
     def _runner_for(self, context) -> JobRunner:
         # The runtime (and through it the planner, scikit-learn, scipy) is imported here, not at the
         # top: every DAG file that names this operator imports this module on each parse.
-        from ..jobs.runner import JobRunner, TaskIdentity
+        from ..jobs.contract import TaskIdentity
+        from ..jobs.runner import JobRunner
 
         store = StateStore.of(context)
         if not store.durable:
@@ -234,10 +234,30 @@ class SkyNomadOperator(BaseOperator):
             _max_tries(ti),
             str(getattr(ti, "id", None) or secrets.token_hex(4)),
         )
+        from ..jobs.table import JobTable
+
         self._runner = JobRunner(
-            params, config, cloud, store, task, self.skynomad_conn_id, self.log, hook.get_market_table
+            params,
+            config,
+            cloud,
+            store,
+            task,
+            self.skynomad_conn_id,
+            self.log,
+            hook.get_market_table,
+            handoff=JobTable(config.market_url),
         )
         return self._runner
+
+    @staticmethod
+    def _latest(runner: JobRunner):
+        """The job's record: the job table's when it has this task's job (its controller's, newer),
+        else the task state's (a worker that died before it deferred)."""
+        record = runner.store.load()
+        if record is None:
+            return None
+        stored = runner.handoff.load(record.job_id)
+        return stored.record if stored is not None else record
 
     def _answer(self, context, answer, runner: JobRunner):
         from ..jobs.runner import Defer

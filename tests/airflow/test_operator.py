@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
@@ -83,6 +84,57 @@ def defer(op, context) -> SkyNomadTrigger:
     return info.value.trigger
 
 
+def latest(store) -> dict | None:
+    """The job's record as its controller left it (the job table), else the worker's (task state)."""
+    from airflow_provider_skynomad.jobs.table import JobTable
+
+    data = store.get(RECORD_KEY)
+    if data is None:
+        return None
+    with JobTable() as jobs:
+        stored = jobs.load(data["job_id"])
+    return stored.record.to_dict() if stored else data
+
+
+@contextlib.contextmanager
+def controlling(store, try_number: int = 1, **op_kwargs):
+    """The job's controller, as its trigger opens it (the job table's record, the same cloud)."""
+    import logging
+
+    from airflow_provider_skynomad.jobs.contract import ControllerArgs
+    from airflow_provider_skynomad.jobs.controller import Controller
+
+    op, context = make_op(**op_kwargs), context_for(store, try_number=try_number)
+    runner = op._runner_for(context)
+    args = ControllerArgs(latest(store)["job_id"], op.skynomad_conn_id, runner.params, runner.task)
+    table = MarketTable(runner.config.market_url)
+    table.create()
+    try:
+        yield Controller.open(args, runner.config, runner.cloud, table, logging.getLogger("test.controller"))
+    finally:
+        table.close()
+        runner.close()
+
+
+def control(store, event: dict, try_number: int = 1, late_hours: float = 0.0, **op_kwargs):
+    """One look's finding acted on by the job's controller, as its trigger does; when that ended the
+    job, the outcome reported by a worker, as Airflow does. The task's result (its summary) when the
+    job ended, else the job's record as the controller left it. `late_hours`: how late the
+    controller's step started (a busy triggerer), as the trigger measures it."""
+    from airflow_provider_skynomad.jobs.events import JobEvent
+    from airflow_provider_skynomad.planner.actions import Decision
+
+    with controlling(store, try_number, **op_kwargs) as controller:
+        if late_hours:
+            controller.runner.learn_lag(late_hours, late_hours * controller.runner.config.wall_seconds_per_cloud_hour)
+        decision = event.get("decision")
+        look = {k: v for k, v in event.items() if k in JobEvent.__dataclass_fields__}
+        outcome = controller._act(JobEvent(**{**look, "decision": Decision.from_dict(decision) if decision else None}))
+    if outcome is None:
+        return latest(store)
+    return make_op(**op_kwargs).execute_complete(context_for(store, try_number=try_number), outcome.to_dict())
+
+
 def market_rows() -> int:
     table = MarketTable()
     try:
@@ -102,9 +154,11 @@ def test_execute_launches_then_defers_with_a_serialisable_trigger(cloud):
     assert json.loads(json.dumps(kwargs)) == kwargs
     rebuilt = SkyNomadTrigger(**kwargs)
     assert rebuilt.serialize() == (path, kwargs)
-    assert kwargs["group"]["zone"] == cloud.launches[0].zone
+    assert set(kwargs) == {"job_id", "conn_id", "params", "task", "min_event_seconds"}  # the contract, once
     record = store.get(RECORD_KEY)
-    assert record["group"] == kwargs["group"] and record["seq"] == kwargs["seq"] == 1
+    # The controller's record (job table) is the worker's at the hand-off; the task state keeps it too.
+    assert latest(store) == record and record["job_id"] == kwargs["job_id"]
+    assert record["group"]["zone"] == cloud.launches[0].zone and record["seq"] == 1
     # Instances are tagged with the job; the workload's env carries no secrets, only the cold start.
     tags = cloud.launches[0].tags
     assert tags["skynomad-job"] == record["job_id"] and tags["skynomad-dag"] == "dag"
@@ -113,37 +167,40 @@ def test_execute_launches_then_defers_with_a_serialisable_trigger(cloud):
 
 def test_retry_after_a_crash_reconnects_instead_of_launching_again(cloud):
     store = FakeStore()
-    first = defer(make_op(), context_for(store))
+    defer(make_op(), context_for(store))
+    group = latest(store)["group"]
     # The worker dies; the retry (a new operator object) finds the record and re-defers.
     second = defer(make_op(), context_for(store, try_number=2))
     assert len(cloud.launches) == 1
-    assert second.serialize()[1]["group"] == first.serialize()[1]["group"]
+    assert second.args.job_id == latest(store)["job_id"] and latest(store)["group"] == group
 
 
 def test_a_clear_starts_a_new_job_and_ends_the_last_one_while_a_retry_reconnects(cloud):
     store = FakeStore()
     first = defer(make_op(retries=1), context_for(store, max_tries=1))
+    first_group = latest(store)["group"]
     retry = defer(make_op(retries=1), context_for(store, try_number=2, max_tries=1))
-    assert len(cloud.launches) == 1 and retry.serialize()[1]["group"] == first.serialize()[1]["group"]
+    assert len(cloud.launches) == 1 and retry.args.job_id == first.args.job_id
+    assert latest(store)["group"] == first_group
     old_job = store.get(RECORD_KEY)["job_id"]
     # Cleared after try 2: Airflow sets max_tries to 2 + retries; try 3 is a new job.
     cleared = defer(make_op(retries=1), context_for(store, try_number=3, max_tries=3))
     record = store.get(RECORD_KEY)
     assert record["job_id"] != old_job and record["job_id"].split("-")[:2] == old_job.split("-")[:2]
     assert len(cloud.launches) == 2 and cloud.launches[1].tags["skynomad-job"] == record["job_id"]
-    assert cloud.poll(GroupHandle.from_dict(first.serialize()[1]["group"])) is GroupStatus.TERMINATED
-    assert cleared.serialize()[1]["group"]["client_token"].startswith(record["job_id"])
+    assert cloud.poll(GroupHandle.from_dict(first_group)) is GroupStatus.TERMINATED
+    assert cleared.args.job_id == record["job_id"] and record["group"]["client_token"].startswith(record["job_id"])
 
 
 def test_a_cleared_try_that_cannot_start_a_new_job_leaves_the_last_one_as_it_was(cloud):
     store = FakeStore()
-    first = defer(make_op(retries=1), context_for(store, max_tries=1))
+    defer(make_op(retries=1), context_for(store, max_tries=1))
     old = store.get(RECORD_KEY)
     cloud.hours = 5.0  # the market table is now older than max_market_age: no new job may start
     with pytest.raises(SkyNomadInputError, match="stale"):
         make_op(retries=1).execute(context_for(store, try_number=2, max_tries=2))
     assert store.get(RECORD_KEY) == old and len(cloud.launches) == 1
-    assert cloud.poll(GroupHandle.from_dict(first.serialize()[1]["group"])) is GroupStatus.RUNNING
+    assert cloud.poll(GroupHandle.from_dict(old["group"])) is GroupStatus.RUNNING
 
 
 def test_crash_in_the_middle_of_a_launch_is_finished_with_the_same_client_token(cloud, monkeypatch):
@@ -161,7 +218,8 @@ def test_crash_in_the_middle_of_a_launch_is_finished_with_the_same_client_token(
     monkeypatch.setattr(cloud, "launch", real_launch)
     trigger = defer(make_op(), context_for(store, try_number=2))
     assert len(cloud.launches) == 1 and len(cloud.groups) == 1  # same token: same group
-    assert trigger.serialize()[1]["group"]["client_token"] == cloud.launches[0].client_token
+    assert trigger.args.job_id == latest(store)["job_id"]
+    assert latest(store)["group"]["client_token"] == cloud.launches[0].client_token
     assert store.get(RECORD_KEY)["pending"] is None
 
 
@@ -187,13 +245,11 @@ def test_repeated_event_is_ignored(cloud):
     handle = next(iter(cloud.groups.values()))
     cloud.status[handle.client_token] = GroupStatus.PREEMPTED
     cloud.hours = 1.0
-    with pytest.raises(TaskDeferred):
-        make_op().execute_complete(context_for(store), _event("preempted", 1, 1.0, 0.8))
+    control(store, _event("preempted", 1, 1.0, 0.8))
     launches = len(cloud.launches)
-    with pytest.raises(TaskDeferred) as again:
-        make_op().execute_complete(context_for(store), _event("preempted", 1, 1.0, 0.8))
+    again = control(store, _event("preempted", 1, 1.0, 0.8))
     assert len(cloud.launches) == launches  # the duplicate did nothing
-    assert again.value.trigger.seq == store.get(RECORD_KEY)["seq"] == 2
+    assert again["seq"] == latest(store)["seq"] == 2
 
 
 def test_preemption_relaunches_elsewhere_and_moves_the_checkpoint(cloud):
@@ -205,11 +261,9 @@ def test_preemption_relaunches_elsewhere_and_moves_the_checkpoint(cloud):
     cloud.full.add(first.zone)  # the zone that preempted us has no capacity now
     cloud.hours = 2.0
     cloud.progress_fraction = 0.3
-    with pytest.raises(TaskDeferred) as info:
-        make_op(policy="eager-failover").execute_complete(context_for(store), _event("preempted", 1, 2.0, 1.8))
-    record = store.get(RECORD_KEY)
+    record = control(store, _event("preempted", 1, 2.0, 1.8), policy="eager-failover")
     assert record["preemptions"] == 1
-    new_zone = info.value.trigger.group["zone"]
+    new_zone = record["group"]["zone"]
     assert new_zone != first.zone
     assert cloud.copies and cloud.copies[-1][:2] == (first.zone, new_zone)
     assert cloud.cost_tags[-1]["skynomad-job"] == record["job_id"]  # the cloud can bill the copy to the job
@@ -229,34 +283,28 @@ def test_replan_event_carries_out_the_decision(cloud):
     old = cloud.launches[0]
     target, decision = _on_demand_elsewhere(old.zone)
     cloud.hours = 3.0
-    with pytest.raises(TaskDeferred) as info:
-        make_op().execute_complete(context_for(store), _event("replan", 1, 3.0, 2.5, decision))
-    assert info.value.trigger.group["zone"] == target
+    assert control(store, _event("replan", 1, 3.0, 2.5, decision))["group"]["zone"] == target
     assert old.client_token in cloud.terminated  # the old group goes after the new one launched
     assert cloud.copies[-1][:2] == (old.zone, target)
 
 
-def test_a_late_resume_acts_at_the_true_time_and_teaches_the_safety_net_the_lag(cloud):
+def test_a_late_step_acts_at_the_true_time_and_teaches_the_safety_net_the_lag(cloud):
     store = FakeStore()
     defer(make_op(), context_for(store))
     old = cloud.launches[0]
     target, decision = _on_demand_elsewhere(old.zone)
-    cloud.hours = 3.75  # the trigger saw it at 3.0 h; the worker resumed 0.75 cloud hours later
-    with pytest.raises(TaskDeferred) as info:
-        make_op().execute_complete(context_for(store), _event("deadline_pressure", 1, 3.0, 2.5, decision))
-    record = store.get(RECORD_KEY)
-    assert record["job"]["reaction_hours"] == pytest.approx(0.75)
-    assert info.value.trigger.job["reaction_hours"] == pytest.approx(0.75)  # the next trigger plans with it
+    cloud.hours = 3.75  # the look was at 3.0 h; a stalled triggerer acted 0.75 cloud hours later
+    record = control(store, _event("deadline_pressure", 1, 3.0, 2.5, decision), late_hours=0.75)
+    assert record["job"]["reaction_hours"] == pytest.approx(0.75)  # the next look plans with it
     assert record["segments"][-1]["start_hours"] == pytest.approx(3.75)  # launched now, not when seen
     assert record["segments"][0]["end_hours"] == pytest.approx(3.75)
     assert any(item["event"] == "reaction lag" for item in record["timeline"])
-    # A quicker resume later does not shrink the margin: the slowest lag seen is the one to survive.
+    # A quicker step later does not shrink the margin: the slowest lag seen is the one to survive.
     cloud.hours = 4.0
-    with pytest.raises(TaskDeferred):
-        make_op().execute_complete(context_for(store), _event("replan", 2, 3.95, 3.0, decision))
-    assert store.get(RECORD_KEY)["job"]["reaction_hours"] == pytest.approx(0.75)
+    control(store, _event("replan", 2, 3.95, 3.0, decision), late_hours=0.05)
+    assert latest(store)["job"]["reaction_hours"] == pytest.approx(0.75)
     cloud.hours = 6.5
-    summary = make_op().execute_complete(context_for(store), _event("finished", 3, 6.5, 6.0))
+    summary = control(store, _event("finished", 3, 6.5, 6.0))
     assert summary["reaction_hours"] == pytest.approx(0.75)  # the user sees the lag the job planned with
 
 
@@ -264,14 +312,14 @@ def test_finished_event_returns_a_small_summary(cloud, caplog):
     store = FakeStore()
     defer(make_op(), context_for(store))
     cloud.hours = 6.5
-    summary = make_op().execute_complete(context_for(store), _event("finished", 1, 6.5, 6.0))
+    summary = control(store, _event("finished", 1, 6.5, 6.0))
     assert summary["deadline_met"] is True
     assert summary["zones_timeline"][0]["end"] == "finished"
     assert summary["cost_usd"]["total"] > 0 and summary["all_on_demand_cost_usd"] > summary["cost_usd"]["total"]
     # The fake cloud cannot bill: the cost is the estimate from launch-time prices, and says so.
     assert summary["cost_basis"] == "estimate"
     assert summary["spot_hours"] + summary["on_demand_hours"] == pytest.approx(6.5)
-    record = store.get(RECORD_KEY)
+    record = latest(store)
     (segment,) = record["segments"]
     estimate = 6.5 * segment["usd_per_hour"] + record["egress_usd"] + record["probe_usd"]
     assert summary["cost_usd"]["total"] == pytest.approx(estimate, abs=0.01)
@@ -306,7 +354,7 @@ def test_summary_cost_is_the_clouds_own_bill_for_the_job(cloud, monkeypatch):
     store = FakeStore()
     defer(make_op(), context_for(store))
     cloud.hours = 6.5
-    summary = make_op().execute_complete(context_for(store), _event("finished", 1, 6.5, 6.0))
+    summary = control(store, _event("finished", 1, 6.5, 6.0))
     assert asked == [{"skynomad-job": summary["job_id"]}]
     assert summary["cost_basis"] == "cloud_bill"
     assert summary["cost_usd"] == {"spot": 7.0, "on_demand": 1.5, "egress": 0.5, "probe": 0.25, "total": 9.25}
@@ -322,7 +370,7 @@ def test_a_bill_that_cannot_be_read_falls_back_to_the_estimate(cloud, monkeypatc
     store = FakeStore()
     defer(make_op(), context_for(store))
     cloud.hours = 6.5
-    summary = make_op().execute_complete(context_for(store), _event("finished", 1, 6.5, 6.0))
+    summary = control(store, _event("finished", 1, 6.5, 6.0))
     assert summary["cost_basis"] == "estimate" and summary["cost_usd"]["total"] > 0
     assert summary["deadline_met"] is True
 

@@ -8,11 +8,11 @@ from datetime import timedelta
 
 import pandas as pd
 import pytest
-from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_skynomad.clouds.base import GroupStatus, LaunchRequest
 from airflow_provider_skynomad.jobs.errors import SkyNomadDeadlineMissed
-from airflow_provider_skynomad.jobs.record import RECORD_KEY, STATUS_KEY
+from airflow_provider_skynomad.jobs.record import RECORD_KEY
 from airflow_provider_skynomad.jobs.watch import Watch
 from airflow_provider_skynomad.market.source import MarketSource
 from airflow_provider_skynomad.market.table import MarketTable
@@ -22,7 +22,15 @@ from airflow_provider_skynomad.planner.job import JobSpec, JobState
 from airflow_provider_skynomad.planner.policies import lifetimes
 from airflow_provider_skynomad.planner.registry import get_policy
 
-from .test_operator import FakeStore, _event, cloud, context_for, defer, make_op, now  # noqa: F401
+
+def live_status(job_id: str) -> dict:
+    from airflow_provider_skynomad.jobs.live import LiveStatusTable
+
+    with LiveStatusTable() as board:
+        return board.read([job_id])[job_id]
+
+
+from .test_operator import FakeStore, _event, cloud, context_for, control, controlling, defer, latest, make_op, now  # noqa: F401
 
 
 def test_a_missed_deadline_fails_the_task_and_says_so(cloud, caplog):  # noqa: F811
@@ -30,18 +38,18 @@ def test_a_missed_deadline_fails_the_task_and_says_so(cloud, caplog):  # noqa: F
     defer(make_op(), context_for(store))
     cloud.hours = 10.5  # past the 10 h deadline
     with pytest.raises(SkyNomadDeadlineMissed, match="deadline MISSED") as info:
-        make_op().execute_complete(context_for(store), _event("finished", 1, 10.5, 6.0))
+        control(store, _event("finished", 1, 10.5, 6.0))
     assert isinstance(info.value, AirflowFailException)  # no retries: a retry cannot make it on time
-    record = store.get(RECORD_KEY)
+    record = store.get(RECORD_KEY)  # the worker keeps the final record in task state too
     assert record["finished"] and record["summary"]["deadline_met"] is False
-    assert store.get(STATUS_KEY)["deadline_met"] is False
+    assert live_status(record["job_id"])["deadline_met"] is False
 
 
 def test_a_missed_deadline_can_be_only_a_warning(cloud):  # noqa: F811
     store = FakeStore()
     defer(make_op(on_deadline_miss="warn"), context_for(store))
     cloud.hours = 10.5
-    summary = make_op(on_deadline_miss="warn").execute_complete(context_for(store), _event("finished", 1, 10.5, 6.0))
+    summary = control(store, _event("finished", 1, 10.5, 6.0), on_deadline_miss="warn")
     assert summary["deadline_met"] is False
 
 
@@ -86,8 +94,8 @@ def test_the_summary_says_what_the_probe_dag_spent_on_the_jobs_markets_while_it_
     from airflow_provider_skynomad.market.signals import ProbeSpend, SignalTable
 
     store = FakeStore()
-    trigger = defer(make_op(), context_for(store))
-    zone = trigger.serialize()[1]["group"]["zone"]
+    defer(make_op(), context_for(store))
+    zone = latest(store)["group"]["zone"]
     other = "me-central9-z"  # a market outside the job's choice
     assert other not in store.get(RECORD_KEY)["zones"]
 
@@ -105,20 +113,20 @@ def test_the_summary_says_what_the_probe_dag_spent_on_the_jobs_markets_while_it_
             ]
         )
     cloud.hours = 6.5
-    summary = make_op().execute_complete(context_for(store), _event("finished", 1, 6.5, 6.0))
+    summary = control(store, _event("finished", 1, 6.5, 6.0))
     assert summary["probing_usd"] == 0.75
     assert summary["cost_usd"]["total"] < 1000  # reported beside the job's own cost, not added to it
 
 
 def test_a_decision_keeps_the_options_it_weighed_for_the_job_page(cloud):  # noqa: F811
     store = FakeStore()
-    trigger = defer(make_op(), context_for(store))
+    defer(make_op(), context_for(store))
     (decided,) = [t for t in store.get(RECORD_KEY)["timeline"] if t["event"] == "decide"]
     options = decided["options"]
     assert 2 <= len(options) <= 6
     first = options[0]
     assert first["rank"] == 1 and first["mode"] == "spot"
-    assert first["market"].split(":")[0] == trigger.serialize()[1]["group"]["zone"]  # what was launched
+    assert first["market"].split(":")[0] == latest(store)["group"]["zone"]  # what was launched
     assert {"value_usd_per_hour", "useful_share", "price_usd_per_hour", "utility_usd_per_hour"} <= set(first)
 
 
@@ -155,17 +163,20 @@ def test_on_kill_terminates_a_pending_launch_that_exists(cloud, monkeypatch):  #
     assert token in cloud.terminated and len(cloud.launches) == 1
 
 
-def test_a_status_event_records_where_the_job_stands(cloud):  # noqa: F811
+def test_between_events_the_controller_publishes_where_the_job_stands(cloud):  # noqa: F811
     store = FakeStore()
     defer(make_op(), context_for(store))
     cloud.hours = 2.0
-    with pytest.raises(TaskDeferred) as info:
-        make_op().execute_complete(context_for(store), _event("status", 1, 1.9, 1.2))
-    status = store.get(STATUS_KEY)
+    cloud.progress_fraction = 0.2
+    with controlling(store) as controller:
+        look = controller.step()
+        controller.publish()
+    assert look.outcome is None
+    status = live_status(latest(store)["job_id"])
     assert status["progress_pct"] == pytest.approx(20.0)
-    assert status["zone"] == cloud.launches[0].zone and status["state"] == "running"
+    assert status["zone"] == cloud.launches[0].zone and status["state"] == "running" and status["mode"] == "spot"
     assert status["slack_hours"] == pytest.approx(10.0 - 2.0 - 4.8 - 0.2, abs=0.01)
-    assert info.value.trigger.seq == 2 and len(cloud.launches) == 1  # nothing changed but the status
+    assert status["spend_usd"] > 0 and len(cloud.launches) == 1  # nothing changed but the status
 
 
 def test_a_periodic_checkpoint_interval_reaches_the_job_the_planner_sees(cloud):  # noqa: F811
@@ -188,10 +199,8 @@ def test_preemption_before_any_checkpoint_restarts_elsewhere_without_a_migration
     cloud.full.add(first.zone)
     cloud.progress_fraction = None  # the workload had written no checkpoint yet
     cloud.hours = 0.5
-    with pytest.raises(TaskDeferred) as info:
-        make_op(policy="eager-failover").execute_complete(context_for(store), _event("preempted", 1, 0.5, 0.0))
-    record = store.get(RECORD_KEY)
-    assert info.value.trigger.group["zone"] != first.zone
+    record = control(store, _event("preempted", 1, 0.5, 0.0), policy="eager-failover")
+    assert record["group"]["zone"] != first.zone
     assert record["migrations"] == 0 and record["egress_usd"] == 0.0 and cloud.copies == []
     assert record["state"]["progress_hours"] == 0.0 and record["state"]["checkpoint_market"] is None
 
@@ -290,93 +299,59 @@ def _first_event(trigger) -> dict:
     return asyncio.run(first()).payload
 
 
-def _watch(trigger):
-    """The trigger's decision step and market source, to step by hand (the trigger runs the same)."""
-    _, kwargs = trigger.serialize()
-    watch = Watch.from_kwargs(
-        kwargs["job"],
-        kwargs["job_start_hours"],
-        kwargs["state"],
-        kwargs["group"],
-        kwargs["launch_delay_hours"],
-        kwargs["seq"],
-        kwargs["rescue"],
-        kwargs["progress_at_launch"],
-        kwargs["on_safety_net"],
-    )
-    source = MarketSource(MarketTable(), kwargs["zones"], None, pd.Timestamp(kwargs["market_since"]), 1 / 6, 1)
-    return watch, source
-
-
-def _status_now(watch, fake) -> dict:
-    """The event a status visit would carry now (whatever the slack)."""
-    elapsed = fake.now_hours() - watch.job_start_hours
-    return watch._event("status", elapsed, watch.progress(fake, elapsed), None).to_dict()
-
-
-def test_under_deadline_pressure_the_trigger_launches_the_rescue_itself(cloud):  # noqa: F811
-    """No worker slot needed: the trigger launches on-demand, keeps watching, and the worker records it later."""
+def test_under_deadline_pressure_the_controller_puts_up_the_net_at_once(cloud):  # noqa: F811
+    """No worker slot needed: the controller launches on-demand the step it sees the pressure, and
+    the worker comes back only to report the end."""
     store = FakeStore()
-    trigger = defer(make_op(), context_for(store))
+    defer(make_op(), context_for(store))
     first = cloud.launches[0]
     cloud.hours = 4.9  # 5 h of 6 h left, ~5 h to the deadline: one more spot step is no longer safe
     cloud.progress_fraction = 1.0 / 6.0
-    watch, source = _watch(trigger)
-    policy = get_policy("skynomad")
-    event, words = watch.step(cloud, source, policy)
-    assert event is None and "without waiting" in words  # the net is up; no worker is woken for it
-    rescue = cloud.launches[-1]
-    assert not rescue.spot and rescue.client_token.endswith("-rescue-1")
-    assert first.client_token in cloud.terminated  # the old group went at once
-    assert rescue.zone == first.zone or cloud.copies[-1][:2] == (first.zone, rescue.zone)
-    launches = len(cloud.launches)
-    cloud.hours = 9.9  # the rescue finishes in time (5 h of work + its cold start after 4.9 h)
-    cloud.status[rescue.client_token] = GroupStatus.SUCCEEDED
-    event, _ = watch.step(cloud, source, policy)
-    source.table.close()
-    assert event.kind == "finished" and event.rescued["cause"] == "deadline_pressure"
-    summary = make_op().execute_complete(context_for(store), event.to_dict())
-    record = store.get(RECORD_KEY)
-    assert len(cloud.launches) == launches  # the worker launched nothing more
+    with controlling(store) as controller:
+        assert controller.step().outcome is None
+        net = cloud.launches[-1]
+        assert not net.spot and first.client_token in cloud.terminated  # the old group went at once
+        assert net.zone == first.zone or cloud.copies[-1][:2] == (first.zone, net.zone)
+        launches = len(cloud.launches)
+        cloud.hours = 9.9  # the net finishes in time (5 h of work + its cold start after 4.9 h)
+        cloud.status[net.client_token] = GroupStatus.SUCCEEDED
+        outcome = controller.step().outcome
+    assert outcome.kind.value == "finished"
+    summary = make_op().execute_complete(context_for(store), outcome.to_dict())
+    record = store.get(RECORD_KEY)  # the worker's report keeps the final record in task state
+    assert len(cloud.launches) == launches  # the worker launched nothing
     assert record["segments"][0]["end"] == "migrated" and record["segments"][0]["end_hours"] == pytest.approx(4.9)
     assert record["segments"][-1]["mode"] == "on-demand" and record["segments"][-1]["start_hours"] == 4.9
+    assert record["on_safety_net"] and any(n["event"] == "deadline pressure" for n in record["timeline"])
     assert summary["deadline_met"] is True
 
 
-def test_a_rescue_whose_event_was_lost_is_adopted_on_retry(cloud):  # noqa: F811
+def test_what_the_controller_launched_is_what_a_worker_retry_reconnects_to(cloud):  # noqa: F811
     store = FakeStore()
-    trigger = defer(make_op(), context_for(store))
+    defer(make_op(), context_for(store))
     cloud.hours = 4.9
     cloud.progress_fraction = 1.0 / 6.0
-    watch, source = _watch(trigger)
-    watch.step(cloud, source, get_policy("skynomad"))  # the trigger rescued; then the triggerer died
-    source.table.close()
-    rescue = cloud.launches[-1]
+    with controlling(store) as controller:
+        controller.step()  # the controller put up the net; then the task was retried
+    net = cloud.launches[-1]
     again = defer(make_op(), context_for(store, try_number=2))
-    assert again.group["client_token"] == rescue.client_token  # the retry found it by its token
-    assert len(cloud.launches) == 2
+    assert again.args.job_id == latest(store)["job_id"]
+    assert latest(store)["group"]["client_token"] == net.client_token and len(cloud.launches) == 2
 
 
-def test_a_late_preemption_is_rescued_by_the_trigger_and_recorded_as_a_preemption(cloud):  # noqa: F811
+def test_a_late_preemption_is_relaunched_on_demand_and_recorded_as_a_preemption(cloud):  # noqa: F811
     store = FakeStore()
-    trigger = defer(make_op(), context_for(store))
+    defer(make_op(), context_for(store))
     first = cloud.launches[0]
     cloud.status[first.client_token] = GroupStatus.PREEMPTED
-    cloud.hours = 4.9  # too late to wait for a worker to relaunch: only on-demand now still makes it
+    cloud.hours = 4.9  # too late to wait for spot: only on-demand now still makes it
     cloud.progress_fraction = 1.0 / 6.0
-    watch, source = _watch(trigger)
-    policy = get_policy("skynomad")
-    event, words = watch.step(cloud, source, policy)
-    assert event is None and "preempted" in words and "without waiting" in words
-    launches = len(cloud.launches)
-    cloud.hours = 5.2
-    with pytest.raises(TaskDeferred):
-        make_op().execute_complete(context_for(store), _status_now(watch, cloud))
-    source.table.close()
-    record = store.get(RECORD_KEY)
-    assert len(cloud.launches) == launches and record["preemptions"] == 1
+    with controlling(store) as controller:
+        assert controller.step().outcome is None
+    record = latest(store)
+    assert record["preemptions"] == 1 and record["state"]["running"]["mode"] == "on-demand"
     assert record["segments"][0]["end"] == "preempted" and record["segments"][-1]["mode"] == "on-demand"
-    assert record["group"]["client_token"].endswith("-rescue-1")
+    assert record["segments"][-1]["start_hours"] == pytest.approx(4.9)  # the same step, not a worker later
 
 
 def test_a_slow_start_is_measured_from_the_first_checkpoint_and_planned_with(cloud):  # noqa: F811
@@ -391,14 +366,10 @@ def test_a_slow_start_is_measured_from_the_first_checkpoint_and_planned_with(clo
     store = FakeStore()
     defer(make_op(), context_for(store))
     cloud.hours = 1.0
-    event = {**_event("status", 1, 1.0, 0.3), "warmup_hours": 0.45}
-    with pytest.raises(TaskDeferred) as info:
-        make_op().execute_complete(context_for(store), event)
-    assert info.value.trigger.job["cold_start_hours"] == pytest.approx(0.45)  # the planner's cold start
-    assert info.value.trigger.progress_at_launch is None  # measured once per group
     target, decision = "us-east4-a", {"try_in_order": [{"market": "us-east4-a", "mode": "on-demand"}]}
-    with pytest.raises(TaskDeferred):
-        make_op().execute_complete(context_for(store), _event("replan", 2, 1.0, 0.3, decision))
+    record = control(store, {**_event("replan", 1, 1.0, 0.3, decision), "warmup_hours": 0.45})
+    assert record["job"]["cold_start_hours"] == pytest.approx(0.45)  # the planner's cold start
+    assert record["warmups_hours"] == [0.45]  # measured once per group
     assert cloud.launches[-1].zone == target
     assert cloud.launches[-1].env["SKYNOMAD_COLD_START_HOURS"] == "0.2"  # the cloud still gets the declared one
 
@@ -448,10 +419,7 @@ def test_own_observations_are_recorded_under_the_exact_market(skynomad_home, gcp
     assert fake.launches[0].instance_type == "a3-highgpu-2g"
     fake.status[fake.launches[0].client_token] = GroupStatus.PREEMPTED
     fake.hours = 1.0
-    with pytest.raises(TaskDeferred):
-        make_op(instance_types=["a3-highgpu-2g"], policy="eager-failover").execute_complete(
-            context_for(store), _event("preempted", 1, 1.0, 0.0)
-        )
+    control(store, _event("preempted", 1, 1.0, 0.0), instance_types=["a3-highgpu-2g"], policy="eager-failover")
     table = MarketTable()
     rows = table.read(since=now)
     table.close()
@@ -468,75 +436,47 @@ def test_a_failed_workload_fails_the_task_with_its_last_error_lines(cloud):  # n
     first = cloud.launches[0]
     cloud.status[first.client_token] = GroupStatus.FAILED
     cloud.failure_detail = lambda handle: "Traceback (most recent call last):\nValueError: bad learning rate"
-    event = _first_event(trigger)
-    assert event["kind"] == "failed" and "bad learning rate" in event["detail"]
+    event = _first_event(trigger)  # the trigger controls the job to its end, and says how it ended
+    assert event["kind"] == "failed" and "bad learning rate" in event["message"]
     with pytest.raises(SkyNomadJobFailed, match="(?s)failed.*last lines.*bad learning rate"):
         make_op().execute_complete(context_for(store), event)
     assert first.client_token in cloud.terminated  # nothing left running
 
 
-def test_the_summary_reports_the_resume_lags_it_measured(cloud):  # noqa: F811
+def test_the_summary_reports_the_controller_lags_it_measured(cloud):  # noqa: F811
     store = FakeStore()
     defer(make_op(), context_for(store))
-    for seq, (seen, acted) in enumerate([(1.0, 1.1), (2.0, 2.3), (3.0, 3.05)], start=1):
-        cloud.hours = acted
-        with pytest.raises(TaskDeferred):
-            make_op().execute_complete(context_for(store), _event("status", seq, seen, 0.5))
+    cloud.progress_fraction = 0.1
+    decision = {"try_in_order": [{"market": cloud.launches[0].zone, "mode": "spot"}]}  # stay
+    for seq, late in enumerate([0.1, 0.3, 0.05], start=1):
+        cloud.hours = seq
+        control(store, _event("replan", seq, seq, 0.5, decision), late_hours=late)
     cloud.hours = 6.6
-    summary = make_op().execute_complete(context_for(store), _event("finished", 4, 6.5, 6.0))
+    summary = control(store, _event("finished", 4, 6.5, 6.0))
     assert summary["lag_hours_p50"] == pytest.approx(0.1) and summary["lag_hours_max"] == pytest.approx(0.3)
-    assert summary["lag_hours_p99"] == pytest.approx(0.3)
+    assert summary["reaction_hours"] == pytest.approx(0.3)  # the slowest is the one planned with
 
 
 def test_once_on_the_safety_net_the_job_stays_on_demand_to_the_end(cloud, monkeypatch):  # noqa: F811
-    """After a rescue the planner may find spot tempting again; the job does not leave on-demand."""
+    """After the net went up the planner may find spot tempting again; the job does not leave on-demand."""
     from airflow_provider_skynomad.planner.actions import Decision
-
-    store = FakeStore()
-    trigger = defer(make_op(), context_for(store))
-    cloud.hours = 4.9
-    cloud.progress_fraction = 1.0 / 6.0
-    watch, source = _watch(trigger)
-    watch.step(cloud, source, get_policy("skynomad"))  # the trigger rescues on-demand
-    assert watch.on_safety_net is True
-    cloud.hours = 5.0
-    with pytest.raises(TaskDeferred) as info:
-        make_op().execute_complete(context_for(store), _status_now(watch, cloud))
-    assert store.get(RECORD_KEY)["on_safety_net"] is True and info.value.trigger.on_safety_net is True
 
     class BackToSpot:
         def decide(self, job, state, view, at_hours):
             return Decision(try_in_order=(Option("us-east4-a", Mode.SPOT),), reason="spot looks cheap again")
 
-    again, _ = _watch(info.value.trigger)
-    event, _ = again.step(cloud, source, BackToSpot())
-    source.table.close()
-    assert event is None  # stays on on-demand
-
-
-def test_no_status_visit_when_the_slack_is_tight(cloud):  # noqa: F811
-    """A status event ends the trigger; with little slack the trigger keeps watching instead."""
-    handle = cloud.launch(LaunchRequest("gcp", "us-central1", "us-central1-a", "a3-highgpu-1g", 1, True, "t-s"))
-    cloud.progress_fraction = 0.0
-    state = JobState(running=Option("us-central1-a", Mode.SPOT))
-    roomy = Watch(JobSpec(work_hours=1.0, deadline_hours=4.0), 0.0, state, handle, 0.2, seq=1)
-    tight = Watch(JobSpec(work_hours=1.0, deadline_hours=1.5), 0.0, state, handle, 0.2, seq=1)
-    assert roomy.status_event(cloud, 1 / 6).kind == "status"
-    assert tight.status_event(cloud, 1 / 6) is None
-
-
-def test_no_status_visit_while_a_new_group_has_not_checkpointed(cloud):  # noqa: F811
-    """A cold start is when spot groups are lost: the trigger keeps watching through it instead of
-    ending for a status visit, and visits again once the group has checkpointed."""
-    handle = cloud.launch(LaunchRequest("gcp", "us-central1", "us-central1-a", "a3-highgpu-1g", 1, True, "t-c"))
-    state = JobState(running=Option("us-central1-a", Mode.SPOT))
-    watch = Watch(JobSpec(work_hours=1.0, deadline_hours=6.0), 0.0, state, handle, 0.2, seq=1, progress_at_launch=0.0)
-    cloud.progress_fraction, cloud.hours = 0.0, 0.1
-    assert watch.status_event(cloud, 1 / 6) is None  # roomy slack, but no checkpoint yet
-    cloud.progress_fraction, cloud.hours = 0.1, 0.4
-    watch._measure_warmup(0.4, watch.progress(cloud, 0.4))  # what a decision step does
-    assert watch.warmup_hours is not None
-    assert watch.status_event(cloud, 1 / 6).kind == "status"
+    store = FakeStore()
+    defer(make_op(), context_for(store))
+    cloud.hours = 4.9
+    cloud.progress_fraction = 1.0 / 6.0
+    with controlling(store) as controller:
+        controller.step()  # the net goes up
+        assert controller.watch.on_safety_net and latest(store)["on_safety_net"]
+        launches = len(cloud.launches)
+        controller.policy = BackToSpot()
+        cloud.hours = 5.0
+        controller.step()
+    assert len(cloud.launches) == launches  # stays on on-demand
 
 
 def test_a_decision_carried_out_long_after_the_trigger_made_it_is_made_again(cloud):  # noqa: F811
@@ -552,8 +492,7 @@ def test_a_decision_carried_out_long_after_the_trigger_made_it_is_made_again(clo
     stale = Decision(try_in_order=(Option(other, Mode.SPOT),), reason="spot there was cheap and safe at 1 h")
     cloud.progress_fraction = 0.0
     cloud.hours = 4.0  # 6 h of work left, 6 h to the deadline: only on-demand, now, can make it
-    with pytest.raises(TaskDeferred):
-        make_op().execute_complete(context_for(store), _event("replan", 1, 1.0, 0.0, decision=stale.to_dict()))
+    control(store, _event("replan", 1, 1.0, 0.0, decision=stale.to_dict()))
     assert cloud.launches[-1].spot is False, cloud.launches
 
 
@@ -570,79 +509,69 @@ def test_a_move_after_a_refused_relaunch_says_so_and_never_calls_a_dearer_zone_c
     cloud.hours, cloud.progress_fraction = 1.0, 0.2
     dearer = "us-east5-a"
     retry = Decision(try_in_order=(Option(first.zone, Mode.SPOT), Option(dearer, Mode.SPOT)), reason="test")
-    with pytest.raises(TaskDeferred):
-        make_op().execute_complete(context_for(store), _event("preempted", 1, 1.0, 1.2, decision=retry.to_dict()))
-    record = store.get(RECORD_KEY)
+    record = control(store, _event("preempted", 1, 1.0, 1.2, decision=retry.to_dict()))
     moves = [n for n in record["timeline"] if n["event"] == "migrate"]
     assert [m["zone"] for m in moves] == [dearer] and moves[0]["from"] == first.zone
     assert moves[0]["why"] == f"{first.zone} has no spot capacity", moves[0]
 
 
 def _preempted_after_an_hour(cloud):  # noqa: F811
-    """An eager-failover job deferred on spot, its group preempted an hour in (20 % done), its zone
-    full: (store, the lost launch, the trigger's Watch, its market source)."""
+    """An eager-failover job on spot, its group preempted an hour in (20 % done), its zone full:
+    (store, the lost launch)."""
     store = FakeStore()
-    trigger = defer(make_op(policy="eager-failover"), context_for(store))
+    defer(make_op(policy="eager-failover"), context_for(store))
     first = cloud.launches[0]
     cloud.status[first.client_token] = GroupStatus.PREEMPTED
     cloud.full.add(first.zone)
     cloud.hours, cloud.progress_fraction = 1.0, 0.2
-    watch, source = _watch(trigger)
-    return store, first, watch, source
+    return store, first
 
 
-def test_a_preempted_job_is_relaunched_on_spot_by_the_trigger_without_a_worker(cloud):  # noqa: F811
-    """Early in the job, with slack to spare: the trigger relaunches on spot itself (no worker slot
-    needed, however full the pool), and the worker later records the preemption and the move."""
-    store, first, watch, source = _preempted_after_an_hour(cloud)
-    event, words = watch.step(cloud, source, get_policy("eager-failover"))
-    assert event is None and "relaunched spot in" in words and "without waiting for a worker" in words
+def test_a_preempted_job_is_relaunched_on_spot_by_the_controller_without_a_worker(cloud):  # noqa: F811
+    """Early in the job, with slack to spare: the controller relaunches on spot the step it sees the
+    preemption (no worker slot needed, however full the pool), the checkpoint copied first."""
+    store, first = _preempted_after_an_hour(cloud)
+    with controlling(store, policy="eager-failover") as controller:
+        assert controller.step().outcome is None
+        assert not controller.watch.on_safety_net  # a spot relaunch is no safety net
     relaunch = cloud.launches[-1]
-    assert relaunch.spot and relaunch.zone != first.zone and relaunch.client_token.endswith("-rescue-1")
+    assert relaunch.spot and relaunch.zone != first.zone
     assert cloud.copies[-1][:2] == (first.zone, relaunch.zone)  # the checkpoint went with it
-    assert not watch.on_safety_net  # a spot relaunch is no safety net: the planner may move it again
-    launches = len(cloud.launches)
-    cloud.hours = 1.5
-    with pytest.raises(TaskDeferred) as info:
-        make_op(policy="eager-failover").execute_complete(context_for(store), _status_now(watch, cloud))
-    source.table.close()
-    record = store.get(RECORD_KEY)
-    assert len(cloud.launches) == launches  # the worker launched nothing more
+    record = latest(store)
     assert record["preemptions"] == 1 and record["migrations"] == 1 and not record["on_safety_net"]
     assert record["segments"][0]["end"] == "preempted" and record["segments"][-1]["mode"] == "spot"
-    assert info.value.trigger.group["client_token"] == relaunch.client_token
+    assert record["group"]["client_token"] == relaunch.client_token
     assert not any(n["event"] == "deadline pressure" for n in record["timeline"])
+    events = [n["event"] for n in record["timeline"]]
+    assert events.index("preempted") < events.index("migrate")  # the timeline in the order it happened
 
 
-def test_a_trigger_relaunch_preempted_in_its_turn_is_recorded_then_decided_again(cloud):  # noqa: F811
-    store, first, watch, source = _preempted_after_an_hour(cloud)
-    policy = get_policy("eager-failover")
-    assert watch.step(cloud, source, policy)[0] is None
-    relaunch = cloud.launches[-1]
-    cloud.status[relaunch.client_token] = GroupStatus.PREEMPTED  # lost too: one trigger launch per deferral
-    cloud.full.add(relaunch.zone)
-    cloud.hours = 1.6
-    event, _ = watch.step(cloud, source, policy)
-    source.table.close()
-    assert event.kind == "preempted" and event.rescued["handle"]["client_token"] == relaunch.client_token
-    with pytest.raises(TaskDeferred) as info:
-        make_op(policy="eager-failover").execute_complete(context_for(store), event.to_dict())
-    record = store.get(RECORD_KEY)
+def test_a_relaunch_preempted_in_its_turn_is_recorded_then_decided_again(cloud):  # noqa: F811
+    store, first = _preempted_after_an_hour(cloud)
+    with controlling(store, policy="eager-failover") as controller:
+        controller.step()
+        relaunch = cloud.launches[-1]
+        cloud.status[relaunch.client_token] = GroupStatus.PREEMPTED  # lost too
+        cloud.full.add(relaunch.zone)
+        cloud.hours = 1.6
+        controller.step()
+    record = latest(store)
     assert record["preemptions"] == 2
     assert [s["end"] for s in record["segments"][:2]] == ["preempted", "preempted"]
     third = cloud.launches[-1]
-    assert third.zone not in (first.zone, relaunch.zone)  # the worker relaunched after the second loss
-    assert info.value.trigger.group["client_token"] == third.client_token
+    assert third.zone not in (first.zone, relaunch.zone)
+    assert record["group"]["client_token"] == third.client_token
 
 
-def test_a_spot_relaunch_whose_event_was_lost_is_adopted_as_spot_on_retry(cloud):  # noqa: F811
-    store, first, watch, source = _preempted_after_an_hour(cloud)
-    watch.step(cloud, source, get_policy("eager-failover"))  # relaunched; then the triggerer died
-    source.table.close()
+def test_a_spot_relaunch_is_what_a_worker_retry_reconnects_to_as_spot(cloud):  # noqa: F811
+    store, first = _preempted_after_an_hour(cloud)
+    with controlling(store, policy="eager-failover") as controller:
+        controller.step()  # relaunched; then the task was retried
     relaunch = cloud.launches[-1]
     again = defer(make_op(policy="eager-failover"), context_for(store, try_number=2))
-    record = store.get(RECORD_KEY)
-    assert again.group["client_token"] == relaunch.client_token and len(cloud.launches) == 2
+    record = latest(store)
+    assert again.args.job_id == record["job_id"]
+    assert record["group"]["client_token"] == relaunch.client_token and len(cloud.launches) == 2
     assert record["state"]["running"]["mode"] == "spot" and not record["on_safety_net"]
 
 
@@ -654,10 +583,10 @@ def test_a_retry_holds_its_first_trigger_event_longer(cloud, monkeypatch):  # no
     store = FakeStore()
     first = defer(make_op(), context_for(store))
     again = defer(make_op(), context_for(store, try_number=2))
-    assert first.min_event_seconds == 9.0 and again.min_event_seconds == 11.0  # Airflow's 5 s wait
+    assert first.args.min_event_seconds == 9.0 and again.args.min_event_seconds == 11.0  # Airflow's 5 s wait
     assert again.serialize()[1]["min_event_seconds"] == 11.0
     monkeypatch.setenv("AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL", "10")
-    assert defer(make_op(), context_for(store)).min_event_seconds == 14.0
+    assert defer(make_op(), context_for(store)).args.min_event_seconds == 14.0
 
 
 def test_under_dag_test_the_first_event_hold_stays_short(cloud, monkeypatch):  # noqa: F811
@@ -672,5 +601,5 @@ def test_under_dag_test_the_first_event_hold_stays_short(cloud, monkeypatch):  #
         raising=False,
     )
     store = FakeStore()
-    assert defer(make_op(), context_for(store)).min_event_seconds == 2.0
-    assert defer(make_op(), context_for(store, try_number=2)).min_event_seconds == 4.0
+    assert defer(make_op(), context_for(store)).args.min_event_seconds == 2.0
+    assert defer(make_op(), context_for(store, try_number=2)).args.min_event_seconds == 4.0

@@ -6,43 +6,28 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-import pandas as pd
 import pytest
 
-from airflow_provider_skynomad.clouds.base import LaunchRequest
-from airflow_provider_skynomad.planner.job import JobSpec, JobState
 from airflow_provider_skynomad.triggers.skynomad import SkyNomadTrigger
 
 from .fakes import FakeCloud
-
-ZONE = "us-central1-a"
+from .test_trigger import _started, world  # noqa: F401
 
 
 @pytest.fixture
-def cloud(skynomad_home, monkeypatch):
-    fake = FakeCloud(pd.Timestamp("2025-10-06T00:00:00Z"))
-    monkeypatch.setattr("airflow_provider_skynomad.hooks.skynomad.make_cloud", lambda config: fake)
-    return fake
+def cloud(world):  # noqa: F811
+    return world
 
 
 def _trigger(cloud: FakeCloud, map_index: int = -1) -> SkyNomadTrigger:
-    handle = cloud.launch(LaunchRequest("gcp", "us-central1", ZONE, "a3-highgpu-1g", 1, True, "tok-1", job_id="sn-1"))
-    trigger = SkyNomadTrigger(
-        job=JobSpec(work_hours=6.0, deadline_hours=10.0).to_dict(),
-        job_start_hours=0.0,
-        state=JobState().to_dict(),
-        group=handle.to_dict(),
-        launch_delay_hours=0.2,
-        zones=[ZONE],
-        instance_types=None,
-        policy="skynomad",
-        policy_params=None,
-        decision_step_hours=1 / 6,
-        seq=1,
-        skynomad_conn_id="skynomad_default",
-    )
+    """The trigger of a started job whose group (the cloud's first launch) runs."""
+    trigger, _ = _started()
     trigger.task_instance = SimpleNamespace(dag_id="d", run_id="r", task_id="job", map_index=map_index)
     return trigger
+
+
+def _token(cloud: FakeCloud) -> str:
+    return cloud.launches[0].client_token
 
 
 def _states(monkeypatch, answer):
@@ -65,7 +50,7 @@ def test_an_ended_task_has_its_group_terminated(cloud, monkeypatch, state):
     trigger = _trigger(cloud)
     calls = _states(monkeypatch, {"r": {"job": state}})
     asyncio.run(trigger.on_kill())
-    assert cloud.terminated == ["tok-1"]
+    assert cloud.terminated == [_token(cloud)]
     assert calls == [{"dag_id": "d", "map_index": -1, "task_ids": ["job"], "run_ids": ["r"]}]
 
 
@@ -73,7 +58,7 @@ def test_a_mapped_task_is_looked_up_by_its_map_index(cloud, monkeypatch):
     trigger = _trigger(cloud, map_index=2)
     _states(monkeypatch, {"r": {"job_2": "failed", "job_1": "deferred"}})
     asyncio.run(trigger.on_kill())
-    assert cloud.terminated == ["tok-1"]
+    assert cloud.terminated == [_token(cloud)]
 
 
 @pytest.mark.parametrize(
@@ -93,10 +78,20 @@ def test_a_task_that_has_not_ended_keeps_its_group(cloud, monkeypatch, answer):
     assert cloud.terminated == []
 
 
-def test_the_rescue_the_trigger_launched_is_terminated_too(cloud, monkeypatch):
+def test_a_launch_in_flight_is_terminated_too_when_it_exists(cloud, monkeypatch):
+    """The controller wrote a relaunch down, sent it, and was cancelled before it recorded the group."""
+    from airflow_provider_skynomad.clouds.base import LaunchRequest
+    from airflow_provider_skynomad.jobs.record import PendingLaunch
+    from airflow_provider_skynomad.jobs.table import JobTable
+    from airflow_provider_skynomad.planner.actions import Mode, Option
+
     trigger = _trigger(cloud)
-    rescue = cloud.launch(LaunchRequest("gcp", "us-east4", "us-east4-a", "a3-highgpu-1g", 1, False, "tok-2"))
-    trigger._rescue_handle = rescue.to_dict()
+    request = LaunchRequest("gcp", "us-east4", "us-east4-b", "a3-highgpu-1g", 1, False, f"{trigger.args.job_id}-2")
+    cloud.launch(request)
+    with JobTable() as jobs:
+        stored = jobs.load(trigger.args.job_id)
+        stored.record.pending = PendingLaunch(request, Option("us-east4-b", Mode.ON_DEMAND), 1.0)
+        jobs.put(stored.record, owner="trigger-test")
     _states(monkeypatch, {"r": {"job": "failed"}})
     asyncio.run(trigger.on_kill())
-    assert sorted(cloud.terminated) == ["tok-1", "tok-2"]
+    assert sorted(cloud.terminated) == sorted([_token(cloud), request.client_token])

@@ -1,8 +1,8 @@
-"""The live-status table a deferred job's trigger publishes to (jobs/live.py), on both backends."""
+"""The live-status table a job's controller publishes to (jobs/live.py), on both backends."""
 
 from __future__ import annotations
 
-from airflow_provider_skynomad.jobs.live import LiveStatusTable, newer_status, seen_by_trigger
+from airflow_provider_skynomad.jobs.live import LiveStatusTable, newer_status
 
 WORKER = {"job_id": "sn-a-1", "state": "running", "zone": "us-east4-a", "elapsed_hours": 2.0, "progress_pct": 20.0}
 
@@ -27,12 +27,3 @@ def test_only_a_later_look_at_the_same_unfinished_job_is_laid_over_the_workers_s
     assert newer_status(WORKER, {**later, "job_id": "sn-a-2"}) == WORKER  # a cleared task's old job
     assert newer_status({**WORKER, "state": "finished"}, later)["state"] == "finished"
     assert newer_status(None, later) is None and newer_status(WORKER, None) == WORKER
-
-
-def test_the_trigger_carries_the_spend_on_at_its_groups_rate_until_it_moves_the_job():
-    base = {**WORKER, "spend_usd": 10.0, "at_hours": 2.0, "usd_per_hour": 4.0, "all_on_demand_usd": 90.0}
-    where = {"job_id": "sn-a-1", "elapsed_hours": 2.5, "progress_pct": 28.0, "zone": "us-east4-a"}
-    status = seen_by_trigger(base, where, 2.5, moved=False)
-    assert status["spend_usd"] == 12.0 and status["progress_pct"] == 28.0 and status["all_on_demand_usd"] == 90.0
-    assert "at_hours" not in status and "usd_per_hour" not in status
-    assert "spend_usd" not in seen_by_trigger(base, where, 2.5, moved=True)  # the worker's figure stays

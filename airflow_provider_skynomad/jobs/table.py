@@ -1,0 +1,168 @@
+"""The job record the controller changes: one versioned row per job, beside the market table.
+
+Why a table of the provider's own: from its first deferral to its end a job is controlled by its
+trigger (`jobs.controller`), and a trigger cannot write Airflow's task state store. The record
+therefore lives in ``job_records`` in the connection's market database (SQLite by default,
+PostgreSQL in production), where the worker writes it once before it defers and reads it back
+at the end.
+
+Why versioned: Airflow can run two copies of one trigger for a while (a triggerer that missed its
+heartbeat still runs what another triggerer took over). Every write names the version it read
+(optimistic concurrency); a copy whose version is no longer the row's has lost control and stops
+(`ControlLost`). A copy takes control by writing a new version with its own owner, so the copy
+started last wins, which is the one Airflow believes in. Every cloud effect (a launch, a
+termination) is preceded by a write, so the losing copy never acts after the winner took over.
+Nothing in a record is a secret: ids, zones, figures and the workload's declared command.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import Column, Integer, MetaData, String, Table, Text, insert, select, update
+from sqlalchemy.engine import URL
+
+from ..market.database import MarketDatabase, UtcDateTime
+from .errors import ControlLost
+from .record import JobRecord
+
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+
+job_records = Table(
+    "job_records",
+    metadata,
+    Column("job_id", String(64), primary_key=True),
+    Column("version", Integer, nullable=False),
+    Column("owner", String(64), nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    Column("record", Text, nullable=False),
+)
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """A record as read: the version a write must name, and who wrote it."""
+
+    record: JobRecord
+    version: int
+    owner: str
+
+
+class JobTable(MarketDatabase):
+    """``job_records``: each job's record, written by the worker at the start and by its controller after.
+
+    :param url: SQLAlchemy URL of the market database.
+    :param market: an open market store whose engine to share (a triggerer's shared table).
+    """
+
+    component = "job_records"
+    layout_version = SCHEMA_VERSION
+    tables = (job_records,)
+    label = "job record table"
+
+    def __init__(self, url: str | URL | None = None, *, market: MarketDatabase | None = None):
+        super().__init__(url, share=market)
+
+    def put(self, record: JobRecord, owner: str) -> int:
+        """Write `record` whatever the row holds (the worker, while no controller runs); its new version."""
+        self._ensure()
+        now, text = datetime.now(UTC), json.dumps(record.to_dict())
+        with self.engine.begin() as conn:
+            found = conn.execute(
+                select(job_records.c.version).where(job_records.c.job_id == record.job_id)
+            ).scalar_one_or_none()
+            if found is None:
+                conn.execute(
+                    insert(job_records).values(
+                        job_id=record.job_id, version=1, owner=owner, updated_at=now, record=text
+                    )
+                )
+                return 1
+            conn.execute(
+                update(job_records)
+                .where(job_records.c.job_id == record.job_id)
+                .values(version=found + 1, owner=owner, updated_at=now, record=text)
+            )
+            return found + 1
+
+    def load(self, job_id: str) -> StoredRecord | None:
+        self._ensure()
+        statement = select(job_records.c.record, job_records.c.version, job_records.c.owner).where(
+            job_records.c.job_id == job_id
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(statement).first()
+        if row is None:
+            return None
+        return StoredRecord(JobRecord.from_dict(json.loads(row.record)), int(row.version), str(row.owner))
+
+    def save(self, record: JobRecord, version: int, owner: str) -> int:
+        """Write `record` over `version`; its new version. `ControlLost` when the row moved on."""
+        return self._swap(record.job_id, version, owner, json.dumps(record.to_dict()))
+
+    def claim(self, job_id: str, version: int, owner: str) -> int:
+        """Take control of the job at `version` without changing its record; the new version."""
+        return self._swap(job_id, version, owner, None)
+
+    def _swap(self, job_id: str, version: int, owner: str, text: str | None) -> int:
+        self._ensure()
+        values = {"version": version + 1, "owner": owner, "updated_at": datetime.now(UTC)}
+        if text is not None:
+            values["record"] = text
+        statement = (
+            update(job_records).where(job_records.c.job_id == job_id, job_records.c.version == version).values(values)
+        )
+        with self.engine.begin() as conn:
+            if conn.execute(statement).rowcount != 1:
+                raise ControlLost(
+                    f"SkyNomad job {job_id} was changed by another controller since version {version} "
+                    "(a triggerer took it over): this copy stops"
+                )
+        return version + 1
+
+    def delete(self, job_id: str) -> None:
+        self._ensure()
+        with self.engine.begin() as conn:
+            conn.execute(job_records.delete().where(job_records.c.job_id == job_id))
+
+
+class TableStore:
+    """The controller's record store: compare-and-swap writes to `JobTable`, the live status to `job_live_status`.
+
+    Same verbs as the worker's `record.StateStore` (`load`, `save`, `save_status`), so `JobRunner`
+    runs unchanged on either side.
+    """
+
+    durable = True
+
+    def __init__(self, table: JobTable, job_id: str, owner: str, version: int, board=None):
+        self.table, self.job_id, self.owner, self.version = table, job_id, owner, version
+        self._board = board
+
+    @classmethod
+    def take(cls, table: JobTable, job_id: str, owner: str, board=None) -> tuple[TableStore, JobRecord]:
+        """Take control of the job (see the module docstring); the store and the record as taken."""
+        stored = table.load(job_id)
+        if stored is None:
+            raise ControlLost(f"SkyNomad job {job_id} has no record in the job record table: nothing to control")
+        version = table.claim(job_id, stored.version, owner)
+        return cls(table, job_id, owner, version, board), stored.record
+
+    def load(self) -> JobRecord | None:
+        stored = self.table.load(self.job_id)
+        return stored.record if stored else None
+
+    def save(self, record: JobRecord) -> None:
+        self.version = self.table.save(record, self.version, self.owner)
+
+    def check(self) -> None:
+        """Still in control? Bumps the version (`ControlLost` if another copy took over)."""
+        self.version = self.table.claim(self.job_id, self.version, self.owner)
+
+    def save_status(self, status: dict) -> None:
+        if self._board is not None:
+            self._board.publish(status["job_id"], status)
