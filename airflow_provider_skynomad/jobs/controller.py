@@ -78,6 +78,8 @@ class Controller:
             if late_hours > 0:
                 runner.learn_lag(late_hours, late_seconds)
             event, words = self.watch.step(runner.cloud, runner.source, self.policy)
+            if self.watch.seen is not None:
+                runner.learn_pace(self.watch.seen[0], self.watch.pace)  # news about the pace is said at once
             look = Look(words=self._new(words))
             if event is not None:
                 look.outcome = self._act(event)

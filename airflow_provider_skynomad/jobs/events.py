@@ -11,6 +11,7 @@ import enum
 from dataclasses import dataclass
 
 from ..planner.actions import Decision
+from ..planner.pace import Pace
 
 
 class EventKind(enum.StrEnum):
@@ -34,6 +35,7 @@ class JobEvent:
     :param detail: the workload's last error lines, when its group failed.
     :param sent_wall: wall-clock seconds (epoch) of the look.
     :param warmup_hours: the running group's measured warm-up (launch → first checkpoint), once seen.
+    :param pace: what the checkpoints say of the real work, as of this look.
     """
 
     kind: EventKind
@@ -47,6 +49,7 @@ class JobEvent:
     decide_seconds: float | None = None
     sent_wall: float | None = None
     warmup_hours: float | None = None
+    pace: Pace | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", EventKind(self.kind))  # a plain string from a test is checked here

@@ -56,6 +56,19 @@ def say(item: dict) -> str:
             f"{at} the group's first checkpoint came {item['hours']:.2f} h after launch (declared cold start "
             f"{item['declared']:g} h); later launches are planned with that"
         )
+    if event == "pace":
+        ratio = item["ratio"]
+        how = f"{100 * (ratio - 1):.0f} % slower" if ratio > 1 else f"{100 * (1 - ratio):.0f} % faster"
+        return (
+            f"{at} the workload runs {how} than declared: {item['left_h']:.1f} h of work left, not "
+            f"{item['declared_left_h']:.1f} h; planning with that"
+        )
+    if event == "deadline risk":
+        return (
+            f"{at} DEADLINE AT RISK: even on-demand from now would finish at {item['finish_h']:.2f} h, after the "
+            f"deadline at {item['deadline_h']:.2f} h (the work measured is more than declared); the job goes on "
+            "as fast as it can"
+        )
     if event == "finished":
         return f"{at} the workload finished"
     if event == "failed":

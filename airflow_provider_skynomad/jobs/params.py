@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 
+from .deadline_risk import callback_path
 from .errors import SkyNomadInputError
 
 MAX_ENV_BYTES = 16 * 1024  # the env is kept in task state and trigger kwargs: small, and never a secret store
@@ -46,6 +47,7 @@ class JobParams:
     status_every_steps: int = 6
     checkpoint_interval_hours: float = 0.0
     final_checkpoint_on_notice: bool = False
+    on_deadline_risk: str | None = None  # "module:function", called once when even on-demand would be late
 
     @property
     def step_hours(self) -> float:
@@ -142,6 +144,7 @@ def validate_params(op) -> JobParams:
         status_every_steps=every,
         checkpoint_interval_hours=interval,
         final_checkpoint_on_notice=op.final_checkpoint_on_notice,
+        on_deadline_risk=callback_path(getattr(op, "on_deadline_risk", None)),
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from ..clouds.base import GroupHandle, LaunchRequest
 from ..planner.actions import Option
 from ..planner.job import JobSpec, JobState
+from ..planner.pace import Pace
 
 RECORD_KEY = "skynomad_job"
 STATUS_KEY = "skynomad_status"
@@ -111,6 +112,9 @@ class JobRecord:
     warmups_hours: list[float] = field(default_factory=list)  # measured launch → first checkpoint, minus its work
     progress_at_launch: float | None = None  # the running group's first checkpoint is still awaited
     on_safety_net: bool = False  # deadline pressure put the job on on-demand: it stays there to the end
+    pace: Pace | None = None  # what the checkpoints measured of the real work (`job.work_hours` is its bound)
+    pace_told: float = 1.0  # the slowdown last said in the log (1.0: none)
+    deadline_risk_told: bool = False  # "even on-demand cannot make it" was said (and the callback called)
     groups_used: list[GroupHandle] = field(default_factory=list)
     migrations: int = 0
     preemptions: int = 0
@@ -165,6 +169,7 @@ class JobRecord:
         data["pending"] = PendingLaunch.from_dict(data["pending"]) if data.get("pending") else None
         data["segments"] = [Segment(**s) for s in data.get("segments", [])]
         data["groups_used"] = [GroupHandle.from_dict(g) for g in data.get("groups_used", [])]
+        data["pace"] = Pace(**data["pace"]) if data.get("pace") else None
         return cls(**data)
 
 

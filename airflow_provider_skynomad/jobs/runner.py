@@ -26,9 +26,11 @@ from ..market.source import MarketInputError, MarketSource, select_markets
 from ..market.view import MarketView
 from ..planner.actions import Decision, Mode
 from ..planner.job import JobSpec, JobSpecError, JobState
+from ..planner.pace import Pace
 from ..planner.registry import get_policy
 from .carry_out import Workload, carry_out, recover_pending
 from .contract import ControllerArgs, Outcome, OutcomeKind, TaskIdentity, first_event_hold_seconds
+from .deadline_risk import call_deadline_risk
 from .errors import SkyNomadDeadlineMissed, SkyNomadInputError, SkyNomadJobFailed
 from .events import EventKind, JobEvent
 from .narrate import live_status, say, status_line, why_move
@@ -38,6 +40,7 @@ from .stale import StaleGuard, held_rows
 from .summary import deadline_line, format_timeline, job_bill, summarize
 
 MAX_LAGS_KEPT = 50
+PACE_NEWS = 0.1  # a measured pace is said again once it moved this much (10 %) from the last said
 NEWS_LAG_HOURS = 1.0 / 60.0  # a controller lag below a minute of cloud time is planned with, not told
 WEIGHED_DECISIONS_KEPT = 8  # decisions whose weighed options the record keeps (the job page shows them)
 GUARD_LAGS = 1.0  # the planner already lets a rescue come two lags late; one more lag of margin
@@ -215,6 +218,7 @@ class JobRunner:
         now = self.elapsed()
         at = event.elapsed_hours if event.elapsed_hours is not None else now
         self._learn_warmup(at, event.warmup_hours)
+        self.learn_pace(at, event.pace)
         if event.progress_hours is not None:
             record.state = record.state.progressed(event.progress_hours)
         if event.kind is EventKind.PREEMPTED:
@@ -455,6 +459,56 @@ class JobRunner:
             )
         )
         self.store.save(record)
+
+    def learn_pace(self, at: float, pace: Pace | None) -> bool:
+        """Plan with what the checkpoints say of the real work (`planner.pace`), and say what is news:
+        a pace slower (or faster) than declared, and at once when even on-demand now would be late.
+        True when something was said (and the record written)."""
+        record = self.record
+        if pace is None or pace == record.pace:
+            return False
+        old_bound = record.job.work_hours
+        record.pace = pace
+        record.job = pace.planning_job(record.job)
+        if record.job.work_hours != old_bound and old_bound > 0:
+            done = record.state.progress_hours / old_bound  # the same checkpointed share, at the new bound
+            record.state = record.state.progressed(done * record.job.work_hours)
+        said = self._tell_pace(at, pace) | self._tell_deadline_risk(at, pace)
+        if said:
+            self.store.save(record)
+        return said
+
+    def _tell_pace(self, at: float, pace: Pace) -> bool:
+        record = self.record
+        ratio = pace.slower_than_declared() or pace.faster_than_declared()
+        if ratio is None or abs(ratio - record.pace_told) < PACE_NEWS:
+            return False
+        record.pace_told = ratio
+        left = pace.remaining_work_hours()
+        declared_left = (1.0 - pace.fraction) * pace.declared_work_hours
+        self._say(
+            record.note(
+                at, "pace", ratio=round(ratio, 3), left_h=round(left, 2), declared_left_h=round(declared_left, 2)
+            )
+        )
+        return True
+
+    def _tell_deadline_risk(self, at: float, pace: Pace) -> bool:
+        """Even on-demand from now, at the measured pace, would finish after the task's deadline."""
+        record = self.record
+        if record.deadline_risk_told:
+            return False
+        running = record.state.running
+        start = 0.0 if running is not None and running.mode is Mode.ON_DEMAND else record.job.cold_start_hours
+        finish = at + start + pace.remaining_work_hours()
+        if finish <= record.deadline_hours:
+            return False
+        record.deadline_risk_told = True
+        item = record.note(at, "deadline risk", finish_h=round(finish, 2), deadline_h=round(record.deadline_hours, 2))
+        message = f"SkyNomad job {record.job_id}: {say(item)}"
+        self.log.error("%s", message)
+        call_deadline_risk(self.params.on_deadline_risk, record, self.task, message, self.log)
+        return True
 
     def _learn_warmup(self, at: float, warmup: float | None) -> None:
         """A group took `warmup` hours from launch to its first checkpoint: plan later launches with the slowest."""

@@ -21,6 +21,7 @@ from ..clouds.retry import CloudApiError
 from ..market.source import MarketSource
 from ..planner.actions import Decision, Mode
 from ..planner.job import JobSpec, JobState
+from ..planner.pace import Pace
 from ..planner.safety import is_safe
 from .events import EventKind, JobEvent
 from .stale import StaleGuard, held_rows
@@ -47,9 +48,15 @@ class Watch:
     stale: StaleGuard = field(default_factory=StaleGuard)
     stale_warnings: list[str] = field(default_factory=list)  # said with the step's words, then cleared
     seen: tuple[float, float] | None = None  # (elapsed, checkpointed progress) at the last look
+    pace: Pace | None = None  # what the checkpoints say of the real work; `job.work_hours` is its bound
+    # (time, fraction, productive hours) at the group's first checkpoint this watch saw
+    _anchor: tuple[float, float, float] | None = None
+    _fraction: float | None = None  # the checkpointed share at the last look
 
     def __post_init__(self) -> None:
         self.declared_cold_start_hours = self.job.cold_start_hours
+        if self.pace is None:
+            self.pace = Pace(self.job.work_hours)
 
     @classmethod
     def of(cls, record) -> Watch:
@@ -63,6 +70,7 @@ class Watch:
             record.seq,
             record.progress_at_launch,
             record.on_safety_net,
+            pace=record.pace,
         )
 
     def step(self, cloud: Cloud, source: MarketSource, policy) -> tuple[JobEvent | None, str]:
@@ -99,8 +107,9 @@ class Watch:
         if status is GroupStatus.SUCCEEDED:
             return self._event(EventKind.FINISHED, elapsed, self.job.work_hours, status), ""
         progress = self.progress(cloud, elapsed)
-        self.seen = (elapsed, progress)
         self._measure_warmup(elapsed, progress)
+        progress = self._measure_pace(cloud, elapsed, progress)
+        self.seen = (elapsed, progress)
         if status in (GroupStatus.PREEMPTED, GroupStatus.TERMINATED):
             lost = self.base.running.market if self.base.running else None
             after = self.base.progressed(progress, elapsed_hours=elapsed).advance(
@@ -161,6 +170,34 @@ class Watch:
         self.warmup_hours = max(0.0, seen - self.base.running_since_hours - (progress - start))
         self.job = replace(self.job, cold_start_hours=max(self.declared_cold_start_hours, self.warmup_hours))
 
+    def _measure_pace(self, cloud: Cloud, elapsed: float, progress: float) -> float:
+        """Learn the real work from this group's checkpoints after its first; the progress at the new bound.
+
+        The first checkpoint of a group anchors it (its warm-up is measured from it, so it says
+        nothing of the pace); each later one adds the productive time since the anchor. Both are
+        timed by the look that saw them, so a workload that checkpoints as it goes is measured
+        exactly and one that checkpoints rarely errs by at most a step either way.
+        """
+        fraction = cloud.progress(self.group) if self.group is not None else None
+        warming = self.progress_at_launch is not None and self.warmup_hours is None
+        if fraction is None or warming:
+            return progress
+        fraction = min(1.0, float(fraction))
+        seen = elapsed  # the anchor and every later checkpoint alike: the look that saw it
+        if self._anchor is None:
+            done = max(0.0, fraction - self.pace.fraction)
+            productive = self.pace.productive_hours + done * self.pace.work_hours_estimate
+            self._anchor = (seen, fraction, productive)
+            self._fraction = fraction
+            return progress
+        if fraction <= (self._fraction or 0.0) + 1e-12:
+            return progress
+        self._fraction = fraction
+        at, _, productive = self._anchor
+        self.pace = self.pace.observed(productive + max(0.0, seen - at), fraction)
+        self.job = self.pace.planning_job(self.job)
+        return max(self.base.progress_hours, fraction * self.job.work_hours)
+
     def sleep_seconds(self, step_wall: float, wall_per_hour: float, now_hours: float) -> float:
         """Until the next step; shorter when the workload should finish before then, so its end is seen
         within a tenth of a step instead of up to a whole step late (that delay counts against the deadline)."""
@@ -215,4 +252,5 @@ class Watch:
             decide_seconds=decide_seconds,
             sent_wall=time.time(),
             warmup_hours=self.warmup_hours,
+            pace=self.pace,
         )

@@ -65,6 +65,10 @@ class SkyNomadOperator(BaseOperator):
     :param tags: extra tags/labels on every instance (job, DAG, run, task and try are always added).
     :param max_wall_seconds_per_step: cap on the trigger's sleep per step (tests, benchmarks).
     :param status_every_steps: accepted for DAGs that set it; the trigger publishes the live status itself.
+    :param on_deadline_risk: a module-level function (or ``"module:function"``) called once, in the
+        triggerer, with a dict about the job (``job_id``, ``dag_id``, ``run_id``, ``task_id``, ``message``)
+        as soon as the work measured from the checkpoints cannot be done by the deadline even on
+        on-demand; the task log says so at ERROR level either way.
 
     ``retries`` defaults to 2 (a retry reconnects to the running job; input errors and a missed
     deadline fail without retrying).
@@ -108,6 +112,7 @@ class SkyNomadOperator(BaseOperator):
         tags: dict[str, str] | None = None,
         max_wall_seconds_per_step: float | None = None,
         status_every_steps: int = 6,
+        on_deadline_risk=None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("priority_weight", 100)
@@ -142,6 +147,7 @@ class SkyNomadOperator(BaseOperator):
         self.tags = tags or {}
         self.max_wall_seconds_per_step = max_wall_seconds_per_step
         self.status_every_steps = status_every_steps
+        self.on_deadline_risk = on_deadline_risk
         self._runner: JobRunner | None = None  # set while a worker holds the job, for on_kill
 
     # == entry points ===========================================================================

@@ -1,0 +1,82 @@
+"""The runtime measures the real work from the checkpoints: a workload 25 % slower than declared
+is said at once and planned with, so the safety net switches in time; a faster one never shows
+more than 100 %."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_skynomad.clouds.base import GroupStatus
+
+STEP = 1.0 / 6.0
+
+
+def _drive(job, cloud, real_work_hours: float, cold_start: float = 0.2, until: float = 12.0, spot_until=None):
+    """Run the controller step by step; the fake workload makes progress at its real pace on
+    whatever group runs, after each group's cold start. From `spot_until` on, spot is gone: the
+    group running then is preempted and no zone grants spot again. The outcome and the record."""
+    controller = job.controller()
+    done, t = 0.0, 0.0
+    token, started = cloud.launches[-1].client_token, 0.0
+    while t < until:
+        t += STEP
+        if spot_until is not None and t >= spot_until and not cloud.full:
+            cloud.full.update(request.zone for request in cloud.launches)
+            cloud.full.update(job.record().zones)
+            if controller.runner.record.group is not None and controller.runner.record.group.spot:
+                cloud.status[token] = GroupStatus.PREEMPTED
+        group = controller.runner.record.group
+        if group is not None and group.client_token != token:
+            token, started = group.client_token, t - STEP
+        if group is not None and cloud.status[token] is GroupStatus.RUNNING:
+            done += max(0.0, t - max(started + cold_start, t - STEP))
+        cloud.hours, cloud.progress_fraction = t, min(1.0, done / real_work_hours)
+        if done >= real_work_hours:
+            cloud.status[token] = GroupStatus.SUCCEEDED
+        outcome = controller.step().outcome
+        if outcome is not None:
+            return outcome, job.record()
+    raise AssertionError("the job never ended")
+
+
+def test_a_workload_slower_than_declared_is_said_and_its_deadline_still_met(started, cloud):
+    job = started(work_hours=4.0, deadline_hours=6.0)  # it really needs 5 h: all on-demand takes 5.2 h
+    outcome, record = _drive(job, cloud, real_work_hours=5.0, spot_until=3.0)
+    assert outcome.kind.value == "finished" and record.summary["deadline_met"], record.summary
+    first, *_, last = [n for n in record.timeline if n["event"] == "pace"] * 2
+    assert first["at_hours"] < 2.0  # said early, not at the end
+    assert last["ratio"] == pytest.approx(1.25, abs=0.05)
+    assert record.job.work_hours >= 5.0  # planned with the measured work, not the declared 4 h
+
+
+def test_with_the_declared_work_planned_with_the_same_job_misses(started, cloud, monkeypatch):
+    """What the measured pace prevents: after spot is gone the job waits for it until the declared
+    4 h of work just fit, and the 5 h it really needs then cannot."""
+    from airflow_provider_skynomad.planner.pace import Pace
+
+    monkeypatch.setattr(Pace, "work_hours_bound", property(lambda self: self.declared_work_hours))
+    monkeypatch.setattr(Pace, "ratio_to_declared", lambda self: None)
+    job = started(work_hours=4.0, deadline_hours=6.0)
+    outcome, record = _drive(job, cloud, real_work_hours=5.0, spot_until=3.0)
+    assert outcome.kind.value in ("finished", "deadline_missed") and not record.summary["deadline_met"]
+
+
+def test_a_workload_faster_than_declared_finishes_sanely(started, cloud):
+    job = started(work_hours=5.0, deadline_hours=7.0)  # it really needs 4 h
+    outcome, record = _drive(job, cloud, real_work_hours=4.0)
+    assert outcome.kind.value == "finished" and record.summary["deadline_met"]
+    assert record.summary["elapsed_hours"] < 5.0
+    assert all(n.get("ratio", 1.0) <= 1.0 for n in record.timeline if n["event"] == "pace")
+
+
+def test_even_on_demand_too_late_is_said_hours_before_the_deadline(started, cloud, monkeypatch):
+    called = []
+    monkeypatch.setattr(
+        "airflow_provider_skynomad.jobs.runner.call_deadline_risk",
+        lambda path, record, task, message, log: called.append(message),
+    )
+    job = started(work_hours=4.0, deadline_hours=5.0)  # it really needs 6 h: no plan can make 5 h
+    outcome, record = _drive(job, cloud, real_work_hours=6.0)
+    (risk,) = [n for n in record.timeline if n["event"] == "deadline risk"]
+    assert risk["at_hours"] < 2.5 and len(called) == 1 and "DEADLINE AT RISK" in called[0]
+    assert outcome.kind.value == "deadline_missed"
