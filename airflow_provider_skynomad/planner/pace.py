@@ -17,8 +17,10 @@ The estimator, in plain terms (docs/planner.md, "Pace"):
   Model the work done in Δh productive hours as ``Δh / W`` with a relative spread ``cv·√Δh``
   (independent increments); the relative error of W from h hours is then ``cv/√h``. `cv` is
   measured from the checkpoints themselves (the scatter of the per-interval paces about the
-  common one: ``Σ (Δf − Δh/W)² / Δh``), shrunk toward a prior ``prior_cv`` (10 % per √hour) worth
-  ``prior_intervals`` intervals, so two lucky checkpoints cannot make it confident. The half-width
+  common one: ``Σ (Δf − Δh/W)² / Δh``), shrunk toward a prior `PRIOR_CV` (2 % per √hour: a
+  training loop's pace over an hour is steady to a few per cent) worth `PRIOR_INTERVALS`
+  intervals, so two lucky checkpoints cannot make it confident, and a pace that does scatter
+  widens the margin as soon as it shows it. The half-width
   of the confidence interval, in log terms, is ``ε = z · cv / √h`` (z = 2, ≈ 98 % one-sided).
 - **The bound.** In log terms, with x = ln W and p = ln declared:
   ``bound = max(min(p, x + ε), x + clip(x − p, 0, ε))``.
@@ -48,7 +50,7 @@ from dataclasses import dataclass, replace
 
 from .job import JobSpec
 
-PRIOR_CV = 0.10  # relative spread of the pace over one productive hour, before the job shows its own
+PRIOR_CV = 0.02  # relative spread of the pace over one productive hour, before the job shows its own
 PRIOR_INTERVALS = 4.0  # how many checkpoint intervals the prior spread weighs
 Z = 2.0  # one-sided ≈ 98 %
 AGREE = 1e-9  # relative difference below which the measured work *is* the declared work (rounding)

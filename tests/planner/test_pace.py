@@ -46,8 +46,9 @@ def test_the_bound_tightens_as_checkpoints_arrive():
 
 
 def test_slower_than_declared_is_said_once_the_evidence_holds():
-    assert checkpoints(36.0, 45.0, 0.5, 0.5).slower_than_declared() is None  # one half hour: unsure
-    assert checkpoints(36.0, 45.0, 0.5, 4.0).slower_than_declared() == pytest.approx(1.25)
+    assert checkpoints(36.0, 37.8, 0.5, 0.5).slower_than_declared() is None  # 5 % after half an hour: unsure
+    assert checkpoints(36.0, 37.8, 0.5, 4.0).slower_than_declared() == pytest.approx(1.05)
+    assert checkpoints(36.0, 45.0, 0.5, 0.5).slower_than_declared() == pytest.approx(1.25)
     assert checkpoints(36.0, 45.0, 0.5, 4.0).faster_than_declared() is None
 
 
@@ -60,10 +61,11 @@ def test_faster_than_declared_never_passes_100_percent():
 
 
 def test_faster_is_trusted_only_as_far_as_the_evidence_goes():
-    early = checkpoints(36.0, 28.8, 0.5, 0.5)
+    early = checkpoints(36.0, 35.0, 0.5, 0.5)
     assert early.work_hours_bound == 36.0  # the upper bound is still above the declared work
-    later = checkpoints(36.0, 28.8, 0.5, 8.0)
-    assert 28.8 < later.work_hours_bound < 36.0
+    later = checkpoints(36.0, 35.0, 0.5, 8.0)
+    assert 35.0 < later.work_hours_bound < 36.0
+    assert checkpoints(36.0, 28.8, 0.5, 0.5).work_hours_bound < 36.0  # 20 % faster shows at once
 
 
 def test_the_time_since_the_last_checkpoint_is_not_slowness():
