@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -85,6 +86,16 @@ def add_evaluate_command(subparsers) -> None:
         "probed every M minutes and the last row holding, as under Airflow (default: only what "
         "each job observed itself)",
     )
+    p.add_argument(
+        "--actual-work-ratio",
+        default="1",
+        metavar="R or LOW:HIGH",
+        help="the job's real work is R × --work-hours; the planner learns it from the checkpoints as the "
+        "runtime does, the optimum knows it. LOW:HIGH draws R uniformly per window (seeded by "
+        "--work-ratio-seed). Windows where even all on-demand cannot meet the deadline at the real work "
+        "are reported apart, not as misses (default: 1, as declared)",
+    )
+    p.add_argument("--work-ratio-seed", type=int, default=0, help="seed of the per-window draw of LOW:HIGH")
     p.add_argument("--forecaster", default=None, help="skynomad's lifetime forecaster (nelson-aalen, learned)")
     p.add_argument("--output", type=Path, default=None, help="write the JSON report here")
     p.add_argument("--plot", type=Path, default=None, help="write a PNG of cost per policy per window here")
@@ -117,11 +128,34 @@ def _check_plot_format(path: Path | None) -> None:
         raise UsageError(f"--plot {path}: unsupported image format {suffix!r}; use one of {sorted(formats)}")
 
 
+def parse_work_ratio(text: str) -> float | tuple[float, float]:
+    """`--actual-work-ratio`: R, or LOW:HIGH for a uniform draw per window; every R finite and > 0."""
+    parts = text.split(":")
+    if len(parts) > 2:
+        raise UsageError(f"--actual-work-ratio {text}: give R or LOW:HIGH")
+    values = []
+    for part in parts:
+        try:
+            value = float(part)
+        except ValueError:
+            raise UsageError(f"--actual-work-ratio {text}: {part!r} is not a number") from None
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"--actual-work-ratio {text}: every ratio must be a finite number > 0, got {part}")
+        values.append(value)
+    if len(values) == 1:
+        return values[0]
+    low, high = values
+    if low > high:
+        raise UsageError(f"--actual-work-ratio {text}: LOW must not exceed HIGH")
+    return (low, high)
+
+
 def _prepare(args) -> tuple[Evaluation, list[str]]:
     """Everything that can be wrong with the input is found here, before any run and any write."""
     _check_writable(args.output, "--output")
     _check_writable(args.plot, "--plot")
     _check_plot_format(args.plot)
+    work_ratio = parse_work_ratio(args.actual_work_ratio)
     if args.timeline and args.output is None:
         raise UsageError("--timeline adds the runs' segments to the JSON report; give --output too")
     bandwidth = args.bandwidth_gb_per_second
@@ -163,7 +197,14 @@ def _prepare(args) -> tuple[Evaluation, list[str]]:
         policy_params=params,
         timeline=args.timeline,
         table_probe_hours=None if table_minutes is None else table_minutes / 60.0,
+        work_ratio=work_ratio,
+        work_ratio_seed=args.work_ratio_seed,
     )
+    if args.plot and not any(evaluation.real_job(start).feasible for start in evaluation.windows()):
+        raise UsageError(
+            f"--plot: at --actual-work-ratio {args.actual_work_ratio} no window can meet the deadline even all "
+            "on-demand: nothing to plot"
+        )
     return evaluation, grid.keys
 
 
@@ -185,10 +226,18 @@ def run_evaluate(args) -> int:
             "step_hours": evaluation.grid.step_hours,
             "market_table_minutes": args.market_table_minutes,
         },
+        **({"actual_work_ratio": args.actual_work_ratio} if evaluation.work_ratio != 1.0 else {}),
         **report,
         "wall_seconds": round(time.perf_counter() - started, 3),
     }
     print_summary(report)
+    skipped = report.get("infeasible_windows", 0)
+    if skipped:
+        console.print(
+            f"{skipped} of {len(report['windows'])} windows cannot meet the deadline at the real work even all "
+            "on-demand from the start (real work + one cold start > deadline): left out of the table, not misses",
+            style="yellow",
+        )
     if args.output:
         args.output.write_text(json.dumps(report, indent=2, default=float))
     if args.plot:
@@ -202,7 +251,8 @@ def print_summary(report: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{len(report['windows'])} windows, {report['wall_seconds']} s")
+    ratio = f", real work = {report['actual_work_ratio']} × declared" if "actual_work_ratio" in report else ""
+    table = Table(title=f"{len(report['windows'])} windows, {report['wall_seconds']} s{ratio}")
     for column in ("policy", "mean cost (USD)", "× optimal", "misses", "migrations", "optimum gap"):
         table.add_column(column, justify="left" if column == "policy" else "right")
     for name, row in sorted(report["summary"].items(), key=lambda kv: kv[1]["mean_cost_usd"]):

@@ -7,10 +7,14 @@ where the planner's cost advantage over eager-failover holds and where it does n
 
     .venv/bin/python benchmarks/bench_robustness.py                 # ~9 min on 2 cores
     .venv/bin/python benchmarks/bench_robustness.py --checkpoints   # periodic checkpoints only (~5 min)
+    .venv/bin/python benchmarks/bench_robustness.py --work-ratio    # real work ≠ declared only (~6 min)
 
 Same traces and deadline as bench_policies (a), T/P ∈ {1.02, 1.05, 1.2}, 10 windows per trace.
 `--checkpoints`: the cost table's job shape checkpointing every 30 minutes with no final
 checkpoint on notice, against the same job saving as it goes: what the planner does differently.
+`--work-ratio`: the job's real work is R × the declared one (R = 0.8, 1.1, 1.25, 1.5), the planner
+learning its pace from its checkpoints (planner/pace.py), against the same planner believing the
+declared work (the runtime before it measured); then `skynomad evaluate`'s own R = 1.25 example.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import warnings
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
-from bench_policies import DEADLINE_HOURS, JOB_SHAPE, TRACES, console, evaluate, load_grid
+from bench_policies import DEADLINE_HOURS, JOB_SHAPE, PAPER_ZONES, TRACES, console, evaluate, load_grid
 from rich.table import Table
 
 from airflow_provider_skynomad.market.egress import EgressModel
@@ -119,10 +123,104 @@ def checkpoint_table() -> None:
     console.print("opt: the exact optimum, or where only bracketed (lower–upper) its lower end, which sky ÷ opt uses")
 
 
+WORK_RATIOS = (0.8, 1.1, 1.25, 1.5)
+WORK_RATIO_TP = (1.2, 1.5, 2.0)  # declared T/P; the real one is T/P ÷ R
+WORK_RATIO_POLICIES = ("skynomad", "optimal", "eager-failover")
+EXAMPLE = {"zones": PAPER_ZONES, "work_hours": 36.0, "deadline_hours": 51.83, "work_ratio": 1.25}
+
+
+def real_is_feasible(ratio: float, work_ratio: float) -> bool:
+    """The real work (R × T/ratio) plus one cold start fits before the deadline: all on-demand is on time."""
+    return DEADLINE_HOURS / ratio * work_ratio + JOB_SHAPE["cold_start_hours"] <= DEADLINE_HOURS
+
+
+def work_ratio_table() -> None:
+    jobs = []
+    for work_ratio in WORK_RATIOS:
+        for label in TRACES:
+            for ratio in WORK_RATIO_TP:
+                if real_is_feasible(ratio, work_ratio):
+                    measured = (label, ratio, 10, WORK_RATIO_POLICIES, {}, {}, {"work_ratio": work_ratio})
+                    believed = (
+                        label,
+                        ratio,
+                        10,
+                        ("skynomad",),
+                        {},
+                        {},
+                        {"work_ratio": work_ratio, "measure_pace": False},
+                    )
+                    jobs += [measured, believed]
+    with ProcessPoolExecutor(max_workers=2) as pool, warnings.catch_warnings():
+        warnings.simplefilter("ignore", OptimumGapWarning)
+        results = iter(list(pool.map(evaluate, jobs)))
+    table = Table(
+        title="real work = R × declared (10 windows per row): skynomad measuring its pace, and believing the "
+        "declared work as the runtime did before (misses in brackets)"
+    )
+    columns = ("R", "trace", "T/P declared", "T/P real", "skynomad ÷ opt", "eager ÷ opt", "believed ÷ opt")
+    for column in (*columns, "optimal $"):
+        table.add_column(column, justify="right")
+    for work_ratio in WORK_RATIOS:
+        for label in TRACES:
+            for ratio in WORK_RATIO_TP:
+                real = f"{ratio / work_ratio:.2f}"
+                if not real_is_feasible(ratio, work_ratio):
+                    note = "infeasible even all on-demand: not run"
+                    table.add_row(f"{work_ratio}", label, f"{ratio}", real, note, "", "", "")
+                    continue
+                summary, believed = next(results)[2], next(results)[2]
+                optimal = summary["optimal"]["mean_cost_usd"]
+                cells = [
+                    f"{row['mean_cost_usd'] / optimal:.3f}" + (f" [{row['misses']:g} miss]" if row["misses"] else "")
+                    for row in (summary["skynomad"], summary["eager-failover"], believed["skynomad"])
+                ]
+                table.add_row(f"{work_ratio}", label, f"{ratio}", real, *cells, f"{optimal:.2f}")
+    console.print(table)
+
+
+def example() -> None:
+    """`skynomad evaluate` on the GCP week, 6 zones, 36 h declared, 45 h real, deadline 51.83 h: every window."""
+    file = TRACES["gcp-h100 (6 zones)"][0]
+    grid = load_grid(file, EXAMPLE["zones"])
+    job = JobSpec(work_hours=EXAMPLE["work_hours"], deadline_hours=EXAMPLE["deadline_hours"], **JOB_SHAPE)
+    table = Table(title="skynomad evaluate … --work-hours 36 --deadline-hours 51.83 --actual-work-ratio 1.25 (6 zones)")
+    for column in ("planner sees", "windows", "skynomad misses", "skynomad $", "÷ optimal", "latest finish h"):
+        table.add_column(column, justify="right")
+    for name, measure in (("declared work (before)", False), ("measured pace", True)):
+        evaluation = Evaluation(
+            job,
+            grid,
+            EgressModel().matrix(grid.markets),
+            policies=("skynomad", "optimal"),
+            work_ratio=EXAMPLE["work_ratio"],
+            measure_pace=measure,
+        )
+        report = evaluation.run()
+        sky = report["summary"]["skynomad"]
+        finish = max((w["results"]["skynomad"]["finish_hours"] or np.inf) for w in report["windows"])
+        table.add_row(
+            name,
+            f"{len(report['windows'])}",
+            f"{sky['misses']:g}",
+            f"{sky['mean_cost_usd']:.2f}",
+            f"{sky['ratio_to_optimal']:.3f}",
+            f"{finish:.2f}",
+        )
+    console.print(table)
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--checkpoints", action="store_true", help="only the periodic-checkpoint table")
-    if parser.parse_args().checkpoints:
+    parser.add_argument("--work-ratio", action="store_true", help="only the real-work ≠ declared tables")
+    args = parser.parse_args()
+    if args.checkpoints:
         checkpoint_table()
+    elif args.work_ratio:
+        work_ratio_table()
+        example()
     else:
         main()
+        work_ratio_table()
+        example()

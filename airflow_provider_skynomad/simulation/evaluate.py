@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -12,7 +12,7 @@ from ..market.grid import MarketGrid
 from ..planner.job import JobSpec
 from ..planner.registry import POLICIES, get_policy
 from .optimal import GAP_WARNING, optimal_cost
-from .simulator import simulate, window_ticks
+from .simulator import check_work_ratio, simulate, window_ticks
 
 OPTIMAL = "optimal"
 UNIFORM = "uniform-progress"
@@ -35,8 +35,19 @@ class Evaluation:
     timeline: bool = False  # add each simulated run's segments to its result (where its money went)
     observe_all: bool = False  # diagnostic: policies see every market every step (simulator.simulate)
     table_probe_hours: float | None = None  # policies see the probe DAG's market table (simulator.simulate)
+    # Real work ÷ declared: one R for every window, or (low, high) for R drawn uniformly per window
+    # (seeded by `work_ratio_seed` and the window's start, so a window keeps its R whatever else runs).
+    work_ratio: float | tuple[float, float] = 1.0
+    work_ratio_seed: int = 0
+    measure_pace: bool = True  # False: an ablation, the policies believe the declared work (simulator.simulate)
 
     def __post_init__(self):
+        if isinstance(self.work_ratio, tuple):
+            low, high = (check_work_ratio(r) for r in self.work_ratio)
+            if low > high:
+                raise ValueError(f"the actual work ratio range {low:g}:{high:g} must run from low to high")
+        else:
+            check_work_ratio(self.work_ratio)
         unknown = [p for p in self.policies if p != OPTIMAL and p not in POLICIES]
         if unknown:
             raise ValueError(f"unknown policies {unknown}; choose from {sorted([*POLICIES, OPTIMAL])}")
@@ -64,6 +75,18 @@ class Evaluation:
             starts = [starts[k] for k in picks]
         return starts
 
+    def ratio_at(self, start: int) -> float:
+        """R of the window starting at grid tick `start`."""
+        if not isinstance(self.work_ratio, tuple):
+            return self.work_ratio
+        low, high = self.work_ratio
+        return float(np.random.default_rng([self.work_ratio_seed, start]).uniform(low, high))
+
+    def real_job(self, start: int) -> JobSpec:
+        """The job as it really is in the window starting at `start` (what the optimum knows)."""
+        ratio = self.ratio_at(start)
+        return self.job if ratio == 1.0 else replace(self.job, work_hours=self.job.work_hours * ratio)
+
     def runs(self) -> list[tuple[str, Callable[[int], dict]]]:
         """(result name, run(start_tick) → result dict) for every policy, zones expanded for uniform progress."""
         out = []
@@ -88,14 +111,22 @@ class Evaluation:
                 self.egress_usd_per_gb,
                 observe_all=self.observe_all,
                 table_probe_hours=self.table_probe_hours,
+                work_ratio=self.ratio_at(start),
+                measure_pace=self.measure_pace,
             )
             return result.to_dict(self.timeline)
 
         return run
 
     def _optimal(self, start: int) -> dict:
-        """The exact optimum; where the DP could only bracket it, its lower end and upper end (`_bracket` ends it)."""
-        best = optimal_cost(self.job, self.grid, start, self.egress_usd_per_gb)
+        """The exact optimum; where the DP could only bracket it, its lower end and upper end (`_bracket` ends it).
+
+        It knows the real work (perfect knowledge), so it stays a lower bound on every policy.
+        """
+        job = self.real_job(start)
+        if not job.feasible:
+            return {"cost_usd": None, "met_deadline": False, "exact": True, "infeasible": True}
+        best = optimal_cost(job, self.grid, start, self.egress_usd_per_gb)
         out = {"cost_usd": round(best.cost_usd, 6), "met_deadline": best.feasible, "exact": best.exact}
         if not best.exact:
             out["upper_usd"] = best.upper_usd
@@ -131,15 +162,29 @@ class Evaluation:
                 if progress:
                     progress()
             self._bracket(start, results)
-            windows.append({"start": self.grid.time_at(start).isoformat().replace("+00:00", "Z"), "results": results})
-        return {"windows": windows, "summary": summarise(windows)}
+            window = {"start": self.grid.time_at(start).isoformat().replace("+00:00", "Z"), "results": results}
+            if self.work_ratio != 1.0:
+                window["work_ratio"] = round(self.ratio_at(start), 6)
+                window["feasible"] = self.real_job(start).feasible
+            windows.append(window)
+        report = {"windows": windows, "summary": summarise(windows)}
+        if self.work_ratio != 1.0:
+            report["infeasible_windows"] = sum(not w["feasible"] for w in windows)
+        return report
 
     def total_runs(self) -> int:
         return len(self.windows()) * len(self.runs())
 
 
 def summarise(windows: list[dict]) -> dict:
-    """Mean cost, misses and migrations per policy; uniform progress also as best and mean over zones."""
+    """Mean cost, misses and migrations per policy; uniform progress also as best and mean over zones.
+
+    Only over the windows whose real work can meet the deadline at all (one on-demand run from the
+    start): where even that is late (a real work ratio too high) a late run is not the policy's miss;
+    `infeasible_windows` counts them.
+    """
+    skipped = sum(not w.get("feasible", True) for w in windows)
+    windows = [w for w in windows if w.get("feasible", True)]
     names = list(windows[0]["results"]) if windows else []
     summary = {}
     for name in names:
@@ -149,6 +194,8 @@ def summarise(windows: list[dict]) -> dict:
             "misses": sum(not r["met_deadline"] for r in rows),
             "mean_migrations": round(float(np.mean([r.get("migrations", 0) for r in rows])), 6),
         }
+        if skipped:
+            summary[name]["infeasible_windows"] = skipped
     zones = [n for n in names if n.startswith(f"{UNIFORM}[")]
     if zones:
         best = min(zones, key=lambda n: summary[n]["mean_cost_usd"])

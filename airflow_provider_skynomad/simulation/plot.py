@@ -21,7 +21,10 @@ OFF_SCALE = 1.6  # a bar more than this times the tallest of the others is cut a
 
 
 def plot_costs(report: dict, path: str | Path) -> None:
-    windows = report["windows"]
+    # Windows whose real work cannot meet the deadline even all on-demand (--actual-work-ratio) are left out.
+    windows = [w for w in report["windows"] if w.get("feasible", True)]
+    if not windows:
+        raise ValueError("no window can meet its deadline at the actual work ratio: nothing to plot")
     names = [n for n in windows[0]["results"] if n != "optimal" and not n.startswith("uniform-progress[")]
     best_up = report["summary"].get("uniform-progress-best", {}).get("zone")
     if best_up:

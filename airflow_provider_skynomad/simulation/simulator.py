@@ -8,6 +8,12 @@ table's history before the job); probes are paid; options are tried in order; th
 billed, cold starts included, and progress is made. The same accounting is what the optimum
 (simulation.optimal) minimises; with lost work it is a lower bound (see there).
 
+The job's real work may differ from its declared `work_hours` (`work_ratio` R: real = R × declared).
+The loop then keeps the truth in real hours and shows the policy the job as the runtime does, through
+`planner.pace.Pace`: the pace learnt from the checkpoints so far, the planning job at its bound
+and progress = checkpointed fraction × bound. It does so at R = 1 too (where it changes nothing), so
+what is benchmarked is what runs.
+
 With `job.reaction_hours` > 0 the loop plays Airflow's split: the trigger asks the planner each
 step and raises an event when it wants a change (or the group is lost); the worker carries the
 change out, or decides after a preemption, that many steps later (rounded up). Meanwhile what
@@ -28,6 +34,7 @@ from ..market.view import MarketView
 from ..planner.actions import Decision, Mode, Option
 from ..planner.base import Policy
 from ..planner.job import JobSpec, JobState
+from ..planner.pace import Pace
 from .result import RunResult, Segment
 
 EPS = 1e-9
@@ -80,6 +87,8 @@ def simulate(
     history: bool = True,
     observe_all: bool = False,
     table_probe_hours: float | None = None,
+    work_ratio: float = 1.0,
+    measure_pace: bool = True,
 ) -> RunResult:
     """Run `policy` on the window starting at grid tick `start_tick`.
 
@@ -90,7 +99,11 @@ def simulate(
     :param table_probe_hours: what the planner sees under Airflow: the shared market table, where
         a probe DAG (whose cost no single job pays) writes every market every this many hours
         inside the window and the last row holds until the next; the job's own observations stay exact.
+    :param work_ratio: R, the job's real work ÷ its declared `work_hours` (> 0; 1 = as declared).
+    :param measure_pace: False shows the policy the declared work and progress = fraction × declared,
+        as the runtime did before it measured its pace: an ablation, to show what measuring buys.
     """
+    check_work_ratio(work_ratio)
     if observe_all and table_probe_hours is not None:
         raise ValueError("observe_all and table_probe_hours are two different information models: pick one")
     if table_probe_hours is not None and not 0 < table_probe_hours < math.inf:
@@ -111,7 +124,48 @@ def simulate(
         probed = np.where(rows < start_tick, rows, start_tick + (rows - start_tick) // every * every)
         table = grid.available[probed]  # row g shows the probe DAG's latest round at or before g
 
-    return _run(policy, job, grid, start_tick, 0, JobState(), seen, egress, table)
+    truth = _Truth(job.work_hours * work_ratio, Pace(job.work_hours) if measure_pace else None)
+    return _run(policy, job, grid, start_tick, 0, JobState(), seen, egress, table, truth)
+
+
+def check_work_ratio(work_ratio: float) -> float:
+    """R must be a finite number > 0 (real work = R × declared)."""
+    if not (isinstance(work_ratio, (int, float)) and math.isfinite(work_ratio) and work_ratio > 0):
+        raise ValueError(f"the actual work ratio must be a finite number > 0, got {work_ratio}")
+    return float(work_ratio)
+
+
+class _Truth:
+    """The job's real work and the pace its checkpoints showed so far (the policy sees only the latter).
+
+    The groups make one real hour of work per productive hour, so the checkpointed progress is
+    also the productive time whose work the checkpoints hold.
+    """
+
+    def __init__(self, work_hours: float, pace: Pace | None):
+        self.work_hours = work_hours
+        self.pace = pace
+        self.saved_hours = 0.0
+
+    def checkpointed(self, state: JobState) -> None:
+        saved = state.progress_hours - state.unsaved_hours
+        if self.pace is not None and saved > self.saved_hours + EPS:
+            self.pace = self.pace.observed(saved, saved / self.work_hours)
+        self.saved_hours = saved
+
+    def as_planned(self, job: JobSpec, state: JobState) -> tuple[JobSpec, JobState]:
+        """The job and state the policy sees: the work at the pace's bound, progress = fraction × bound."""
+        if self.pace is None:
+            scale = job.work_hours / self.work_hours  # the declared work, believed
+            planned = job
+        else:
+            planned = self.pace.planning_job(job)
+            scale = planned.work_hours / self.work_hours
+        if scale == 1.0:
+            return planned, state
+        return planned, state.advance(
+            progress_hours=state.progress_hours * scale, unsaved_hours=state.unsaved_hours * scale
+        )
 
 
 def rollout(
@@ -146,8 +200,12 @@ def _run(
     seen: np.ndarray,
     egress: np.ndarray,
     table: np.ndarray | None,
+    truth: _Truth | None = None,
 ) -> RunResult:
-    """The loop: steps `first_step`.. of the window starting at grid tick `start_tick`, from `state`."""
+    """The loop: steps `first_step`.. of the window starting at grid tick `start_tick`, from `state`.
+
+    `truth` None (a rollout inside a policy): the job is exactly as `job` says.
+    """
     dt = grid.step_hours
     n = job.instances
     usable = grid.usable(n)
@@ -157,6 +215,11 @@ def _run(
     if lag:
         job = replace(job, reaction_hours=lag * dt)  # the policy plans with the lag it will get
     pending: tuple[int, Decision | None] | None = None  # (step it is carried out at, decision or decide then)
+    work = truth.work_hours if truth is not None else job.work_hours
+
+    def decide(state: JobState, view: MarketView, t: float) -> Decision:
+        seen_job, seen_state = truth.as_planned(job, state) if truth is not None else (job, state)
+        return policy.decide(seen_job, seen_state, view, t)
 
     ledger = _Ledger()
     result = ledger.result
@@ -179,10 +242,10 @@ def _run(
         decision = None
         if pending is not None:
             if k >= pending[0]:
-                decision = pending[1] if pending[1] is not None else policy.decide(job, state, view, t)
+                decision = pending[1] if pending[1] is not None else decide(state, view, t)
                 pending = None
         else:
-            fresh = policy.decide(job, state, view, t)
+            fresh = decide(state, view, t)
             if not lag or k == 0:  # the first decision is made and carried out by the same worker
                 decision = fresh
             elif fresh.wants_change(state.running):
@@ -196,7 +259,7 @@ def _run(
         prices = grid.spot_usd_per_hour if state.running.mode is Mode.SPOT else grid.on_demand_usd_per_hour
         price = prices[g, i] * n
         warm = min(state.warmup_left_hours, dt)
-        remaining = job.work_hours - state.progress_hours
+        remaining = work - state.progress_hours
         used = dt if dt - warm < remaining - EPS else warm + remaining
         ledger.bill(state.running, t, used, price * used)
         state = state.progressed(
@@ -204,13 +267,15 @@ def _run(
             warmup_left_hours=state.warmup_left_hours - warm,
             unsaved_hours=job.unsaved_after(state.unsaved_hours, used - warm),
         )
-        if used < dt or state.progress_hours >= job.work_hours - EPS:
+        if truth is not None:
+            truth.checkpointed(state)
+        if used < dt or state.progress_hours >= work - EPS:
             result.finish_hours = t + used
             break
 
     ledger.close("finished" if result.finish_hours is not None else "deadline")
     result.met_deadline = result.finish_hours is not None and result.finish_hours <= job.deadline_hours + 1e-6
-    result.unfinished_work_hours = max(0.0, job.work_hours - state.progress_hours)
+    result.unfinished_work_hours = max(0.0, work - state.progress_hours)
     return result
 
 
