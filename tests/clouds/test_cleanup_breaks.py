@@ -161,3 +161,86 @@ def test_break_2_the_command_ends_only_what_it_proves_ended(aws, metadata_db):
     assert [line for line in to_end if "checkpoint" in line and ended in line], said
     assert [line for line in to_end if "checkpoint" in line and finished in line], said
     assert [line for line in to_end if "instance" in line and ended in line], said
+
+
+# -- the issue's "must show": a dry run on a shared account -----------------------------------------
+
+
+def shared_account(acct, add_task_instance, now) -> dict[str, list[str]]:
+    """What a shared AWS account holds; returns the ids (and job ids) of each kind of resource.
+
+    This deployment ("prod"): a live job, an ended job (instance and checkpoint still there) and a
+    probe's leftover; another deployment ("staging"): a live job of the same DAG, run and task as
+    prod's ended one (its job id differs only in the try), and a probe's leftover; an instance with
+    no tags; one with a job id but no DAG tags; one tagged only ``skynomad:purpose=web``.
+    """
+    from aws_fixtures import BUCKET, put_checkpoint
+
+    from airflow_provider_skynomad.clouds.aws import AwsCloud
+
+    s3, bucket = boto3.client("s3", region_name="us-east-1"), BUCKET.format(region="us-east-1")
+    dag, run = "skynomad_fine_tune", "scheduled__2026-12-03T08:00:00+00:00"
+    ids: dict[str, list[str]] = {}
+
+    def job(cloud, task_id: str, try_id: str, token: str) -> str:
+        job_id = job_id_for(dag, run, task_id, -1, try_id)
+        tags = {"skynomad-job": job_id, "skynomad-dag": dag, "skynomad-run": run, "skynomad-task": task_id}
+        request = LaunchRequest("aws", "us-east-1", "us-east-1a", "g4dn.xlarge", 1, True, token, tags=tags)
+        handle = cloud.launch(LaunchRequest(**{**request.to_dict(), "job_id": job_id}))
+        put_checkpoint(s3, bucket, job_id, 1, {"model.pkl": b"m"})
+        ids[token] = [job_id, *handle.instance_ids]
+        return job_id
+
+    prod = AwsCloud(checkpoint_bucket=BUCKET, deployment_id="prod", **acct.cloud_options())
+    staging = AwsCloud(checkpoint_bucket=BUCKET, deployment_id="staging", **acct.cloud_options())
+    job(prod, "train", "a", "prod-live")
+    add_task_instance(dag, run, "train", -1, "deferred")
+    job(prod, "evaluate", "a", "prod-ended")
+    add_task_instance(dag, run, "evaluate", -1, "failed", now - pd.Timedelta(days=8))
+    job(staging, "evaluate", "b", "staging-live")  # prod's metadata database says this task ended
+    for name, cloud in (("prod-probe", prod), ("staging-probe", staging)):
+        ids[name] = [_instance(acct, {"skynomad:purpose": "probe", "skynomad-deployment": cloud.deployment_id})]
+    ids["untagged"] = [_instance(acct, {})]
+    ids["no-dag-tags"] = [_instance(acct, {"skynomad-job": job_id_for("d", "r", "t", -1, "c")})]
+    ids["prod-no-dag-tags"] = [
+        _instance(acct, {"skynomad-job": job_id_for("d", "r", "t", -1, "d"), "skynomad-deployment": "prod"})
+    ]
+    ids["web"] = [_instance(acct, {"skynomad:purpose": "web", "skynomad-deployment": "prod"})]
+    return ids
+
+
+def test_a_dry_run_on_a_shared_account_lists_only_the_ended_job_and_the_probe_leftover(aws, metadata_db):
+    from aws_fixtures import BUCKET
+
+    from airflow_provider_skynomad.clouds.aws import AwsCloud
+
+    ids = shared_account(aws, metadata_db, pd.Timestamp.now(tz="UTC"))
+    cloud = AwsCloud(checkpoint_bucket=BUCKET, deployment_id="prod", **aws.cloud_options())
+    said = []
+    plan, _ = cleanup(cloud, jobs_from_metadata_db, dry_run=True, say=said.append)
+    ended_job, ended_instance = ids["prod-ended"]
+    to_end = {(r.resource.kind, r.resource.job_id or r.resource.id) for r in plan.release}
+    spot_requests = (
+        {("spot_request", ended_job)} if any(r.resource.kind == "spot_request" for r in plan.release) else set()
+    )
+    assert (
+        to_end
+        == {("instance", ended_job), ("checkpoint", ended_job), ("instance", ids["prod-probe"][0])} | spot_requests
+    )
+    assert [r.resource.id for r in plan.release if r.resource.kind == "instance" and r.resource.job_id] == [
+        ended_instance
+    ]
+    listed_to_end = [line for line in said if line.startswith("would end aws")]
+    assert len(listed_to_end) == len(plan.release)
+    kept = {r.resource.id: r.reason for r in plan.keep}
+    assert (
+        "deployment 'staging'" in kept[ids["staging-live"][1]]
+        and "deployment 'staging'" in kept[ids["staging-probe"][0]]
+    )
+    assert "still runs" in kept[ids["prod-live"][1]]
+    assert "no skynomad-deployment tag" in kept[ids["no-dag-tags"][0]]
+    assert "purpose=web" in kept[ids["web"][0]]
+    assert "unknown" in kept[ids["prod-no-dag-tags"][0]] and "do not name its DAG" in kept[ids["prod-no-dag-tags"][0]]
+    assert ids["untagged"][0] not in kept  # nothing of SkyNomad's: not even listed
+    for line in said[1:-1]:  # every resource is listed with its reason
+        assert line.startswith(("would end aws", "kept aws")) and ": " in line, line
