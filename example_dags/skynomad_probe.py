@@ -9,8 +9,9 @@ scores and spot prices) and launch-probes only the zones the plan gave it: marke
 probe asks for ``count`` instances (1 by default: set it to your largest job's ``instances``) and
 releases them at once; its cost goes to the probe-spend record (``skynomad market spend``).
 A region that fails fails only its own mapped task. Beside them, ``cleanup`` ends instances, spot
-requests and old checkpoints of jobs that no longer run (``skynomad cleanup`` does the same by hand,
-and also ends what probes left).
+requests and old checkpoints of this deployment's jobs whose task instances it finds ended, and keeps
+(and logs) whatever it cannot prove ended (``skynomad cleanup`` does the same by hand, and also ends
+what probes left).
 
 Params: ``regions`` (default all), ``count`` (instances per probe), ``probe_budget_usd_per_day``
 (default the connection's, else 10 USD), ``job_zones`` (zones your jobs may use: kept fresh first;
@@ -72,8 +73,9 @@ with DAG(
 
     @task
     def cleanup() -> dict:
-        """End what jobs that no longer run left behind. It runs beside the probes, so what a probe
-        holds (maybe in flight) is left to ``skynomad cleanup``; a failed region still fails the run."""
+        """End what this deployment's provably ended jobs left behind, logging why each resource is
+        ended or kept. It runs beside the probes, so what a probe holds (maybe in flight) is left to
+        ``skynomad cleanup``; a failed region still fails the run."""
         import logging
 
         from airflow_provider_skynomad.clouds.cleanup_commands import cleanup as run_cleanup

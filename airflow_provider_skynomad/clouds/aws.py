@@ -28,6 +28,7 @@ from typing import Any
 from .aws_boot import boot_script
 from .aws_store import JobStore
 from .base import CapacityError, Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult, Resource, Signal
+from .tags import DEPLOYMENT, OWNER_RECORD, check_deployment_id, owner_record
 from .zones import aws_region_of as region_of
 
 CAPACITY_CODES = {
@@ -44,7 +45,7 @@ USER_SHUTDOWN = "Client.UserInitiatedShutdown"
 TOKEN_TAG = "skynomad:client-token"
 JOB_TAG = "skynomad:job-id"
 PURPOSE_TAG = "skynomad:purpose"
-SKYNOMAD_TAG_KEYS = ["skynomad-job", TOKEN_TAG, JOB_TAG, PURPOSE_TAG]
+SKYNOMAD_TAG_KEYS = ["skynomad-job", TOKEN_TAG, JOB_TAG, PURPOSE_TAG, DEPLOYMENT]
 MIN_BILLED_SECONDS = 60  # EC2 bills Linux instances per second with a 60 s minimum
 CONSOLE_URL = "https://console.aws.amazon.com/ec2/home?region={region}#InstanceDetails:instanceId={instance_id}"
 
@@ -90,6 +91,10 @@ class AwsCloud(Cloud):
     :param price_table: a price table file (``skynomad prices refresh --output``) instead of the
         refreshed or shipped one.
     :param probe_targets: what the probe DAG asks for (read by ``operators.probe.probe_targets``).
+    :param deployment_id: this Airflow's id (lowercase letters, digits, '-'; default ``default``): a
+        tag on every instance, volume, spot request and probe, and in every job's owner record
+        (clouds/tags.py). `skynomad cleanup` touches nothing tagged with another; give each Airflow
+        that shares the account its own.
     """
 
     name = "aws"
@@ -111,8 +116,10 @@ class AwsCloud(Cloud):
         setup_commands: list[str] | None = None,
         price_table: str | None = None,
         probe_targets: list[dict] | None = None,
+        deployment_id: str | None = None,
     ) -> None:
         self.aws_conn_id = aws_conn_id
+        self.deployment_id = check_deployment_id(deployment_id)
         self.launch_template = launch_template
         self.launch_template_version = str(launch_template_version)
         self.image_id = image_id
@@ -247,10 +254,14 @@ class AwsCloud(Cloud):
         existing = self._find_in(client, request.client_token, request.region)
         if existing is not None:
             return existing
-        tags = {**request.tags, TOKEN_TAG: request.client_token}
+        tags = {**request.tags, TOKEN_TAG: request.client_token, DEPLOYMENT: self.deployment_id}
         if request.job_id:
             tags[JOB_TAG] = request.job_id
         args = self._launch_args(request.region, request.zone, request.instance_type, tags, request.spot)
+        if request.job_id and self.store.configured:
+            self.store.write_json(
+                request.region, request.job_id, OWNER_RECORD, owner_record(tags, request.job_id, self.deployment_id)
+            )
         self._bring_checkpoint(request)
         args.update(
             MinCount=request.count,
@@ -370,7 +381,8 @@ class AwsCloud(Cloud):
         from botocore.exceptions import ClientError
 
         client = self.ec2(region)
-        args = self._launch_args(region, zone, instance_type, {**(tags or {}), PURPOSE_TAG: "probe"}, spot=True)
+        tags = {**(tags or {}), PURPOSE_TAG: "probe", DEPLOYMENT: self.deployment_id}
+        args = self._launch_args(region, zone, instance_type, tags, spot=True)
         granted: list[str] = []
         try:
             reservation = client.run_instances(**args, MinCount=1, MaxCount=count)
@@ -499,9 +511,9 @@ class AwsCloud(Cloud):
                 for job_id in self.store.job_ids(region):
                     if wanted.get("skynomad-job", job_id) == job_id:
                         uri = f"s3://{bucket}/{self.store.key(job_id)}"
-                        found.append(
-                            Resource("aws", "checkpoint", uri, region, "", job_id, {"skynomad-job": job_id}, "prefix")
-                        )
+                        owner = self.store.owner(region, job_id)
+                        detail = "prefix" if DEPLOYMENT in owner else f"prefix without {OWNER_RECORD}"
+                        found.append(Resource("aws", "checkpoint", uri, region, "", job_id, owner, detail))
         return found
 
     def release(self, resource: Resource) -> None:

@@ -91,7 +91,22 @@ class JobStore:
                 return seq, manifest
         return None
 
+    def owner(self, region: str, job_id: str) -> dict[str, str]:
+        """The job's owner record (clouds/tags.py) as tags; {"skynomad-job": job_id} when it has none
+        or it names another job."""
+        from .tags import JOB, OWNER_RECORD
+
+        record = self.read_json(region, job_id, OWNER_RECORD)
+        if not isinstance(record, dict) or record.get(JOB) != job_id:
+            return {JOB: job_id}
+        return {str(k): str(v) for k, v in record.items() if isinstance(v, (str, int))}
+
     # -- writes -----------------------------------------------------------------------------
+
+    def write_json(self, region: str, job_id: str, name: str, document: dict) -> None:
+        """Write ``<job prefix>/<name>`` (the launch's owner record)."""
+        body = json.dumps(document, sort_keys=True).encode()
+        self._s3(region).put_object(Bucket=self.bucket(region), Key=self.key(job_id, name), Body=body)
 
     def copy_newest(self, source_region: str, target_region: str, job_id: str) -> bool:
         """Copy the newest complete checkpoint and progress.json; True when there was one.

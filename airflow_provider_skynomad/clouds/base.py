@@ -185,6 +185,13 @@ class Cloud(abc.ABC):
         """Instances, spot requests and checkpoints carrying SkyNomad's tags (and `tags`), any job."""
         return []
 
+    def deployments(self) -> dict[str, str]:
+        """This deployment's id per cloud (``cloud_options.deployment_id``): every resource the cloud
+        creates carries it, and `skynomad cleanup` touches no resource carrying another."""
+        from .tags import DEFAULT_DEPLOYMENT
+
+        return {self.name: getattr(self, "deployment_id", None) or DEFAULT_DEPLOYMENT}
+
     def release(self, resource: Resource) -> None:
         """End one `Resource` (terminate, cancel, delete); safe to call twice."""
         raise NotImplementedError(f"the {self.name} cloud cannot release {resource.kind} {resource.id}")

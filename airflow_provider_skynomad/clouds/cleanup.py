@@ -1,51 +1,87 @@
-"""What `skynomad cleanup` ends: instances, spot requests and checkpoints left by jobs that no longer run.
+"""What `skynomad cleanup` ends: instances, spot requests and checkpoints left by jobs that ended.
 
-Pure: the resources a cloud lists by SkyNomad's tags (`Cloud.resources()`), which job ids are still
-running, and which ended when → a `CleanupPlan` saying what to release and what to keep, each with
-its reason in plain words. Finding the resources, asking Airflow about the jobs and releasing are
-done by the callers (`clouds/cleanup_commands.py`: the CLI and the probe DAG's task).
+Pure: the resources a cloud lists (`Cloud.resources()`), what Airflow says about the jobs behind
+them (`JobFact` per job id) and this deployment's id → a `CleanupPlan` saying what to end and what
+to keep, each with its reason in plain words. Listing, asking Airflow and releasing are done by the
+callers (`clouds/cleanup_commands.py`: the CLI and the probe DAG's task).
 
-The rules:
+Cleanup runs on cloud accounts that other Airflows, other tools and people share, and a wrong
+"ended" kills a live job, so a resource is ended only on proof:
 
-- A job still running (its task instance is running, deferred, queued, scheduled, up for retry or
-  reschedule, restarting, or cleared and not yet scheduled) keeps everything.
-- A job whose state cannot be told (its resources lack the DAG/run/task tags, or Airflow did not
-  answer) keeps everything: a wrong "no longer runs" would kill a live job.
-- Instances and spot requests of any other job end, and so do a probe's leftovers (a probe
-  releases what it was granted at once; anything still there leaked).
+- It carries this deployment's id (`clouds.tags.DEPLOYMENT`). Another deployment's resources, and
+  resources with no deployment id, are kept whatever else they say.
+- A probe's leftover is ``purpose=probe`` exactly (a probe releases what it got at once; anything
+  still there leaked). No other job-less resource is ours to end.
+- A job's resource ends only when its job is *known* ended: its task instance was found by its
+  exact key (the DAG/run/task the resource names, whose hash is the job id), is in a final state,
+  and ended longer ago than the grace period. A job Airflow has no task instance for, whose
+  state or end time is not known, or whose tags do not match its id, is *unknown*: kept and listed.
 - Checkpoints of an ended job are kept `checkpoint_retention` after it ended (a cleared task can
-  resume from them, a user can fetch the model), then deleted. A checkpoint whose job's end time is
-  unknown is kept and listed, never deleted on a guess.
+  resume from them, a user can fetch the model), then deleted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
 import pandas as pd
 
 from .base import Resource
+from .tags import Owner
 
 LIVE_STATES = frozenset(
     {"running", "deferred", "queued", "scheduled", "up_for_retry", "up_for_reschedule", "restarting", "none"}
 )
 """Task-instance states of a job that may still run or be reconnected to ("none": cleared, not yet
 scheduled; its next try reconnects to the job's group)."""
+FINAL_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+"""Task-instance states after which the task runs no more unless cleared (then it is "none": live)."""
 
 DEFAULT_CHECKPOINT_RETENTION = timedelta(days=7)
+DEFAULT_GRACE = timedelta(minutes=10)
+"""How long after its task instance ended a job's instances are still left alone: the task's own
+release may be in flight, and a clear in the meantime makes it live again."""
+
+
+def _state(state) -> str:
+    return str(getattr(state, "value", state)).lower()
 
 
 def is_live(state) -> bool:
     """Whether a task-instance state (an enum, a string or None) means the job may still run."""
-    value = getattr(state, "value", state)
-    return str(value).lower() in LIVE_STATES
+    return _state(state) in LIVE_STATES
+
+
+def is_final(state) -> bool:
+    return _state(state) in FINAL_STATES
+
+
+@dataclass(frozen=True)
+class JobFact:
+    """What Airflow says about one job: ``live``, ``ended`` (with when, if known) or ``unknown`` (why)."""
+
+    status: str
+    ended_at: pd.Timestamp | None = None
+    why: str = ""
+
+    @classmethod
+    def live(cls, why: str = "") -> JobFact:
+        return cls("live", why=why)
+
+    @classmethod
+    def ended(cls, at, why: str = "") -> JobFact:
+        return cls("ended", None if at is None else pd.Timestamp(at), why)
+
+    @classmethod
+    def unknown(cls, why: str) -> JobFact:
+        return cls("unknown", why=why)
 
 
 @dataclass(frozen=True)
 class Release:
-    """One resource and why it is released (or kept)."""
+    """One resource and why it is ended (or kept)."""
 
     resource: Resource
     reason: str
@@ -72,57 +108,82 @@ class CleanupPlan:
         words = f"{'would end' if dry_run else 'ended'} {ended or 'nothing'}"
         if failed:
             words += f"; {len(failed)} could not be ended"
-        return f"{words}; kept {len(self.keep)} resource(s) of jobs that run or may resume"
+        return f"{words}; kept {len(self.keep)} resource(s) not proven to be this deployment's ended jobs' or probes'"
 
 
 def plan_cleanup(
     resources: Iterable[Resource],
-    live: set[str],
+    jobs: Mapping[str, JobFact],
     *,
-    ended: dict[str, pd.Timestamp | None] | None = None,
-    unknown: set[str] | frozenset[str] = frozenset(),
+    deployment: str | Mapping[str, str],
     now: pd.Timestamp | None = None,
+    grace: timedelta = DEFAULT_GRACE,
     checkpoint_retention: timedelta = DEFAULT_CHECKPOINT_RETENTION,
     probe_leftovers: bool = True,
 ) -> CleanupPlan:
-    """Decide what to release.
+    """Decide what to end; everything not proven ended is kept, with the reason.
 
-    :param resources: what the clouds list by SkyNomad's tags.
-    :param live: job ids whose task may still run.
-    :param ended: job ids known to have ended → when (None: the end time is unknown).
-    :param unknown: job ids whose state could not be told (kept whole).
-    :param now: for the checkpoint retention (UTC; default the wall clock).
+    :param resources: what the clouds list.
+    :param jobs: job id → what Airflow says about it (a job missing here is unknown).
+    :param deployment: this deployment's id, or ``{cloud name: id}`` when several clouds are listed.
+    :param now: UTC, on Airflow's clock (the wall clock): end times are Airflow's.
+    :param grace: an ended job's instances are left this long after its task instance ended.
     :param checkpoint_retention: how long an ended job's checkpoints are kept.
     :param probe_leftovers: end what probes left (False while probes may be in flight).
     """
-    ended = dict(ended or {})
     now = pd.Timestamp.now(tz="UTC") if now is None else pd.Timestamp(now)
     release, keep = [], []
     for resource in resources:
-        job = resource.job_id
-        if job and job in live:
-            keep.append(Release(resource, f"job {job} still runs"))
-        elif job and job in unknown:
-            keep.append(Release(resource, f"cannot tell whether job {job} still runs"))
-        elif not job and not probe_leftovers and resource.kind != "checkpoint":
-            keep.append(Release(resource, "a probe's, maybe still in flight (skynomad cleanup ends it)"))
-        elif resource.kind != "checkpoint":
-            why = f"job {job} no longer runs" if job else "left by a probe, which releases at once"
-            release.append(Release(resource, why))
-        elif not job:
-            keep.append(Release(resource, "a checkpoint without a job tag: not deleted on a guess"))
-        elif ended.get(job) is None:
-            keep.append(Release(resource, f"job {job} no longer runs, but when it ended is unknown: kept"))
-        else:
-            end = pd.Timestamp(ended[job])
-            until = end + pd.Timedelta(checkpoint_retention)
-            if now >= until:
-                release.append(Release(resource, f"job {job} ended {_ago(now - end)} ago, past the retention"))
-            else:
-                keep.append(
-                    Release(resource, f"job {job} ended {_ago(now - end)} ago; kept until {until:%Y-%m-%d %H:%M} UTC")
-                )
+        ours = _ours(deployment, resource.cloud)
+        end, reason = _decide(resource, jobs, ours, now, grace, checkpoint_retention, probe_leftovers)
+        (release if end else keep).append(Release(resource, reason))
     return CleanupPlan(tuple(release), tuple(keep))
+
+
+def _ours(deployment: str | Mapping[str, str], cloud: str) -> str:
+    """This deployment's id for a resource of `cloud` (one id for all when the cloud is one: the
+    simulated cloud lists its resources under the trace's cloud names)."""
+    if isinstance(deployment, str):
+        return deployment
+    if cloud in deployment:
+        return deployment[cloud]
+    return next(iter(deployment.values())) if len(deployment) == 1 else ""
+
+
+def _decide(resource, jobs, ours, now, grace, retention, probe_leftovers) -> tuple[bool, str]:
+    owner = Owner.of(resource.tags or {}, resource.job_id)
+    if not owner.deployment:
+        return False, "no skynomad-deployment tag: not provably this deployment's"
+    if owner.deployment != ours:
+        return False, f"belongs to deployment {owner.deployment!r}, not this one ({ours!r})"
+    if owner.is_probe and resource.kind != "checkpoint":
+        if not probe_leftovers:
+            return False, "a probe's, maybe still in flight (skynomad cleanup ends it)"
+        return True, "left by a probe (purpose=probe), which releases what it gets at once"
+    if not owner.job_id:
+        purpose = f" (purpose={owner.purpose})" if owner.purpose else ""
+        return False, f"neither a job's nor a probe's{purpose}: not SkyNomad's to end"
+    job = owner.job_id
+    fact = jobs.get(job) or JobFact.unknown("Airflow was not asked about it")
+    if fact.status == "live":
+        return False, f"job {job} still runs{_paren(fact.why)}"
+    if fact.status != "ended":
+        return False, f"unknown: cannot tell whether job {job} ended ({fact.why or 'no answer'})"
+    if fact.ended_at is None:
+        return False, f"unknown: job {job} ended, but when is not known{_paren(fact.why)}"
+    since = now - pd.Timestamp(fact.ended_at)
+    if resource.kind != "checkpoint":
+        if since < pd.Timedelta(grace):
+            return False, f"job {job} ended {_ago(since)} ago, within the {_ago(pd.Timedelta(grace))} grace period"
+        return True, f"job {job} ended {_ago(since)} ago{_paren(fact.why)}"
+    until = pd.Timestamp(fact.ended_at) + pd.Timedelta(retention)
+    if now >= until:
+        return True, f"job {job} ended {_ago(since)} ago, past the checkpoint retention"
+    return False, f"job {job} ended {_ago(since)} ago; checkpoint kept until {until:%Y-%m-%d %H:%M} UTC"
+
+
+def _paren(text: str) -> str:
+    return f" ({text})" if text else ""
 
 
 def _ago(delta: pd.Timedelta) -> str:

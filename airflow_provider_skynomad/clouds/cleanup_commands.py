@@ -1,15 +1,17 @@
-"""`skynomad cleanup [--dry-run] [--older-than DURATION]`, and the probe DAG's cleanup task.
+"""`skynomad cleanup [--dry-run] [--older-than DURATION] [--grace DURATION]`, and the probe DAG's cleanup task.
 
-Both list the connection's resources by tag (`Cloud.resources()`), ask Airflow which jobs still run,
-let `clouds.cleanup.plan_cleanup` decide, and release what it says, printing each in plain words.
+Both list the connection's resources (`Cloud.resources()`), ask Airflow about the jobs behind them,
+let `clouds.cleanup.plan_cleanup` decide, and end what it proves ended, printing each resource with
+why it is ended or kept. A job is asked about by the task instance its resources name exactly
+(`clouds.tags.Owner`: DAG, run and task, checked against the hash in the job id), never by a
+prefix or a lowercased copy; whatever cannot be found or told is *unknown* and kept.
 They differ only in how they ask Airflow:
 
 - the command reads Airflow's metadata database directly (it runs where ``airflow`` is
-  configured): every task instance that may still run is a live job, and the ended ones the
-  resources' tags name give the time they ended (for the checkpoint retention);
+  configured): the task instance's state and end time;
 - a task cannot open the metadata database in Airflow 3, so the probe DAG's task asks the API
-  server for the states of the task instances the resources' ``skynomad-dag``, ``skynomad-run``
-  and ``skynomad-task`` tags name; a resource without them is kept (its job cannot be told).
+  server for the task instance's state; the API gives no task end time, so a job counts as ended
+  only once its DAG run has ended too, and then as of the run's end (never earlier than the task's).
 
 Exit codes: 0 done (also when nothing was left), 1 a release or a lookup failed, 2 bad input.
 """
@@ -18,19 +20,27 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 
 import pandas as pd
 
 from .base import Cloud, Resource
-from .cleanup import DEFAULT_CHECKPOINT_RETENTION, CleanupPlan, is_live, plan_cleanup
+from .cleanup import (
+    DEFAULT_CHECKPOINT_RETENTION,
+    DEFAULT_GRACE,
+    CleanupPlan,
+    JobFact,
+    is_final,
+    is_live,
+    plan_cleanup,
+)
+from .tags import DEFAULT_DEPLOYMENT, Owner
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-DAG_TAG, RUN_TAG, TASK_TAG = "skynomad-dag", "skynomad-run", "skynomad-task"
 
-JobLookup = Callable[[list[Resource]], tuple[set[str], dict[str, pd.Timestamp | None], set[str]]]
-"""resources → (live job ids, ended job ids → end time or None, job ids that cannot be told)."""
+JobLookup = Callable[[list[Resource]], dict[str, JobFact]]
+"""resources → what Airflow says about each job id they carry (a job left out is unknown)."""
 
 
 def cleanup(
@@ -39,19 +49,25 @@ def cleanup(
     *,
     dry_run: bool = False,
     checkpoint_retention: timedelta = DEFAULT_CHECKPOINT_RETENTION,
+    grace: timedelta = DEFAULT_GRACE,
     probe_leftovers: bool = True,
     say: Callable[[str], None] = print,
 ) -> tuple[CleanupPlan, dict[str, str]]:
     """List, decide, release (unless `dry_run`); return the plan and the releases that failed.
     `probe_leftovers=False` keeps what probes left (the probe DAG's task runs beside its probes)."""
+    deployments = cloud.deployments()
+    for name, deployment in sorted(deployments.items()):
+        words = f"{name}: this deployment is {deployment!r}; resources of any other are kept"
+        if deployment == DEFAULT_DEPLOYMENT:
+            words += " (set cloud_options.deployment_id when several Airflows share this account)"
+        say(words)
     resources = list(cloud.resources())
-    live, ended, unknown = lookup(resources)
     plan = plan_cleanup(
         resources,
-        live,
-        ended=ended,
-        unknown=unknown,
+        lookup(resources),
+        deployment=deployments,
         now=pd.Timestamp.now(tz="UTC"),  # the lookups' end times are Airflow's: the wall clock, not the cloud's
+        grace=grace,
         checkpoint_retention=checkpoint_retention,
         probe_leftovers=probe_leftovers,
     )
@@ -73,82 +89,114 @@ def cleanup(
     return plan, failures
 
 
-def _task_keys(resources: list[Resource]) -> dict[tuple[str, str, str], list[Resource]]:
-    by_task: dict[tuple[str, str, str], list[Resource]] = {}
+def claims(resources: Iterable[Resource]) -> tuple[dict[tuple[str, str, str], dict[str, Owner]], dict[str, JobFact]]:
+    """Job ids by the DAG/run/task their resources name, and the jobs whose resources name none (unknown)."""
+    by_task: dict[tuple[str, str, str], dict[str, Owner]] = {}
+    unnamed: dict[str, JobFact] = {}
     for resource in resources:
-        tags = resource.tags or {}
-        if resource.job_id and all(tags.get(t) for t in (DAG_TAG, RUN_TAG, TASK_TAG)):
-            by_task.setdefault((tags[DAG_TAG], tags[RUN_TAG], tags[TASK_TAG]), []).append(resource)
-    return by_task
+        owner = Owner.of(resource.tags or {}, resource.job_id)
+        if not owner.job_id:
+            continue
+        if owner.names_task:
+            by_task.setdefault((owner.dag_id, owner.run_id, owner.task_id), {}).setdefault(owner.job_id, owner)
+        else:
+            unnamed[owner.job_id] = JobFact.unknown("its resources do not name its DAG, run and task")
+    named = {job for owners in by_task.values() for job in owners}
+    return by_task, {job: fact for job, fact in unnamed.items() if job not in named}
 
 
-def jobs_from_task_api(resources: list[Resource]):
-    """`JobLookup` for a running task: the API server's task states for the tasks the tags name."""
+def judge(owner: Owner, found: dict[int, tuple[object, object]]) -> JobFact:
+    """The fact about one job from the task instances of its DAG/run/task: map index → (state, end time)."""
+    name = f"{owner.dag_id}/{owner.run_id}/{owner.task_id}"
+    hits = [(index, *found[index]) for index in sorted(found) if owner.matches(index)]
+    if not hits:
+        return JobFact.unknown(f"Airflow has no task instance {name} whose key is this job id's")
+    index, state, end = hits[0]
+    where = name if index < 0 else f"{name}[{index}]"
+    shown = getattr(state, "value", state)
+    if is_live(state):
+        return JobFact.live(f"task instance {where} is {shown or 'cleared'}")
+    if not is_final(state):
+        return JobFact.unknown(f"task instance {where} is in state {shown!r}")
+    return JobFact.ended(end, f"task instance {where} {shown}")
+
+
+def _map_index(task_id: str, key: str) -> int | None:
+    """The map index in a `get_task_states` key (``t`` unmapped, ``t_3`` mapped), None for another task."""
+    if key == task_id:
+        return -1
+    rest = key.removeprefix(f"{task_id}_")
+    return int(rest) if rest != key and rest.isdigit() else None
+
+
+def jobs_from_task_api(resources: list[Resource]) -> dict[str, JobFact]:
+    """`JobLookup` for a running task: the API server's states of the task instances the resources name."""
     from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
-    from ..jobs.record import task_key_for, task_key_of
-
-    live, ended, unknown = set(), {}, set()
-    by_task = _task_keys(resources)
-    tagged = {r.job_id for rs in by_task.values() for r in rs}
-    unknown |= {r.job_id for r in resources if r.job_id and r.job_id not in tagged}
-    for (dag_id, run_id, task_id), group in by_task.items():
+    by_task, facts = claims(resources)
+    for (dag_id, run_id, task_id), owners in by_task.items():
         try:
             states = RuntimeTaskInstance.get_task_states(dag_id=dag_id, task_ids=[task_id], run_ids=[run_id])
-        except Exception:  # noqa: BLE001 - cannot tell: keep
-            unknown |= {r.job_id for r in group}
+            found = {}
+            for key, state in states.get(run_id, {}).items():
+                index = _map_index(task_id, key)
+                if index is not None:
+                    found[index] = (state, None)
+            run_end = None
+            if any(is_final(state) for state, _ in found.values()):
+                run_end = dag_run_end(dag_id, run_id)
+        except Exception as exc:  # noqa: BLE001 - cannot tell: keep
+            for job in owners:
+                facts[job] = JobFact.unknown(f"the API server did not answer: {type(exc).__name__}: {exc}")
             continue
-        found = {}
-        for key, state in states.get(run_id, {}).items():
-            index = key.removeprefix(f"{task_id}_")
-            index = -1 if key == task_id else int(index) if index.isdigit() else None
-            if index is not None:
-                found[task_key_for(dag_id, run_id, task_id, index)] = state
-        for resource in group:
-            state = found.get(task_key_of(resource.job_id))
-            if state is not None and is_live(state):
-                live.add(resource.job_id)
-            else:  # ended, or Airflow has no such task instance: nothing of it can run
-                ended.setdefault(resource.job_id, None)
-    return live - unknown, {j: t for j, t in ended.items() if j not in live}, unknown
+        for job, owner in owners.items():
+            fact = judge(owner, {i: (state, run_end) for i, (state, _) in found.items()})
+            if fact.status == "ended" and run_end is None:
+                fact = JobFact.ended(None, f"{fact.why}; its DAG run has not ended and the task API gives no end time")
+            elif fact.status == "ended":
+                fact = JobFact.ended(run_end, f"{fact.why}, DAG run ended {run_end:%Y-%m-%d %H:%M} UTC")
+            facts[job] = _safer(facts.get(job), fact)
+    return facts
 
 
-def jobs_from_metadata_db(resources: list[Resource]):
+def dag_run_end(dag_id: str, run_id: str) -> pd.Timestamp | None:
+    """When the DAG run ended (None while it runs), through the task's supervisor."""
+    from airflow.sdk.execution_time.comms import GetDagRun
+    from airflow.sdk.execution_time.task_runner import SUPERVISOR_COMMS
+
+    end = SUPERVISOR_COMMS.send(GetDagRun(dag_id=dag_id, run_id=run_id)).end_date
+    return None if end is None else pd.Timestamp(end).tz_convert("UTC")
+
+
+def jobs_from_metadata_db(resources: list[Resource]) -> dict[str, JobFact]:
     """`JobLookup` for the command line: Airflow's metadata database, read directly."""
     from airflow.models.taskinstance import TaskInstance as TI
     from airflow.utils.session import create_session
-    from sqlalchemy import or_, select, tuple_
+    from sqlalchemy import select, tuple_
 
-    from ..jobs.record import task_key_for, task_key_of
-
-    live_states = [
-        s for s in ("running", "deferred", "queued", "scheduled", "up_for_retry", "up_for_reschedule", "restarting")
-    ]
-    live, ended = set(), {}
+    by_task, facts = claims(resources)
+    found: dict[tuple[str, str, str], dict[int, tuple[object, object]]] = {}
+    keys = list(by_task)
     with create_session() as session:
-        rows = session.execute(
-            select(TI.dag_id, TI.run_id, TI.task_id, TI.map_index).where(
-                or_(TI.state.in_(live_states), TI.state.is_(None))
-            )
-        ).all()
-        running = {task_key_for(d, r, t, m) for d, r, t, m in rows}
-        keys = list(_task_keys(resources))
-        ends = {}
-        if keys:
+        for start in range(0, len(keys), 500):
             rows = session.execute(
-                select(TI.dag_id, TI.run_id, TI.task_id, TI.map_index, TI.end_date).where(
-                    tuple_(TI.dag_id, TI.run_id, TI.task_id).in_(keys)
+                select(TI.dag_id, TI.run_id, TI.task_id, TI.map_index, TI.state, TI.end_date).where(
+                    tuple_(TI.dag_id, TI.run_id, TI.task_id).in_(keys[start : start + 500])
                 )
             ).all()
-            ends = {task_key_for(d, r, t, m): end for d, r, t, m, end in rows}
-    for job in {r.job_id for r in resources if r.job_id}:
-        key = task_key_of(job)
-        if key in running:
-            live.add(job)
-        elif key in ends:
-            end = ends[key]
-            ended[job] = None if end is None else pd.Timestamp(end).tz_convert("UTC")
-    return live, ended, set()
+            for dag_id, run_id, task_id, index, state, end in rows:
+                end = None if end is None else pd.Timestamp(end).tz_convert("UTC")
+                found.setdefault((dag_id, run_id, task_id), {})[int(index)] = (state, end)
+    for key, owners in by_task.items():
+        for job, owner in owners.items():
+            facts[job] = _safer(facts.get(job), judge(owner, found.get(key, {})))
+    return facts
+
+
+def _safer(before: JobFact | None, fact: JobFact) -> JobFact:
+    """Of two answers about one job (its resources named two tasks), the one that ends less."""
+    rank = {"live": 0, "unknown": 1, "ended": 2}
+    return fact if before is None or rank[fact.status] < rank[before.status] else before
 
 
 # -- the command ----------------------------------------------------------------------------
@@ -157,17 +205,24 @@ def jobs_from_metadata_db(resources: list[Resource]):
 def add_cleanup_command(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "cleanup",
-        help="end instances, spot requests and checkpoints left by SkyNomad jobs that no longer run",
+        help="end instances, spot requests and checkpoints of this deployment's jobs that provably ended",
         description="List what carries SkyNomad's tags in the connection's clouds, ask Airflow's metadata "
-        "database which jobs still run, and end the rest (checkpoints after a retention period).",
+        "database about the exact task instance each names, and end only this deployment's resources whose "
+        "task instance ended (checkpoints after a retention period) and probes' leftovers. Anything that "
+        "cannot be told is kept and listed with the reason.",
     )
-    p.add_argument("--dry-run", action="store_true", help="only list what would be ended")
+    p.add_argument("--dry-run", action="store_true", help="only list what would be ended and kept, and why")
     p.add_argument(
         "--older-than",
         type=_duration,
         default=DEFAULT_CHECKPOINT_RETENTION,
-        help="delete an ended job's checkpoints only this long after it ended, e.g. 7d, 12h, 30m "
-        "(default 7d; instances and spot requests of ended jobs are always ended)",
+        help="delete an ended job's checkpoints only this long after it ended, e.g. 7d, 12h, 30m (default 7d)",
+    )
+    p.add_argument(
+        "--grace",
+        type=_duration,
+        default=DEFAULT_GRACE,
+        help="end an ended job's instances and spot requests only this long after its task ended (default 10m)",
     )
     p.add_argument("--conn-id", default=None, help="the skynomad connection (default skynomad_default)")
     p.set_defaults(func=run_cleanup)
@@ -179,7 +234,13 @@ def run_cleanup(args: argparse.Namespace) -> int:
 
     cloud = make_cloud(SkyNomadHook(args.conn_id or DEFAULT_CONN_ID).get_config())
     try:
-        _, failures = cleanup(cloud, jobs_from_metadata_db, dry_run=args.dry_run, checkpoint_retention=args.older_than)
+        _, failures = cleanup(
+            cloud,
+            jobs_from_metadata_db,
+            dry_run=args.dry_run,
+            checkpoint_retention=args.older_than,
+            grace=args.grace,
+        )
     except Exception as exc:  # noqa: BLE001 - a listing or a database that fails: say so, exit 1
         print(f"skynomad cleanup: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_FAILED

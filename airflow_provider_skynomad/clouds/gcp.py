@@ -42,6 +42,7 @@ from .gcp_boot import (
     run_id,
 )
 from .gcp_storage import GcsStore
+from .tags import DEPLOYMENT, check_deployment_id, owner_record
 from .zones import gcp_region_of as region_of
 
 CAPACITY_MARKERS = ("ZONE_RESOURCE_POOL_EXHAUSTED", "STOCKOUT", "does not have enough resources", "QUOTA_EXCEEDED")
@@ -98,6 +99,10 @@ class GcpCloud(Cloud):
     :param gcs_hook: a ready GCSHook.
     :param probe_targets: what the probe DAG asks for (read from the connection by
         ``operators.probe.probe_targets``; listed here so it is an accepted ``cloud_options`` key).
+    :param deployment_id: this Airflow's id (lowercase letters, digits, '-'; default ``default``): a
+        label and a metadata item on every instance and probe, and in every job's owner record
+        (clouds/tags.py). `skynomad cleanup` touches nothing carrying another; give each Airflow that
+        shares the project its own.
     """
 
     name = "gcp"
@@ -123,8 +128,10 @@ class GcpCloud(Cloud):
         hook: Any | None = None,
         gcs_hook: Any | None = None,
         probe_targets: list[dict] | None = None,
+        deployment_id: str | None = None,
     ) -> None:
         self.gcp_conn_id = gcp_conn_id
+        self.deployment_id = check_deployment_id(deployment_id)
         self.project_id = project_id
         self.source_instance_template = source_instance_template
         self.image = image
@@ -232,6 +239,9 @@ class GcpCloud(Cloud):
                 "instance's metadata; give the instances' service account the access instead"
             )
         names = [instance_name(request.client_token, i) for i in range(request.count)]
+        if request.job_id and self.store is not None:
+            tags = {**request.tags, DEPLOYMENT: self.deployment_id}
+            self.store.write_owner(region, request.job_id, owner_record(tags, request.job_id, self.deployment_id))
         existing = self._members(request.zone, request.client_token)
         for i, name in enumerate(names):
             if name in existing:

@@ -12,6 +12,7 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from .base import LaunchRequest
+from .tags import DEPLOYMENT, exact_metadata
 
 if TYPE_CHECKING:
     from .base import Cloud
@@ -92,9 +93,12 @@ def instance_body(cloud: Cloud, request: LaunchRequest, region: str, rank: int, 
         RANK_LABEL: str(rank),
         MANAGED_LABEL: "true",
     }
+    labels[DEPLOYMENT] = cloud.deployment_id
+    exact = {**exact_metadata(request.tags), DEPLOYMENT: cloud.deployment_id}
     items = [
         {"key": "startup-script", "value": startup_script(cloud, request, region, rank, name)},
         {"key": TOKEN_LABEL, "value": request.client_token},
+        *({"key": k, "value": v} for k, v in sorted(exact.items())),  # labels mangle them: these are exact
     ]
     if request.job_id:
         labels[JOB_LABEL] = label_value(request.job_id)

@@ -161,6 +161,7 @@ def _check_bucket(cloud: Cloud, region: str | None) -> list[str]:
 def resources(cloud: Cloud, tags: dict[str, str] | None) -> list[Resource]:
     """SkyNomad's instances (any zone, by label) and job stores (per configured region's bucket)."""
     from .gcp_boot import JOB_LABEL, MANAGED_LABEL, label_key, label_value, metadata_items
+    from .tags import EXACT_KEYS, JOB
     from .zones import gcp_region_of as region_of
 
     wanted = {label_key(k): label_value(v) for k, v in (tags or {}).items()}
@@ -170,7 +171,11 @@ def resources(cloud: Cloud, tags: dict[str, str] | None) -> list[Resource]:
     for scope, listed in client.aggregated_list(request={"project": cloud.project, "filter": query}):
         for instance in getattr(listed, "instances", None) or []:
             labels = dict(getattr(instance, "labels", None) or {})
+            meta = metadata_items(instance)
             zone = str(getattr(instance, "zone", "") or scope).rsplit("/", 1)[-1]
+            exact = {k: meta[k] for k in EXACT_KEYS if k in meta}  # labels are lowercased copies: not these
+            tags = {**{k: v for k, v in labels.items() if k not in EXACT_KEYS}, **exact}
+            job_id = meta.get(JOB_LABEL) or exact.get(JOB, "")
             found.append(
                 Resource(
                     "gcp",
@@ -178,8 +183,8 @@ def resources(cloud: Cloud, tags: dict[str, str] | None) -> list[Resource]:
                     instance.name,
                     region_of(zone),
                     zone,
-                    metadata_items(instance).get(JOB_LABEL, labels.get(JOB_LABEL, "")),
-                    labels,
+                    job_id,
+                    tags,
                     f"{instance.status} {str(instance.machine_type).rsplit('/', 1)[-1]}",
                 )
             )
@@ -192,5 +197,6 @@ def resources(cloud: Cloud, tags: dict[str, str] | None) -> list[Resource]:
             for job_id in store.job_ids(bucket):
                 if only_job is None or job_id == only_job:
                     uri = f"gs://{bucket}/{store.base(job_id)}"
-                    found.append(Resource("gcp", "checkpoint", uri, region, "", job_id, {}, f"job store {uri}"))
+                    owner = store.owner(bucket, job_id)
+                    found.append(Resource("gcp", "checkpoint", uri, region, "", job_id, owner, f"job store {uri}"))
     return found

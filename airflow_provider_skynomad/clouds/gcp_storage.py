@@ -123,6 +123,23 @@ class GcsStore:
         prefixes = self.hook.list(bucket_name=bucket, prefix=root, delimiter="/")
         return sorted({p[len(root) :].strip("/") for p in prefixes if p.endswith("/")} - {""})
 
+    def owner(self, bucket: str, job_id: str) -> dict[str, str]:
+        """The job's owner record (clouds/tags.py) as tags; {"skynomad-job": job_id} when it has none
+        or it names another job."""
+        from .tags import JOB, OWNER_RECORD
+
+        record = self.read_json(bucket, f"{self.base(job_id)}/{OWNER_RECORD}")
+        if not isinstance(record, dict) or record.get(JOB) != job_id:
+            return {JOB: job_id}
+        return {str(k): str(v) for k, v in record.items() if isinstance(v, (str, int))}
+
+    def write_owner(self, region: str, job_id: str, record: dict) -> None:
+        """Write the job's owner record beside its checkpoints in `region`'s bucket (at launch)."""
+        from .tags import OWNER_RECORD
+
+        blob = self.hook.get_conn().bucket(self.bucket(region)).blob(f"{self.base(job_id)}/{OWNER_RECORD}")
+        blob.upload_from_string(json.dumps(record, sort_keys=True), content_type="application/json")
+
     def delete_job(self, bucket: str, job_id: str) -> None:
         """Delete every object of the job's store in `bucket`; nothing to do when it is gone."""
         for name in self.hook.list(bucket_name=bucket, prefix=f"{self.base(job_id)}/"):

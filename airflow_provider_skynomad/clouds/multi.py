@@ -120,6 +120,9 @@ class MultiCloud(Cloud):
     def resources(self, tags: dict[str, str] | None = None) -> list[Resource]:
         return [r for cloud in self.clouds.values() for r in cloud.resources(tags)]
 
+    def deployments(self) -> dict[str, str]:
+        return {name: cloud.deployments()[cloud.name] for name, cloud in self.clouds.items()}
+
     def release(self, resource: Resource) -> None:
         cloud = self.for_zone(resource.zone) if resource.zone else self.cloud(resource.cloud)
         cloud.release(resource)

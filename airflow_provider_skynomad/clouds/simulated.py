@@ -133,7 +133,11 @@ class SimulatedCloud(Cloud):
         preemption_notice_seconds: float = 30.0,
         egress_usd_per_gb: Callable[[str, str], float] | None = None,
         state_url: str | None = None,
+        deployment_id: str | None = None,
     ):
+        from .tags import check_deployment_id
+
+        self.deployment_id = check_deployment_id(deployment_id)
         if not (isinstance(speed, (int, float)) and math.isfinite(speed) and speed > 0):
             raise ValueError(f"speed must be a positive number of simulated seconds per wall second, got {speed!r}")
         if not preemption_notice_seconds >= 0:
@@ -202,6 +206,7 @@ class SimulatedCloud(Cloud):
             "trace_start": self.clock.start.isoformat(),
             "preemption_notice_seconds": self.preemption_notice_seconds,
             "state_url": self.display_state_url,
+            "deployment_id": self.deployment_id,
         }
 
     @property
@@ -470,7 +475,11 @@ class SimulatedCloud(Cloud):
 
     def resources(self, tags: dict[str, str] | None = None) -> list[Resource]:
         """Live groups (kind ``instance``, id = group id) and every job's checkpoint store per zone
-        (kind ``checkpoint``, id = ``<job_id>/<zone>``, tagged like the job's latest group)."""
+        (kind ``checkpoint``, id = ``<job_id>/<zone>``, tagged like the job's latest group).
+
+        A state directory serves one deployment: whatever it holds carries this cloud's deployment id."""
+        from .tags import DEPLOYMENT
+
         wanted = (tags or {}).items()
         found: list[Resource] = []
         job_tags: dict[str, dict[str, str]] = {}
@@ -478,6 +487,7 @@ class SimulatedCloud(Cloud):
         for record in self._store.records():
             record = self._refreshed(record, now_wall)
             own = {k: v for k, v in record["tags"].items() if k != CLIENT_TOKEN_TAG}
+            own.setdefault(DEPLOYMENT, self.deployment_id)
             job_tags[record.get("job_id", "")] = {"skynomad-job": record.get("job_id", ""), **own}
             if record["state"] in NOT_ENDED and wanted <= record["tags"].items():
                 status = self._groups.status(record, self.clock.hours_at_wall(now_wall)).value
@@ -489,7 +499,7 @@ class SimulatedCloud(Cloud):
                         region=record["region"],
                         zone=record["zone"],
                         job_id=record.get("job_id", ""),
-                        tags=dict(record["tags"]),
+                        tags={DEPLOYMENT: self.deployment_id, **record["tags"]},
                         detail=f"{record['count']}× {record['instance_type']} "
                         f"{'spot' if record['spot'] else 'on-demand'}, {status}",
                     )
@@ -499,7 +509,7 @@ class SimulatedCloud(Cloud):
             job_id, zone = store.parent.parent.name, store.parent.name
             if not (_JOB_ID.fullmatch(job_id) and zone in {m.zone for m in self.market.grid.markets}):
                 continue
-            tagged = job_tags.get(job_id, {"skynomad-job": job_id})
+            tagged = job_tags.get(job_id, {"skynomad-job": job_id, DEPLOYMENT: self.deployment_id})
             if wanted <= tagged.items():
                 market = self.market.zone(zone)
                 found.append(

@@ -114,6 +114,9 @@ class WrappedCloud(Cloud):
         call = ApiCall("resources", None, None, (tags,), "a resource listing")
         return self.api(call, lambda: self.inner.resources(tags))
 
+    def deployments(self) -> dict[str, str]:
+        return self.inner.deployments()
+
     def release(self, resource) -> None:
         call = ApiCall("release", None, None, (resource,), f"release of {resource.kind} {resource.id}")
         return self.api(call, lambda: self.inner.release(resource))

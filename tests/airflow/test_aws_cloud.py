@@ -114,7 +114,7 @@ def test_instances_and_volumes_carry_the_job_tags(aws):
         tags = {t["Key"]: t["Value"] for t in i["Tags"]}
         job_tags = {k: v for k, v in tags.items() if k.startswith("skynomad-")}
         expected = {"skynomad-job": f"{P}sn", "skynomad-dag": "d", "skynomad-run": "r", "skynomad-task": "t"}
-        assert job_tags == {**expected, "skynomad-try": "1"}
+        assert job_tags == {**expected, "skynomad-try": "1", "skynomad-deployment": "default"}
         assert tags["skynomad:client-token"] == f"{P}sn-1" and tags["skynomad:job-id"] == f"{P}sn"
         volumes = ec2.describe_volumes(Filters=[{"Name": "attachment.instance-id", "Values": [i["InstanceId"]]}])
         assert volumes["Volumes"]
@@ -243,7 +243,8 @@ def test_probe_asks_for_the_gang_releases_it_and_says_what_it_cost(aws):
     assert len(instances) == result.available
     assert all(i["State"]["Name"] in ("shutting-down", "terminated") for i in instances)
     tags = [{t["Key"]: t["Value"] for t in i.get("Tags", []) if t["Key"].startswith("skynomad")} for i in instances]
-    assert all(t == {"skynomad-job": f"{P}sn-1", "skynomad:purpose": "probe"} for t in tags)
+    probe = {"skynomad-job": f"{P}sn-1", "skynomad:purpose": "probe", "skynomad-deployment": "default"}
+    assert all(t == probe for t in tags)
 
 
 def test_copy_moves_only_the_newest_complete_checkpoint(aws):

@@ -44,7 +44,8 @@ def allowed_actions(path: Path = AIRFLOW_POLICY) -> list[str]:
     policy = json.loads(path.read_text())
     actions = []
     for statement in policy["Statement"]:
-        assert statement["Effect"] == "Allow"
+        if statement["Effect"] != "Allow":
+            continue  # a Deny narrows what the Allows grant (tests/clouds/test_iam_isolation.py)
         listed = statement["Action"]
         actions += [listed] if isinstance(listed, str) else listed
     return actions
@@ -92,10 +93,10 @@ def test_the_policies_are_valid_and_scoped():
     for path in (AIRFLOW_POLICY, INSTANCE_POLICY):
         policy = json.loads(path.read_text())
         assert policy["Version"] == "2012-10-17" and policy["Statement"]
-    # The instance role touches only objects under the checkpoint prefix, nothing in EC2 or IAM.
+    # The instance role touches only objects under its own job's prefix, nothing in EC2 or IAM.
     assert set(allowed_actions(INSTANCE_POLICY)) == {"s3:ListBucket", "s3:GetObject", "s3:PutObject", "s3:DeleteObject"}
     objects = [s for s in json.loads(INSTANCE_POLICY.read_text())["Statement"] if "s3:GetObject" in s["Action"]]
-    assert all(s["Resource"].endswith("/skynomad/*") for s in objects)
+    assert objects and all(s["Resource"].endswith("/skynomad/${aws:PrincipalTag/skynomad-job}/*") for s in objects)
     # PassRole only for the instance role, only to EC2.
     (pass_role,) = [s for s in json.loads(AIRFLOW_POLICY.read_text())["Statement"] if "iam:PassRole" in s["Action"]]
     assert pass_role["Resource"].endswith(":role/skynomad-instance")

@@ -26,7 +26,7 @@ def config(cloud: str, tmp_path, **options) -> SkyNomadConfig:
 @pytest.mark.parametrize(
     ("cloud", "accepted"),
     [
-        ("simulated", ["trace_start", "preemption_notice_seconds", "egress_usd_per_gb", "state_url"]),
+        ("simulated", ["trace_start", "preemption_notice_seconds", "egress_usd_per_gb", "state_url", "deployment_id"]),
         (
             "aws",
             [
@@ -43,6 +43,7 @@ def config(cloud: str, tmp_path, **options) -> SkyNomadConfig:
                 "setup_commands",
                 "price_table",
                 "probe_targets",
+                "deployment_id",
             ],
         ),
         (
@@ -65,6 +66,7 @@ def config(cloud: str, tmp_path, **options) -> SkyNomadConfig:
                 "hook",
                 "gcs_hook",
                 "probe_targets",
+                "deployment_id",
             ],
         ),
     ],

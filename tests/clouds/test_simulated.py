@@ -568,7 +568,8 @@ def test_resources_are_live_groups_and_checkpoint_stores_and_release_ends_them(c
     assert sorted(found) == [("checkpoint", "job-a/r1-b"), ("checkpoint", "job-b/r2-a"), ("instance", live_id)]
     instance = found[("instance", live_id)]
     assert (instance.job_id, instance.zone, instance.region, instance.tags["dag"]) == ("job-b", "r2-a", "r2", "d2")
-    assert found[("checkpoint", "job-a/r1-b")].tags == {"skynomad-job": "job-a", "dag": "d1"}
+    checkpoint_tags = {"skynomad-job": "job-a", "dag": "d1", "skynomad-deployment": "default"}
+    assert found[("checkpoint", "job-a/r1-b")].tags == checkpoint_tags
     assert [(r.kind, r.id) for r in cloud.resources({"dag": "d1"})] == [("checkpoint", "job-a/r1-b")]
 
     for _ in range(2):  # idempotent
