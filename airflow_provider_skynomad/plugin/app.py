@@ -10,9 +10,10 @@ api-server's own security dependencies (airflow.api_fastapi.core_api.security):
   other than the default only for users who may read it; its probe button triggers
   ``skynomad_probe`` only for users allowed to run that DAG (``requires_access_dag("POST", RUN)``).
 
-The session is Airflow's own JWT cookie, which the UI's iframe sends (same site, SameSite=lax, so a
-cross-site form cannot use it to trigger the probe DAG). No page renders a connection: the market
-table is named by its URL with the password hidden.
+The session is Airflow's own JWT cookie, which the UI's iframe sends (SameSite=lax). The probe
+button's POST is also refused unless it comes from this server's own origin (auth.same_origin): a
+page on another port or subdomain of the same site gets the cookie too. No page renders a
+connection: the market table is named by its URL with the password hidden.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from urllib.parse import quote
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from .auth import auth_manager, current_user, dag_access, may_read_connection, may_run
+from .auth import auth_manager, current_user, dag_access, may_read_connection, may_run, same_origin
 
 PREFIX = "/skynomad"
 PROBE_DAG_ID = "skynomad_probe"
@@ -138,7 +139,7 @@ def markets(
 
 @app.post(
     "/probe",
-    dependencies=[Depends(dag_access("POST", "RUN", dag_id=PROBE_DAG_ID))],
+    dependencies=[Depends(dag_access("POST", "RUN", dag_id=PROBE_DAG_ID)), Depends(same_origin)],
 )
 def trigger_probe(request: Request, user: Annotated[object, Depends(current_user)]) -> RedirectResponse:
     """Start a run of the probe DAG, then back to the markets page."""
