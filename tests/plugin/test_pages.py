@@ -149,9 +149,9 @@ def test_the_markets_page_of_the_simulated_cloud_is_on_its_replayed_clock(client
 
 def test_money_lost_against_on_demand_reads_with_the_sign_in_front():
     """A job that cost more than all on-demand shows "-$0.89" saved, not "$-0.89"."""
-    from airflow_provider_skynomad.plugin.pages import _usd
+    from airflow_provider_skynomad.plugin.render import usd
 
-    assert _usd(-0.89) == "-$0.89" and _usd(1234.5) == "$1,234.50" and _usd(0.0) == "$0.00" and _usd(None) == "–"
+    assert usd(-0.89) == "-$0.89" and usd(1234.5) == "$1,234.50" and usd(0.0) == "$0.00" and usd(None) == "–"
 
 
 def test_the_markets_page_reads_only_skynomad_connections_the_user_may_read(client, seeded):
