@@ -18,6 +18,7 @@ connection: the market table is named by its URL with the password hidden.
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Annotated
 from urllib.parse import quote
@@ -27,6 +28,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from .auth import auth_manager, current_user, dag_access, may_read_connection, may_run, same_origin
 
+log = logging.getLogger(__name__)
 PREFIX = "/skynomad"
 PROBE_DAG_ID = "skynomad_probe"
 DEFAULT_CONN_ID = "skynomad_default"
@@ -74,7 +76,12 @@ def job_page(dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> H
                 "This task has no SkyNomad job record (yet): it has not started a job, or its task state was cleared."
             )
         return HTMLResponse(pages.job_page(title, job.ti_state, None, note))
-    facts = job_facts(job.record, job.status)
+    try:
+        facts = job_facts(job.record, job.status)
+    except Exception as exc:  # noqa: BLE001 - a record anyone with the DAG's task state could write
+        log.warning("SkyNomad job page %s: %s", title, exc, exc_info=not isinstance(exc, ValueError))
+        note = f"This job's record or live status could not be shown: {exc}"
+        return HTMLResponse(pages.job_page(title, job.ti_state, None, note))
     note = "" if facts.finished else f"Live: this page reloads every {pages.REFRESH_SECONDS} s."
     return HTMLResponse(pages.job_page(title, job.ti_state, facts, note))
 

@@ -8,6 +8,8 @@ the market table's URL already stripped of its password.
 
 from __future__ import annotations
 
+import logging
+
 import pandas as pd
 
 from ..market.overview import Heatmap, MarketRow
@@ -15,6 +17,7 @@ from . import svg
 from .facts import JobFacts, dashboard_row
 from .render import render, usd
 
+log = logging.getLogger(__name__)
 REFRESH_SECONDS = 30  # a running job's page reloads itself: live while the task is deferred
 OPTION_COLUMNS = (
     "utility_usd_per_hour",
@@ -171,7 +174,11 @@ def dashboard_page(jobs, days: float, job_href) -> str:
 
 
 def _dashboard_line(job, job_href) -> dict:
-    """One task's row: where it is in Airflow, and its figures."""
+    """One task's row: where it is in Airflow, and its figures, or why they cannot be shown.
+
+    A record or status is whatever was written to the task's state: one that cannot be read spoils its
+    own row (which says why), not the page of everyone who may read any job.
+    """
     line = {
         "dag_id": job.dag_id,
         "run_id": job.run_id,
@@ -179,7 +186,11 @@ def _dashboard_line(job, job_href) -> dict:
         "href": job_href(job),
         "error": None,
     }
-    r = dashboard_row(job.ti_state, job.record, job.status)
+    try:
+        r = dashboard_row(job.ti_state, job.record, job.status)
+    except Exception as exc:  # noqa: BLE001 - any fault of one record is that row's, shown there
+        log.warning("SkyNomad dashboard: cannot show %s: %s", job.key, exc, exc_info=not isinstance(exc, ValueError))
+        return line | {"error": str(exc) or type(exc).__name__}
     return line | {
         "state": r["state"],
         "zone": r["zone"] or "–",

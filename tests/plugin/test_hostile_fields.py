@@ -1,4 +1,4 @@
-"""What users and clouds wrote reaches the pages as text, never as markup.
+"""What users and clouds wrote reaches the pages as text, never as markup, and one bad job cannot take a page down.
 
 A user allowed to write one DAG's task state (Airflow's public task-state-store route) writes the job
 record and live status the pages read; the market table holds what clouds and whoever can reach its
@@ -22,6 +22,7 @@ PAYLOAD = '<script>alert("{0}")</script>"><img src=x onerror=alert("{0}")>'
 ID_PAYLOAD = '"><img src=x onerror=alert(1)>'  # a path segment holds no "/": the ids without </script>
 DAG = "xss" + ID_PAYLOAD
 TASK = "train" + ID_PAYLOAD
+LIVE = ("skynomad_fine_tune", "bad_status_run", "fine_tune")  # a running job whose status has slack_hours "x"
 
 
 def payload(where: str) -> str:
@@ -97,24 +98,31 @@ def job_url(dag_id, run_id, task_id):
 
 @pytest.fixture(scope="module")
 def hostile_jobs(seeded):
-    """Task instances whose ids, records and statuses hold payloads."""
+    """Task instances whose ids, records and statuses hold payloads, and one whose status is not numbers."""
     jobs = {
         "strings": hostile_job(keep=("event",)),  # every narrated event, with payloads in its fields
         "everything": hostile_job(),  # event names, modes and segment ends too
+        "numbers": hostile_job(numbers=True),  # not one number left: the page says it cannot read the record
     }
     for variant, (record, status) in jobs.items():
         key = (DAG, variant + ID_PAYLOAD, TASK)
         insert_task(*key, "deferred")
         write_state(*key, record, status)
+    record, status = running_record("sn-badstatus0000001")
+    insert_task(*LIVE, "deferred")
+    write_state(*LIVE, record, {**status, "slack_hours": "x"})
     return jobs
 
 
-@pytest.mark.parametrize("variant", ["strings", "everything"])
+@pytest.mark.parametrize("variant", ["strings", "everything", "numbers"])
 def test_every_field_of_a_job_reaches_its_page_as_text(client, hostile_jobs, variant):
     response = client.get(job_url(DAG, variant + ID_PAYLOAD, TASK), **as_user("admin"))
     assert response.status_code == 200, response.text[-2000:]
     text = inert_text(response.text)
     assert f"{DAG} / {variant}{ID_PAYLOAD} / {TASK}" in text  # the title, from the ids in the path
+    if variant == "numbers":
+        assert "could not be shown" in text
+        return
     shown = ["record.job_id", "record.policy", "record.segments.0.zone"]
     if variant == "strings":
         options = "record.timeline.5.options.0"
@@ -144,6 +152,59 @@ def test_the_dashboard_shows_hostile_jobs_as_text(client, hostile_jobs):
     text = inert_text(response.text)
     assert DAG in text and TASK in text and "strings" + ID_PAYLOAD in text
     assert payload("status.zone") in text
+
+
+def test_a_dashboard_row_that_cannot_be_read_shows_as_such_and_the_page_stands(client, hostile_jobs):
+    """A live status with slack_hours "x" (or a record without numbers) spoils its own row, nobody's page."""
+    for user in ("admin", "viewer"):
+        response = client.get("/skynomad/jobs", **as_user(user))
+        assert response.status_code == 200, response.text[-2000:]
+        text = " ".join(inert_text(response.text).split())
+        assert "finished_run" in text and "running_run" in text and "bad_status_run" in text
+        assert "this row could not be shown: status.slack_hours is 'x', not a number" in text
+        assert "deadlines met 1 of 1" in text  # the totals count the rows that could be read
+    html = client.get("/skynomad/jobs", **as_user("admin")).text
+    assert html.count("this row could not be shown") == 2  # bad_status_run and the "numbers" job
+
+
+@pytest.mark.parametrize(
+    ("record", "status", "why"),
+    [
+        (None, {"slack_hours": "x"}, "status.slack_hours is 'x', not a number"),
+        (["a", "list"], None, "the record is ['a', 'list'], not an object"),
+        ({"segments": [{"zone": "z"}]}, None, "record.segments.0 has no zone or no start_hours"),
+        ({"timeline": "soon"}, None, "record.timeline is 'soon', not a list"),
+        (
+            {"summary": {"cost_usd": {"total": 1}, "deadline_met": "yes"}},
+            None,
+            "record.summary.deadline_met is 'yes', not true or false",
+        ),
+        ({"job": {"work_hours": float("nan")}}, None, "record.job.work_hours is nan, not a number"),
+    ],
+)
+def test_each_dashboard_row_renders_alone(record, status, why):
+    from airflow_provider_skynomad.plugin.jobs import Job
+    from airflow_provider_skynomad.plugin.pages import dashboard_page
+
+    good = finished_record()
+    if record is None:
+        record, _ = running_record()
+    jobs = [
+        Job("d", "bad", "t", -1, "deferred", None, record, status),
+        Job("d", "good", "t", -1, "success", None, good),
+    ]
+    text = " ".join(inert_text(dashboard_page(jobs, 7, lambda job: f"job/{job.run_id}")).split())
+    assert f"bad t this row could not be shown: {why}" in text
+    assert (
+        "good t success" in text and "$61.37" in text and "SkyNomad tasks 2" in text and "deadlines met 1 of 1" in text
+    )
+
+
+def test_the_job_page_of_a_status_that_cannot_be_read_says_what_is_wrong(client, hostile_jobs):
+    response = client.get(job_url(*LIVE), **as_user("viewer"))
+    assert response.status_code == 200
+    text = " ".join(inert_text(response.text).split())
+    assert "could not be shown: status.slack_hours is 'x', not a number" in text
 
 
 def test_the_markets_page_shows_hostile_market_rows_as_text(client, seeded, tmp_path):
