@@ -66,20 +66,17 @@ def gantt(bars, markers, lanes: list[str], span: float, deadline: float | None =
             tip += f", ended: {bar.ended}"
         w = round(max(1.0, x(bar.end) - x(bar.start)), 1)
         fill = KIND_COLOURS.get(bar.kind, "#868e96")
-        chart.rects.append(
-            {"x": x(bar.start), "y": top + i * lane_h + 4, "w": w, "h": lane_h - 8, "fill": fill, "tip": tip}
-            | {"cls": f"bar {bar.kind}"}
-        )
+        y = top + i * lane_h + 4
+        chart.rects.append(dict(x=x(bar.start), y=y, w=w, h=lane_h - 8, fill=fill, cls=f"bar {bar.kind}", tip=tip))
     for m in markers:
         i = lanes.index(m["zone"]) if m["zone"] in lanes else 0
         glyph, colour = ("✕", "#c92a2a") if m["kind"] == "preempted" else ("▶", "#343a40")
         y = round(top + i * lane_h + lane_h / 2 + 5, 1)
         tip = f"{m['kind']} at {m['at']:.2f} h: {m['why']}"
-        chart.markers.append({"x": x(m["at"]), "y": y, "glyph": glyph, "colour": colour, "tip": tip})
-        chart.markers[-1]["cls"] = f"marker {m['kind']}"
+        cls = f"marker {m['kind']}"
+        chart.markers.append(dict(x=x(m["at"]), y=y, glyph=glyph, colour=colour, cls=cls, tip=tip))
     if deadline:
-        chart.lines.append({"x1": x(deadline), "x2": x(deadline), "y1": top, "y2": chart.height - 25})
-        chart.lines[-1]["cls"] = "deadline"
+        chart.lines.append(dict(x1=x(deadline), x2=x(deadline), y1=top, y2=chart.height - 25, cls="deadline"))
     for t in _ticks(0, span):
         chart.texts.append({"x": x(t), "y": chart.height - 8, "text": f"{t:g} h", "cls": "tick", "anchor": "middle"})
     return chart
@@ -146,10 +143,9 @@ def heatmap(rows: list[str], share: np.ndarray, column_labels: list[str], width:
             while k < n and _cell_colour(values[k]) == colour:
                 k += 1
             found = "no probe" if math.isnan(values[j]) else f"{100 * values[j]:.0f}% of probes found capacity"
-            chart.rects.append(
-                {"x": round(left + j * cell_w, 1), "y": y, "w": round((k - j) * cell_w, 1), "h": cell_h - 1}
-                | {"fill": colour, "cls": "cell", "tip": f"{row} from {column_labels[j]}: {found}"}
-            )
+            tip = f"{row} from {column_labels[j]}: {found}"
+            x, w = round(left + j * cell_w, 1), round((k - j) * cell_w, 1)
+            chart.rects.append(dict(x=x, y=y, w=w, h=cell_h - 1, fill=colour, cls="cell", tip=tip))
             j = k
     for j in range(0, n, max(1, n // 6)):
         x = round(left + j * cell_w, 1)
