@@ -10,13 +10,15 @@ api-server's own security dependencies (airflow.api_fastapi.core_api.security):
   other than the default only for users who may read it; its probe button triggers
   ``skynomad_probe`` only for users allowed to run that DAG (``requires_access_dag("POST", RUN)``).
 
-The session is Airflow's own JWT cookie, which the UI's iframe sends (same site, SameSite=lax, so a
-cross-site form cannot use it to trigger the probe DAG). No page renders a connection: the market
-table is named by its URL with the password hidden.
+The session is Airflow's own JWT cookie, which the UI's iframe sends (SameSite=lax). The probe
+button's POST is also refused unless it comes from this server's own origin (auth.same_origin): a
+page on another port or subdomain of the same site gets the cookie too. No page renders a
+connection: the market table is named by its URL with the password hidden.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Annotated
 from urllib.parse import quote
@@ -24,8 +26,9 @@ from urllib.parse import quote
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from .auth import auth_manager, current_user, dag_access, may_read_connection, may_run
+from .auth import auth_manager, current_user, dag_access, may_read_connection, may_run, same_origin
 
+log = logging.getLogger(__name__)
 PREFIX = "/skynomad"
 PROBE_DAG_ID = "skynomad_probe"
 DEFAULT_CONN_ID = "skynomad_default"
@@ -73,7 +76,12 @@ def job_page(dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> H
                 "This task has no SkyNomad job record (yet): it has not started a job, or its task state was cleared."
             )
         return HTMLResponse(pages.job_page(title, job.ti_state, None, note))
-    facts = job_facts(job.record, job.status)
+    try:
+        facts = job_facts(job.record, job.status)
+    except Exception as exc:  # noqa: BLE001 - a record anyone with the DAG's task state could write
+        log.warning("SkyNomad job page %s: %s", title, exc, exc_info=not isinstance(exc, ValueError))
+        note = f"This job's record or live status could not be shown: {exc}"
+        return HTMLResponse(pages.job_page(title, job.ti_state, None, note))
     note = "" if facts.finished else f"Live: this page reloads every {pages.REFRESH_SECONDS} s."
     return HTMLResponse(pages.job_page(title, job.ti_state, facts, note))
 
@@ -138,7 +146,7 @@ def markets(
 
 @app.post(
     "/probe",
-    dependencies=[Depends(dag_access("POST", "RUN", dag_id=PROBE_DAG_ID))],
+    dependencies=[Depends(dag_access("POST", "RUN", dag_id=PROBE_DAG_ID)), Depends(same_origin)],
 )
 def trigger_probe(request: Request, user: Annotated[object, Depends(current_user)]) -> RedirectResponse:
     """Start a run of the probe DAG, then back to the markets page."""

@@ -4,10 +4,16 @@ Pure: no Airflow, no I/O. Hours are cloud hours since the job started, as in the
 Progress over time is rebuilt from the record's segments (a segment makes progress after its cold
 start until it ends; a preemption loses what came after the last checkpoint, so the curve is an
 upper bound between checkpoints); the checkpointed progress the record holds is shown beside it.
+
+Whoever may write a DAG's task state can write these dicts, so every number is read through
+`_number` and every list through `_objects`: a value of the wrong kind raises ValueError naming the
+field (``status.slack_hours is 'x', not a number``), which the pages show in place of what they
+could not draw. Strings are passed on as they are: the templates escape them.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..jobs.narrate import say
@@ -65,41 +71,43 @@ class JobFacts:
 
 def job_facts(record: dict, status: dict | None = None) -> JobFacts:
     """Everything the pages show about one job, from its record (and live status while it runs)."""
-    job = record.get("job") or {}
-    state = record.get("state") or {}
-    summary = record.get("summary") or None
-    segments = record.get("segments") or []
+    for name, value in (("record", record), ("status", status or {})):
+        if not isinstance(value, dict):
+            raise ValueError(f"the {name} is {_shown(value)}, not an object")
+    job = _object(record, "job", "record")
+    state = _object(record, "state", "record")
+    summary = _object(record, "summary", "record") or None
+    segments = _segments(record)
+    timeline = _objects(record, "timeline", "record")
     finished = bool(record.get("finished"))
-    elapsed = _elapsed(record, status, summary)
-    bars = _bars(segments, elapsed)
+    elapsed = _elapsed(segments, timeline, status, summary)
     cost_points = _cost_curve(segments, elapsed)
     spend = cost_points[-1][1] if cost_points else 0.0
     basis = "so far (launch-time prices)"
-    extras = float(record.get("egress_usd") or 0.0) + float(record.get("probe_usd") or 0.0)
+    extras = _number(record, "egress_usd", "record", 0.0) + _number(record, "probe_usd", "record", 0.0)
     spend += extras
     if summary:
-        spend = float(summary["cost_usd"]["total"])
+        spend = _number(_object(summary, "cost_usd", "record.summary"), "total", "record.summary.cost_usd", 0.0)
         basis = "from the cloud's bill" if summary.get("cost_basis") == "cloud_bill" else "estimated"
     elif status and status.get("spend_usd") is not None:
-        spend = float(status["spend_usd"])
-    work = float(job.get("work_hours") or 0.0)
-    cold = float(job.get("cold_start_hours") or 0.0)
-    all_od = float(record.get("all_on_demand_usd") or 0.0)
+        spend = _number(status, "spend_usd", "status")
+    work = _number(job, "work_hours", "record.job", 0.0)
+    cold = _number(job, "cold_start_hours", "record.job", 0.0)
+    all_od = _number(record, "all_on_demand_usd", "record", 0.0)
     od_hours = work + cold
-    deadline = float(record.get("deadline_hours") or job.get("deadline_hours") or 0.0)
-    timeline = record.get("timeline") or []
+    deadline = _number(record, "deadline_hours", "record") or _number(job, "deadline_hours", "record.job", 0.0)
     return JobFacts(
-        job_id=record.get("job_id", "?"),
-        policy=record.get("policy", "?"),
+        job_id=str(record.get("job_id", "?")),
+        policy=str(record.get("policy", "?")),
         finished=finished,
         elapsed_hours=elapsed,
         work_hours=work,
         deadline_hours=deadline,
-        dag_deadline_hours=record.get("dag_deadline_hours"),
+        dag_deadline_hours=_number(record, "dag_deadline_hours", "record"),
         cold_start_hours=cold,
         progress_hours=_progress(work, state, status),
         zones=_zones_in_order(segments),
-        bars=bars,
+        bars=_bars(segments, elapsed),
         markers=_markers(segments, timeline),
         cost_points=[
             (h, usd + (extras if i == len(cost_points) - 1 else 0.0)) for i, (h, usd) in enumerate(cost_points)
@@ -109,13 +117,116 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
         spend_usd=round(spend, 2),
         all_on_demand_usd=round(all_od, 2),
         cost_basis=basis,
-        slack_hours=None if status is None or finished else status.get("slack_hours"),
-        deadline_met=summary.get("deadline_met") if summary else None,
-        preemptions=int(record.get("preemptions") or 0),
-        migrations=int(record.get("migrations") or 0),
-        decisions=[t for t in timeline if t.get("event") == "decide"][-8:],
+        slack_hours=None if status is None or finished else _number(status, "slack_hours", "status"),
+        deadline_met=_flag(summary, "deadline_met", "record.summary") if summary else None,
+        preemptions=int(_number(record, "preemptions", "record", 0.0)),
+        migrations=int(_number(record, "migrations", "record", 0.0)),
+        decisions=[_decision(t) for t in timeline if t.get("event") == "decide"][-8:],
         story=[_say(t) for t in timeline if t.get("event") not in ("decide", "stay")],
     )
+
+
+def _number(mapping: dict, key: str, where: str, default: float | None = None) -> float | None:
+    """``mapping[key]`` as a finite float, `default` when it is absent or null; anything else raises
+    ValueError saying which field held what."""
+    value = mapping.get(key)
+    if value is None:
+        return default
+    try:
+        number = None if isinstance(value, bool) else float(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or not math.isfinite(number):
+        raise ValueError(f"{where}.{key} is {_shown(value)}, not a number")
+    return number
+
+
+def _flag(mapping: dict, key: str, where: str) -> bool | None:
+    """``mapping[key]`` as true, false or None (absent)."""
+    value = mapping.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise ValueError(f"{where}.{key} is {_shown(value)}, not true or false")
+    return value
+
+
+def _object(mapping: dict, key: str, where: str) -> dict:
+    """``mapping[key]`` as a dict ({} when absent or null)."""
+    value = mapping.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}.{key} is {_shown(value)}, not an object")
+    return value
+
+
+def _objects(mapping: dict, key: str, where: str) -> list[dict]:
+    """``mapping[key]`` as a list of dicts ([] when absent or null)."""
+    value = mapping.get(key) or []
+    if not isinstance(value, list):
+        raise ValueError(f"{where}.{key} is {_shown(value)}, not a list")
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise ValueError(f"{where}.{key}.{i} is {_shown(item)}, not an object")
+    return value
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+@dataclass
+class _Segment:
+    """A record's segment with its numbers checked (the record's own dict, validated once)."""
+
+    zone: str
+    spot: bool
+    start: float
+    end: float | None  # None: still running
+    delay: float  # cold start
+    usd_per_hour: float
+    ended: str | None
+
+
+def _segments(record: dict) -> list[_Segment]:
+    segments = []
+    for i, seg in enumerate(_objects(record, "segments", "record")):
+        where = f"record.segments.{i}"
+        if seg.get("zone") is None or _number(seg, "start_hours", where) is None:
+            raise ValueError(f"{where} has no zone or no start_hours")
+        ended = seg.get("end")
+        segments.append(
+            _Segment(
+                zone=str(seg["zone"]),
+                spot=seg.get("mode") == "spot",
+                start=_number(seg, "start_hours", where),
+                end=_number(seg, "end_hours", where),
+                delay=_number(seg, "launch_delay_hours", where, 0.0),
+                usd_per_hour=_number(seg, "usd_per_hour", where, 0.0),
+                ended=None if ended is None else str(ended),
+            )
+        )
+    return segments
+
+
+def _decision(item: dict) -> dict:
+    """A "decide" entry as the page's table shows it: the choice, the reason, the options it weighed."""
+    options = item.get("options") or []
+    return {
+        "at_hours": item.get("at_hours", 0),
+        "want": str(item.get("want", "")),
+        "reason": str(item.get("reason", "")),
+        "options": [
+            {
+                "rank": "" if o.get("rank") is None else str(o["rank"]),
+                "mode": str(o.get("mode", "")),
+                "market": str(o.get("market", "")),
+                "figures": o,
+            }
+            for o in (options if isinstance(options, list) else [])
+            if isinstance(o, dict)
+        ],
+    }
 
 
 def _say(item: dict) -> str:
@@ -129,89 +240,87 @@ def _progress(work: float, state: dict, status: dict | None) -> float:
     """Checkpointed work: the record's, or the live status's when a later look saw more."""
     if not work:
         return 0.0
-    done = float(state.get("progress_hours") or 0.0)
+    done = _number(state, "progress_hours", "record.state", 0.0)
     if status and status.get("progress_pct") is not None:
-        done = max(done, float(status["progress_pct"]) / 100.0 * work)
+        done = max(done, _number(status, "progress_pct", "status") / 100.0 * work)
     return min(work, done)
 
 
-def _elapsed(record: dict, status: dict | None, summary: dict | None) -> float:
+def _elapsed(segments: list[_Segment], timeline: list[dict], status: dict | None, summary: dict | None) -> float:
     if summary and summary.get("elapsed_hours") is not None:
-        return float(summary["elapsed_hours"])
-    candidates = [float(status["elapsed_hours"])] if status and status.get("elapsed_hours") is not None else []
-    candidates += [float(s.get("end_hours") or s.get("start_hours") or 0.0) for s in record.get("segments") or []]
-    candidates += [float(t.get("at_hours") or 0.0) for t in record.get("timeline") or []]
+        return _number(summary, "elapsed_hours", "record.summary")
+    candidates = (
+        [_number(status, "elapsed_hours", "status")] if status and status.get("elapsed_hours") is not None else []
+    )
+    candidates += [seg.end if seg.end is not None else seg.start for seg in segments]
+    candidates += [_number(t, "at_hours", f"record.timeline.{i}", 0.0) for i, t in enumerate(timeline)]
     return max(candidates, default=0.0)
 
 
-def _zones_in_order(segments: list[dict]) -> list[str]:
+def _zones_in_order(segments: list[_Segment]) -> list[str]:
     zones: list[str] = []
     for seg in segments:
-        if seg["zone"] not in zones:
-            zones.append(seg["zone"])
+        if seg.zone not in zones:
+            zones.append(seg.zone)
     return zones
 
 
-def _bars(segments: list[dict], elapsed: float) -> list[Bar]:
+def _bars(segments: list[_Segment], elapsed: float) -> list[Bar]:
     bars, last_end = [], 0.0
     for seg in segments:
-        start = float(seg["start_hours"])
-        end = float(seg["end_hours"]) if seg.get("end_hours") is not None else elapsed
-        if start - last_end > 1e-6:
-            bars.append(Bar("idle", "idle", last_end, start))
-        warm = min(end, start + float(seg.get("launch_delay_hours") or 0.0))
-        kind = "spot" if seg["mode"] == "spot" else "on-demand"
-        price = float(seg.get("usd_per_hour") or 0.0)
-        if warm > start:
-            bars.append(Bar(seg["zone"], "cold start", start, warm, price))
-        bars.append(Bar(seg["zone"], kind, warm, end, price, seg.get("end")))
+        end = seg.end if seg.end is not None else elapsed
+        if seg.start - last_end > 1e-6:
+            bars.append(Bar("idle", "idle", last_end, seg.start))
+        warm = min(end, seg.start + seg.delay)
+        if warm > seg.start:
+            bars.append(Bar(seg.zone, "cold start", seg.start, warm, seg.usd_per_hour))
+        bars.append(Bar(seg.zone, "spot" if seg.spot else "on-demand", warm, end, seg.usd_per_hour, seg.ended))
         last_end = max(last_end, end)
     return bars
 
 
-def _markers(segments: list[dict], timeline: list[dict]) -> list[dict]:
-    whys = [t for t in timeline if t.get("event") == "migrate"]
+def _markers(segments: list[_Segment], timeline: list[dict]) -> list[dict]:
+    whys = [(i, t) for i, t in enumerate(timeline) if t.get("event") == "migrate"]
     markers = []
     for seg in segments:
-        if seg.get("end") not in ("preempted", "migrated") or seg.get("end_hours") is None:
+        if seg.ended not in ("preempted", "migrated") or seg.end is None:
             continue
-        at = float(seg["end_hours"])
-        why = ""
-        if seg["end"] == "migrated":
-            near = [t for t in whys if abs(float(t["at_hours"]) - at) < 0.25 and t.get("from") in (seg["zone"], None)]
+        if seg.ended == "migrated":
+            near = [
+                t
+                for i, t in whys
+                if abs(_number(t, "at_hours", f"record.timeline.{i}", 0.0) - seg.end) < 0.25
+                and t.get("from") in (seg.zone, None)
+            ]
             why = (near[0].get("why") if near else "") or "the planner found a better place"
-            why = f"moved away from {seg['zone']}: {why}"
+            why = f"moved away from {seg.zone}: {why}"
         else:
-            why = f"the cloud took the instances back in {seg['zone']}"
-        markers.append({"at": at, "zone": seg["zone"], "kind": seg["end"], "why": why})
+            why = f"the cloud took the instances back in {seg.zone}"
+        markers.append({"at": seg.end, "zone": seg.zone, "kind": seg.ended, "why": why})
     return markers
 
 
-def _cost_curve(segments: list[dict], elapsed: float) -> list[tuple[float, float]]:
+def _cost_curve(segments: list[_Segment], elapsed: float) -> list[tuple[float, float]]:
     """Cumulative USD at every segment boundary, at the prices seen at launch."""
     edges = sorted(
-        {0.0, elapsed}
-        | {float(s["start_hours"]) for s in segments}
-        | {float(s["end_hours"]) for s in segments if s.get("end_hours") is not None}
+        {0.0, elapsed} | {seg.start for seg in segments} | {seg.end for seg in segments if seg.end is not None}
     )
     points = []
     for t in edges:
         usd = 0.0
         for seg in segments:
-            start = float(seg["start_hours"])
-            end = float(seg["end_hours"]) if seg.get("end_hours") is not None else elapsed
-            usd += max(0.0, min(end, t) - start) * float(seg.get("usd_per_hour") or 0.0)
+            end = seg.end if seg.end is not None else elapsed
+            usd += max(0.0, min(end, t) - seg.start) * seg.usd_per_hour
         points.append((round(t, 4), round(usd, 4)))
     return points
 
 
-def _progress_curve(segments: list[dict], elapsed: float, work: float) -> list[tuple[float, float]]:
+def _progress_curve(segments: list[_Segment], elapsed: float, work: float) -> list[tuple[float, float]]:
     points, progress = [(0.0, 0.0)], 0.0
     for seg in segments:
-        start = float(seg["start_hours"])
-        end = float(seg["end_hours"]) if seg.get("end_hours") is not None else elapsed
-        warm = min(end, start + float(seg.get("launch_delay_hours") or 0.0))
-        points.append((start, progress))
+        end = seg.end if seg.end is not None else elapsed
+        warm = min(end, seg.start + seg.delay)
+        points.append((seg.start, progress))
         points.append((warm, progress))
         progress = min(work, progress + max(0.0, end - warm)) if work else progress
         points.append((end, progress))
@@ -224,6 +333,7 @@ def dashboard_row(job_state: str | None, record: dict | None, status: dict | Non
         return {"state": job_state or "?", "zone": None, "pct": None, "slack": None, "spend": None, "saving": None}
     facts = job_facts(record, status)
     zone = (status or {}).get("zone") or (facts.zones[-1] if facts.zones else None)
+    zone = None if zone is None else str(zone)
     pct = 100.0 * facts.progress_hours / facts.work_hours if facts.work_hours else None
     if facts.finished and facts.deadline_met is not None:
         pct = 100.0

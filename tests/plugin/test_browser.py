@@ -26,6 +26,7 @@ from .seed import DEADLINE_HOURS, FINISHED, FINISHED_COST_USD, FINISHED_ZONES, R
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 PASSWORD = "viewer-pass-1"
+ADMIN_PASSWORD = "admin-pass-1"
 MARKER = "Marker-Pa55word-browser"
 CONN_ID = "skynomad_browser"
 
@@ -47,7 +48,7 @@ def free_port() -> int:
 def api_server(tmp_path_factory):
     home = tmp_path_factory.mktemp("airflow-home")
     passwords = home / "passwords.json"
-    passwords.write_text(json.dumps({"viewer": PASSWORD}))
+    passwords.write_text(json.dumps({"viewer": PASSWORD, "admin": ADMIN_PASSWORD}))
     port = free_port()
     env = {
         **os.environ,
@@ -56,7 +57,7 @@ def api_server(tmp_path_factory):
         "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
         "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "viewer:viewer",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "viewer:viewer,admin:admin",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
         "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
@@ -146,20 +147,26 @@ def screenshot(driver, path: Path) -> None:
         print(f"screenshot kept: {Path(keep) / path.name}")
 
 
-@pytest.fixture(scope="module")
-def signed_in(api_server, browser):
-    """The browser after signing in on Airflow's own login page (SimpleAuthManager's form)."""
+def sign_in(browser, api_server: str, user: str, password: str):
+    """Sign in on Airflow's own login page (SimpleAuthManager's form)."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
     wait = WebDriverWait(browser, 60)
+    browser.delete_all_cookies()
     browser.get(f"{api_server}/auth/login/")
-    wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys("viewer")
-    browser.find_element(By.NAME, "password").send_keys(PASSWORD)
+    wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys(user)
+    browser.find_element(By.NAME, "password").send_keys(password)
     browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     wait.until(lambda d: d.get_cookie("_token") is not None)
     return browser
+
+
+@pytest.fixture(scope="module")
+def signed_in(api_server, browser):
+    """The browser signed in as the viewer."""
+    return sign_in(browser, api_server, "viewer", PASSWORD)
 
 
 def test_a_signed_in_user_sees_the_job_page_and_the_markets_heatmap(api_server, signed_in, tmp_path):
@@ -248,3 +255,44 @@ def test_the_pages_are_in_airflows_own_ui(api_server, signed_in, tmp_path, route
     if keep:
         shutil.copy(path, Path(keep) / path.name)
         print(f"screenshot kept: {Path(keep) / path.name}")
+
+
+def test_the_probe_button_works_on_the_page_and_not_from_another_origin_of_the_same_site(api_server, browser):
+    """Runs last: it signs the browser in as the admin. The button's form reaches the route (the DAG is
+    not in this Airflow: "There is no skynomad_probe DAG"); the same form on a page of another port of
+    the same host, which SameSite=lax sends the session cookie from, gets 403."""
+    import http.server
+    import threading
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    sign_in(browser, api_server, "admin", ADMIN_PASSWORD)
+    wait = WebDriverWait(browser, 60)
+    browser.get(f"{api_server}/skynomad/markets?days=3")
+    wait.until(ec.element_to_be_clickable((By.ID, "trigger-probe"))).click()
+    wait.until(lambda d: "probe=" in d.current_url)
+    assert "There is no skynomad_probe DAG." in browser.find_element(By.TAG_NAME, "body").text
+
+    form = f'<form method="post" action="{api_server}/skynomad/probe" id="f"></form><script>f.submit()</script>'
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the handler's protocol
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(form.encode())
+
+        def log_message(self, *args):
+            pass
+
+    other = http.server.HTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        browser.get(f"http://127.0.0.1:{other.server_address[1]}/")
+        wait.until(lambda d: "/skynomad/probe" in d.current_url)
+        body = browser.find_element(By.TAG_NAME, "body").text
+        assert "not from this Airflow" in body, body
+    finally:
+        other.shutdown()

@@ -1,8 +1,7 @@
 """The plugin's pages from a seeded market table and a finished and a running job, and who may see them.
 
-The app is called as the api-server mounts it, with a stand-in auth manager behind the api-server's
-own security dependencies (get_user, requires_access_dag): tokens name users, and each user may
-read some DAGs. The real auth manager and api-server are in test_browser.py.
+The app is called as the api-server mounts it, with conftest.py's stand-in auth manager; the real
+auth manager and api-server are in test_browser.py.
 """
 
 from __future__ import annotations
@@ -10,68 +9,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from jwt import InvalidTokenError
 
-from .conftest import CONN_ID, MARKER_PASSWORD
+from .conftest import CONN_ID, MARKER_PASSWORD, as_user
 from .seed import DEADLINE_HOURS, FINISHED, FINISHED_COST_USD, FINISHED_ZONES, HIDDEN, RUNNING
-
-
-class User:
-    def __init__(self, name: str, dags: set[str] | None, can_run: bool = False):
-        self.name, self.dags, self.can_run = name, dags, can_run
-
-    def get_name(self) -> str:
-        return self.name
-
-    def get_id(self) -> str:
-        return self.name
-
-
-USERS = {
-    "admin-token": User("admin", None, can_run=True),
-    "viewer-token": User("viewer", {"skynomad_fine_tune"}),
-}
-ALL_DAGS = {"skynomad_fine_tune", "secret_dag", "skynomad_probe"}
-
-
-class StubAuthManager:
-    """What get_user and requires_access_dag ask of an auth manager."""
-
-    async def get_user_from_token(self, token: str) -> User:
-        try:
-            return USERS[token]
-        except KeyError:
-            raise InvalidTokenError("unknown token") from None
-
-    def is_authorized_dag(self, *, method, user, access_entity=None, details=None) -> bool:
-        dag_id = details.id if details else None
-        readable = user.dags is None or dag_id in user.dags
-        return readable and (method == "GET" or user.can_run)
-
-    def is_authorized_connection(self, *, method, user, details=None) -> bool:
-        return user.can_run  # the admin reads connections, the viewer does not
-
-    def get_authorized_dag_ids(self, *, user, method="GET", session=None) -> set[str]:
-        return set(ALL_DAGS if user.dags is None else user.dags)
-
-
-@pytest.fixture
-def client(seeded, monkeypatch):
-    from airflow.api_fastapi.core_api import security
-    from fastapi import FastAPI
-    from fastapi.testclient import TestClient
-
-    from airflow_provider_skynomad.plugin import SkyNomadPlugin
-
-    monkeypatch.setattr(security, "get_auth_manager", lambda: StubAuthManager())
-    root = FastAPI()
-    (mounted,) = SkyNomadPlugin.fastapi_apps
-    root.mount(mounted["url_prefix"], mounted["app"])
-    return TestClient(root)
-
-
-def as_user(name: str) -> dict:
-    return {"headers": {"Cookie": f"_token={name}-token"}}
 
 
 def job_url(dag_id, run_id, task_id):
@@ -209,9 +149,9 @@ def test_the_markets_page_of_the_simulated_cloud_is_on_its_replayed_clock(client
 
 def test_money_lost_against_on_demand_reads_with_the_sign_in_front():
     """A job that cost more than all on-demand shows "-$0.89" saved, not "$-0.89"."""
-    from airflow_provider_skynomad.plugin.pages import _usd
+    from airflow_provider_skynomad.plugin.render import usd
 
-    assert _usd(-0.89) == "-$0.89" and _usd(1234.5) == "$1,234.50" and _usd(0.0) == "$0.00" and _usd(None) == "–"
+    assert usd(-0.89) == "-$0.89" and usd(1234.5) == "$1,234.50" and usd(0.0) == "$0.00" and usd(None) == "–"
 
 
 def test_the_markets_page_reads_only_skynomad_connections_the_user_may_read(client, seeded):
@@ -275,5 +215,6 @@ def test_a_user_cannot_open_the_job_page_of_a_dag_they_may_not_read(client):
 def test_only_users_who_may_run_the_probe_dag_can_trigger_it(client):
     assert client.post("/skynomad/probe").status_code == 401
     assert client.post("/skynomad/probe", **as_user("viewer")).status_code == 403
-    response = client.post("/skynomad/probe", follow_redirects=False, **as_user("admin"))
+    admin = as_user("admin")["headers"]  # from the markets page: browsers send its origin with the form
+    response = client.post("/skynomad/probe", follow_redirects=False, headers={**admin, "Origin": "http://testserver"})
     assert response.status_code == 303 and "markets?probe=" in response.headers["location"]
