@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import shlex
 
+from .boot_env import UnsafeEnvError, export_lines
+
 CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
 MAX_USER_DATA_BYTES = 16 * 1024  # EC2's limit, before base64
 PREEMPTED_EXIT = 3
@@ -37,7 +39,8 @@ print(r.urlopen(index, timeout=2).read().decode().strip())
 
 
 class UserDataError(ValueError):
-    """The boot script cannot be built as asked (a credential in it, or too long for EC2)."""
+    """The boot script cannot be built as asked (a credential in it, an env name that is not a shell
+    variable name, or too long for EC2)."""
 
 
 def boot_script(
@@ -59,8 +62,11 @@ def boot_script(
             f"env sets {', '.join(leaked)}: credentials never go into user data; the instance profile "
             "(cloud_options.instance_profile) gives the instance its own"
         )
+    try:
+        exports = export_lines(env)
+    except UnsafeEnvError as exc:
+        raise UserDataError(str(exc)) from None
     quote = shlex.quote
-    exports = "".join(f"export {k}={quote(v)}\n" for k, v in sorted(env.items()))
     setup = "".join(f"{line}\n" for line in setup_commands)
     agent = shlex.join([python, "-m", "airflow_provider_skynomad.agent", "run", "--store", store_uri])
     script = f"""#!/bin/bash

@@ -12,6 +12,7 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from .base import LaunchRequest
+from .boot_env import export_lines
 
 if TYPE_CHECKING:
     from .base import Cloud
@@ -58,7 +59,7 @@ def startup_script(cloud: Cloud, request: LaunchRequest, region: str, rank: int,
     }
     if request.job_id:
         env["SKYNOMAD_JOB_ID"] = request.job_id
-    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items()))
+    exports = export_lines(env)  # refuses a name that is not a shell variable name (UnsafeEnvError)
     agent = [
         *shlex.split(cloud.python),
         "-m",
