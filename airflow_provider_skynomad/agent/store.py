@@ -20,7 +20,9 @@ import collections
 import errno
 import hashlib
 import json
+import os
 import shutil
+import stat
 import time
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -60,11 +62,30 @@ class FileEntry(collections.namedtuple("FileEntry", "path size sha256")):
         return {"path": self.path, "size": self.size, "sha256": self.sha256}
 
 
+class NotRegularFile(OSError):
+    """A path that was a file when listed is now a FIFO, socket or device: it is not copied."""
+
+
+def _open_regular(path: Path):
+    """`path` opened for reading if it is a regular file; anything else raises NotRegularFile instead
+    of blocking (opening a FIFO waits for a writer): the workload may swap a file under a snapshot."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def copy_hashed(source: Path, target: Path) -> tuple[int, str]:
     """Copy `source` to `target`, returning the size and sha256 of the bytes copied (one read)."""
     digest, size = hashlib.sha256(), 0
     target.parent.mkdir(parents=True, exist_ok=True)
-    with open(source, "rb") as src, open(target, "wb") as dst:
+    with _open_regular(source) as src, open(target, "wb") as dst:
         while chunk := src.read(_CHUNK):
             digest.update(chunk)
             dst.write(chunk)
@@ -74,7 +95,7 @@ def copy_hashed(source: Path, target: Path) -> tuple[int, str]:
 
 def hash_file(path: Path) -> tuple[int, str]:
     digest, size = hashlib.sha256(), 0
-    with open(path, "rb") as handle:
+    with _open_regular(path) as handle:
         while chunk := handle.read(_CHUNK):
             digest.update(chunk)
             size += len(chunk)

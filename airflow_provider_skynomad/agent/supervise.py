@@ -96,6 +96,7 @@ class Agent:
         self.restored_step = None
         self._progress_stat = None
         self._rebalance = threading.Event()
+        self._reported_skips: set[tuple[str, str]] = set()  # what the symlink rule left out, logged once
 
     # -- the run --------------------------------------------------------------------------
 
@@ -230,6 +231,10 @@ class Agent:
             return
         if snapshot is None:
             return  # it kept moving: the next poll tries again
+        for rel, why in snapshot.skipped:
+            if (rel, why) not in self._reported_skips:
+                self._reported_skips.add((rel, why))
+                log(f"left out of the checkpoint: {rel} ({why}; see 'Symbolic links' in docs/agent.md)")
         if not self._newer(snapshot.progress):
             self._progress_stat = stat
             return
