@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from .backends import Backend, StoreError, open_backend
+from .signing import sign, verify
 
 FORMAT = 1
 CHECKPOINTS = "checkpoints/"
@@ -141,11 +142,17 @@ def _seq_key(seq: int) -> str:
 
 
 class CheckpointStore:
-    """One job's checkpoint prefix (`uri`): upload, restore, progress, output and run records."""
+    """One job's checkpoint prefix (`uri`): upload, restore, progress, output and run records.
 
-    def __init__(self, uri: str, backend: Backend | None = None):
+    With `key` (the job's, agent/signing.py) every manifest written is signed and a checkpoint is
+    restored only if its manifest's signature verifies; without one, manifests are neither signed
+    nor checked (the simulated cloud, a deployment with no signing secret).
+    """
+
+    def __init__(self, uri: str, backend: Backend | None = None, key: bytes | None = None):
         self.backend = backend or open_backend(uri)
         self.uri = uri
+        self.key = key
         self._last_seq = 0
 
     # -- checkpoints ------------------------------------------------------------------------
@@ -179,6 +186,8 @@ class CheckpointStore:
             "files": [e.to_dict() for e in files],
             "created_at": now_iso(),
         }
+        if self.key is not None:
+            manifest = sign(manifest, self.key)
         self.backend.put_bytes(json.dumps(manifest, indent=1).encode(), f"{base}{MANIFEST}")
         self._last_seq = seq
         progress = {"step": step, "total_steps": total_steps, "seq": seq, "updated_at": manifest["created_at"]}
@@ -239,6 +248,15 @@ class CheckpointStore:
             raise ValueError("its manifest vanished")
         try:
             manifest = json.loads(raw)
+        except ValueError as exc:
+            raise ValueError(f"unreadable manifest: {exc}") from exc
+        if not isinstance(manifest, dict):
+            raise ValueError("unreadable manifest: not a JSON object")
+        if self.key is not None:
+            verify(manifest, self.key)  # first: nothing an unsigned manifest lists is downloaded
+        try:
+            if manifest["seq"] != seq:
+                raise ValueError(f"it names itself checkpoint {manifest['seq']!r}")
             entries = [_entry(f) for f in manifest["files"]]
             _check_no_conflicts(entries)
             step, total = manifest["step"], manifest["total_steps"]
@@ -275,6 +293,8 @@ class CheckpointStore:
         if stale:
             self.backend.delete(stale)
         manifest = {"format": FORMAT, "files": [e.to_dict() for e in files], "created_at": now_iso()}
+        if self.key is not None:
+            manifest = sign(manifest, self.key)
         self.backend.put_bytes(json.dumps(manifest, indent=1).encode(), f"{OUTPUT}{MANIFEST}")
 
     def write_run(self, run_id: str, record: dict) -> None:
