@@ -28,6 +28,7 @@ from typing import Any
 from .aws_boot import boot_script
 from .aws_store import JobStore
 from .base import CapacityError, Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult, Resource, Signal
+from .boot_env import job_checkpoint_key
 from .zones import aws_region_of as region_of
 
 CAPACITY_CODES = {
@@ -90,6 +91,8 @@ class AwsCloud(Cloud):
     :param price_table: a price table file (``skynomad prices refresh --output``) instead of the
         refreshed or shipped one.
     :param probe_targets: what the probe DAG asks for (read by ``operators.probe.probe_targets``).
+    :param checkpoint_signing_secret: the deployment's secret each job's manifest key is derived
+        from (docs/agent.md, "Checkpoint signatures"); without it manifests are not signed.
     """
 
     name = "aws"
@@ -111,7 +114,9 @@ class AwsCloud(Cloud):
         setup_commands: list[str] | None = None,
         price_table: str | None = None,
         probe_targets: list[dict] | None = None,
+        checkpoint_signing_secret: str | None = None,
     ) -> None:
+        self._signing_secret = checkpoint_signing_secret  # never logged; only per-job keys leave this object
         self.aws_conn_id = aws_conn_id
         self.launch_template = launch_template
         self.launch_template_version = str(launch_template_version)
@@ -292,6 +297,7 @@ class AwsCloud(Cloud):
             python=self.agent_python,
             work_dir=self.agent_work_dir,
             setup_commands=self.setup_commands,
+            checkpoint_key=self.checkpoint_key(request.job_id),
         )
 
     def poll(self, handle: GroupHandle) -> GroupStatus:
@@ -353,7 +359,11 @@ class AwsCloud(Cloud):
 
         region = region_of(zone)
         uri = self.store.uri(region, job_id)
-        return CheckpointStore(uri, backend=open_backend(uri, self.s3(region)))
+        return CheckpointStore(uri, backend=open_backend(uri, self.s3(region)), key=self.checkpoint_key(job_id))
+
+    def checkpoint_key(self, job_id: str) -> bytes | None:
+        """The job's manifest key (docs/agent.md), None without a signing secret."""
+        return job_checkpoint_key(self._signing_secret, job_id)
 
     def output_location(self, job_id: str, zone: str) -> str | None:
         if not self.store.configured or not job_id:

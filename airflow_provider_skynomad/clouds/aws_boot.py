@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import shlex
 
-from .boot_env import UnsafeEnvError, export_lines
+from .boot_env import UnsafeEnvError, agent_key_prefix, export_lines
 
 CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
 MAX_USER_DATA_BYTES = 16 * 1024  # EC2's limit, before base64
@@ -52,8 +52,13 @@ def boot_script(
     python: str = "python3",
     work_dir: str = "/var/lib/skynomad",
     setup_commands: tuple[str, ...] = (),
+    checkpoint_key: bytes | None = None,
 ) -> str:
-    """The bash script EC2 runs at first boot (see the module docstring); "" without a command."""
+    """The bash script EC2 runs at first boot (see the module docstring); "" without a command.
+
+    `checkpoint_key`: the job's manifest key (docs/agent.md, "Checkpoint signatures"), given to
+    the agent's command alone.
+    """
     if not command:
         return ""
     leaked = sorted(k for k in env if k.upper() in CREDENTIAL_ENV)
@@ -68,6 +73,7 @@ def boot_script(
         raise UserDataError(str(exc)) from None
     quote = shlex.quote
     setup = "".join(f"{line}\n" for line in setup_commands)
+    key = agent_key_prefix(checkpoint_key)
     agent = shlex.join([python, "-m", "airflow_provider_skynomad.agent", "run", "--store", store_uri])
     script = f"""#!/bin/bash
 # SkyNomad boot script (airflow-provider-skynomad): run the workload under the agent, then power off.
@@ -79,7 +85,7 @@ RUN_ID={quote(run_id)}
 if [ "$RANK" != 0 ]; then RUN_ID="$RUN_ID-$RANK"; fi
 WORK_DIR={quote(work_dir.rstrip("/") + "/" + run_id)}/rank-$RANK
 mkdir -p "$WORK_DIR"
-{agent} --work-dir "$WORK_DIR" --run-id "$RUN_ID" --rank "$RANK" --notice aws -- {shlex.join(command)}
+{key}{agent} --work-dir "$WORK_DIR" --run-id "$RUN_ID" --rank "$RANK" --notice aws -- {shlex.join(command)}
 code=$?
 echo "skynomad: agent exited with $code"
 if [ "$code" != {PREEMPTED_EXIT} ]; then shutdown -h now; fi

@@ -78,8 +78,9 @@ def aws_script(sandbox, env: dict[str, str]) -> str:
     )
 
 
-def gcp_script(sandbox, env: dict[str, str]) -> str:
+def gcp_script(sandbox, env: dict[str, str], key: bytes | None = None) -> str:
     cloud = SimpleNamespace(
+        checkpoint_key=lambda job_id: key,
         python=sandbox.python,
         work_dir=str(sandbox.root / "work"),
         power_off_command="shutdown -h now",
@@ -191,3 +192,36 @@ def test_the_operator_refuses_a_hostile_env_name_before_anything_launches(name):
 def test_the_operator_takes_shell_variable_names_and_any_printable_value():
     params = validate_params(SimpleNamespace(**{**OPERATOR_DEFAULTS, "env": {"_A1": "$(x)", "b": "'"}}))
     assert params.env == {"_A1": "$(x)", "b": "'"}
+
+
+KEY = bytes(range(32))
+
+
+@pytest.mark.parametrize("cloud", sorted(BUILDERS))
+def test_the_jobs_checkpoint_key_reaches_the_agent_alone(sandbox, cloud):
+    """In the agent's environment, not exported: setup commands (AWS) and the rank reader never see it."""
+    if cloud == "aws":
+        script = boot_script(
+            command=("python", "-m", "train"),
+            env={"A": "1"},
+            store_uri="s3://bucket/skynomad/job-a",
+            run_id="sn-1",
+            python=sandbox.python,
+            work_dir=str(sandbox.root / "work"),
+            setup_commands=(f'env > "{sandbox.out}/setup-env"',),
+            checkpoint_key=KEY,
+        )
+    else:
+        script = gcp_script(sandbox, {"A": "1"}, key=KEY)
+    assert "export SKYNOMAD_CHECKPOINT_KEY" not in script
+    done = run(sandbox, script)
+    assert done.returncode == 0, done.stderr
+    assert recorded_env(sandbox)["SKYNOMAD_CHECKPOINT_KEY"] == KEY.hex()
+    if cloud == "aws":
+        assert "SKYNOMAD_CHECKPOINT_KEY" not in (sandbox.out / "setup-env").read_text()
+
+
+@pytest.mark.parametrize("cloud", sorted(BUILDERS))
+def test_env_cannot_set_the_checkpoint_key(sandbox, cloud):
+    with pytest.raises(ValueError, match="checkpoint key"):
+        BUILDERS[cloud](sandbox, {"SKYNOMAD_CHECKPOINT_KEY": "00" * 32})

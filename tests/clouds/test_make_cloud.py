@@ -43,6 +43,7 @@ def config(cloud: str, tmp_path, **options) -> SkyNomadConfig:
                 "setup_commands",
                 "price_table",
                 "probe_targets",
+                "checkpoint_signing_secret",
             ],
         ),
         (
@@ -65,6 +66,7 @@ def config(cloud: str, tmp_path, **options) -> SkyNomadConfig:
                 "hook",
                 "gcs_hook",
                 "probe_targets",
+                "checkpoint_signing_secret",
             ],
         ),
     ],
