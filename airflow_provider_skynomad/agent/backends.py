@@ -19,9 +19,33 @@ import shutil
 import tempfile
 from pathlib import Path
 
+_CHUNK = 1 << 20
+
 
 class StoreError(RuntimeError):
     """The store URI is malformed, or the store cannot be reached or written (the agent exits 2)."""
+
+
+class ObjectTooLarge(ValueError):
+    """An object is larger than the caller said it may be (a manifest's size): it was not read whole."""
+
+    def __init__(self, key: str, limit: int, size: int | None = None):
+        seen = f"{size} B" if size is not None else "more"
+        super().__init__(f"{key} holds {seen}, more than the {limit} B expected; not downloaded")
+
+
+def _over(key: str, limit: int | None, size: int | None) -> None:
+    if limit is not None and size is not None and size > limit:
+        raise ObjectTooLarge(key, limit, size)
+
+
+def _copy_bounded(source, target, key: str, limit: int | None) -> None:
+    """Copy the stream `source` to `target`, refusing (ObjectTooLarge) once it passes `limit` bytes."""
+    copied = 0
+    while chunk := source.read(_CHUNK if limit is None else min(_CHUNK, limit - copied + 1)):
+        copied += len(chunk)
+        _over(key, limit, copied)
+        target.write(chunk)
 
 
 class Backend:
@@ -35,11 +59,16 @@ class Backend:
     def put_bytes(self, data: bytes, key: str) -> None:
         raise NotImplementedError
 
-    def get_file(self, key: str, local: Path) -> bool:
-        """Download `key` to `local`; False when there is no such key."""
+    def get_file(self, key: str, local: Path, max_bytes: int | None = None) -> bool:
+        """Download `key` to `local`; False when there is no such key.
+
+        With `max_bytes`, an object larger than that raises ObjectTooLarge before it is downloaded
+        (its size is looked at first) or, if it grew meanwhile, as soon as the bytes read pass it.
+        """
         raise NotImplementedError
 
-    def get_bytes(self, key: str) -> bytes | None:
+    def get_bytes(self, key: str, max_bytes: int | None = None) -> bytes | None:
+        """The object's bytes, None when there is no such key; `max_bytes` as in `get_file`."""
         raise NotImplementedError
 
     def list(self, prefix: str) -> list[str]:
@@ -84,18 +113,31 @@ class FileBackend(Backend):
             Path(tmp).unlink(missing_ok=True)
             raise
 
-    def get_file(self, key: str, local: Path) -> bool:
+    def get_file(self, key: str, local: Path, max_bytes: int | None = None) -> bool:
+        if max_bytes is None:
+            try:
+                shutil.copyfile(self._path(key), local)
+            except FileNotFoundError:
+                return False
+            return True
         try:
-            shutil.copyfile(self._path(key), local)
+            source = open(self._path(key), "rb")  # noqa: SIM115  (closed below; a missing key is no error)
         except FileNotFoundError:
             return False
+        with source, open(local, "wb") as target:
+            _over(key, max_bytes, os.fstat(source.fileno()).st_size)
+            _copy_bounded(source, target, key, max_bytes)
         return True
 
-    def get_bytes(self, key: str) -> bytes | None:
+    def get_bytes(self, key: str, max_bytes: int | None = None) -> bytes | None:
         try:
-            return self._path(key).read_bytes()
+            with open(self._path(key), "rb") as source:
+                _over(key, max_bytes, os.fstat(source.fileno()).st_size)
+                data = source.read() if max_bytes is None else source.read(max_bytes + 1)
         except (FileNotFoundError, IsADirectoryError):
             return None
+        _over(key, max_bytes, len(data))
+        return data
 
     def list(self, prefix: str) -> list[str]:
         base = self._path(prefix)
@@ -147,22 +189,39 @@ class S3Backend(Backend):
     def put_bytes(self, data: bytes, key: str) -> None:
         self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
 
-    def get_file(self, key: str, local: Path) -> bool:
+    def get_file(self, key: str, local: Path, max_bytes: int | None = None) -> bool:
+        """The size is asked first (HEAD); the download itself (parallel ranged GETs) stops, through
+        its progress callback, once it has received more than `max_bytes`."""
+        full = self._key(key)
+        callback = None
         try:
-            self.client.download_file(self.bucket, self._key(key), str(local))
+            if max_bytes is not None:
+                _over(key, max_bytes, self.client.head_object(Bucket=self.bucket, Key=full)["ContentLength"])
+                received = [0]
+
+                def callback(count: int) -> None:
+                    received[0] += count
+                    _over(key, max_bytes, received[0])
+
+            self.client.download_file(self.bucket, full, str(local), Callback=callback)
         except self._client_error as exc:
             if _s3_not_found(exc):
                 return False
             raise
         return True
 
-    def get_bytes(self, key: str) -> bytes | None:
+    def get_bytes(self, key: str, max_bytes: int | None = None) -> bytes | None:
         try:
-            return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
         except self._client_error as exc:
             if _s3_not_found(exc):
                 return None
             raise
+        with contextlib.closing(response["Body"]) as body:
+            _over(key, max_bytes, response.get("ContentLength"))
+            data = body.read() if max_bytes is None else body.read(max_bytes + 1)
+        _over(key, max_bytes, len(data))
+        return data
 
     def list(self, prefix: str) -> list[str]:
         full = self._key(prefix)
@@ -188,7 +247,7 @@ class GCSBackend(Backend):
     def __init__(self, bucket: str, prefix: str, client=None):
         """`client`: a ready storage.Client (the Airflow side passes its GCSHook's); default: the instance's."""
         try:
-            from google.api_core.exceptions import NotFound
+            from google.api_core.exceptions import NotFound, PreconditionFailed
             from google.cloud import storage
         except ImportError as exc:
             raise StoreError("a gs:// store needs google-cloud-storage (pip install google-cloud-storage)") from exc
@@ -197,6 +256,7 @@ class GCSBackend(Backend):
         self.client = client or storage.Client()
         self.bucket = self.client.bucket(bucket)
         self._not_found = NotFound
+        self._precondition_failed = PreconditionFailed
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
@@ -207,19 +267,38 @@ class GCSBackend(Backend):
     def put_bytes(self, data: bytes, key: str) -> None:
         self.bucket.blob(self._key(key)).upload_from_string(data)
 
-    def get_file(self, key: str, local: Path) -> bool:
+    def _sized_blob(self, key: str, max_bytes: int | None):
+        """(blob, generation to pin) with its size checked first; (None, None) when absent."""
+        if max_bytes is None:
+            return self.bucket.blob(self._key(key)), None
+        blob = self.bucket.get_blob(self._key(key))
+        if blob is None:
+            return None, None
+        _over(key, max_bytes, blob.size)
+        return blob, blob.generation  # that generation's size was checked: a replacement is refused
+
+    def get_file(self, key: str, local: Path, max_bytes: int | None = None) -> bool:
         try:
-            self.bucket.blob(self._key(key)).download_to_filename(str(local))
+            blob, generation = self._sized_blob(key, max_bytes)
+            if blob is None:
+                return False
+            blob.download_to_filename(str(local), if_generation_match=generation)
         except self._not_found:
             local.unlink(missing_ok=True)  # the client leaves an empty file behind
             return False
+        except self._precondition_failed as exc:
+            local.unlink(missing_ok=True)
+            raise ValueError(f"{key} was replaced while it was read") from exc
         return True
 
-    def get_bytes(self, key: str) -> bytes | None:
+    def get_bytes(self, key: str, max_bytes: int | None = None) -> bytes | None:
         try:
-            return self.bucket.blob(self._key(key)).download_as_bytes()
+            blob, generation = self._sized_blob(key, max_bytes)
+            return None if blob is None else blob.download_as_bytes(if_generation_match=generation)
         except self._not_found:
             return None
+        except self._precondition_failed as exc:
+            raise ValueError(f"{key} was replaced while it was read") from exc
 
     def list(self, prefix: str) -> list[str]:
         strip = len(self.prefix) + 1 if self.prefix else 0

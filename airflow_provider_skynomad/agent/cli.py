@@ -69,13 +69,16 @@ def parse(argv: list[str], prog: str | None = None):
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args, command = parse(sys.argv[1:] if argv is None else list(argv), prog)
     from .notice import notice_seconds
+    from .signing import KEY_ENV, key_from_env
     from .supervise import Agent, AgentConfig, log
 
     try:
         seconds = notice_seconds(args.notice)
+        key = key_from_env(os.environ)
     except ValueError as exc:
         log(str(exc))
         return EXIT_USAGE
+    os.environ.pop(KEY_ENV, None)  # nothing this process starts inherits it
     config = AgentConfig(
         store=args.store,
         work_dir=args.work_dir,
@@ -85,7 +88,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         rank=args.rank,
         poll_seconds=args.poll_seconds,
         notice_seconds=seconds,
+        checkpoint_key=key,
     )
+    if key is not None:
+        log("checkpoint manifests are signed and verified with this job's key")
     return Agent(config).run()
 
 

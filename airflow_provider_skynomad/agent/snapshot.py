@@ -10,6 +10,14 @@ files copied hold at least the progress claimed: a snapshot never claims more th
 
 Names starting with '.' (temporary files of atomic writes) and the progress file itself are
 not part of a checkpoint; the progress file is re-created from the manifest on restore.
+
+Symbolic links (one rule, docs/agent.md): they are followed, and what they point at is stored
+under the link's path (a checkpoint holds files, never links). Every directory is copied once:
+the real tree first, then directories reached only through links, in name order; a link to a
+directory already copied (a loop such as ``loop -> ..``, or a second name) is left out, as is a
+link that cannot be resolved and anything that is not a regular file (a FIFO would block the
+copy forever). What is left out is reported (`Walk.skipped`) and the agent logs it once; it
+never stops a snapshot.
 """
 
 from __future__ import annotations
@@ -18,9 +26,10 @@ import collections
 import json
 import os
 import shutil
+import stat as stat_module
 from pathlib import Path
 
-from .store import FileEntry, copy_hashed, hash_file
+from .store import FileEntry, NotRegularFile, copy_hashed, hash_file
 
 ATTEMPTS = 5
 
@@ -38,8 +47,15 @@ class Progress(collections.namedtuple("Progress", "step total_steps raw")):
         return self.total_steps > 0 and self.step >= self.total_steps
 
 
-class Snapshot(collections.namedtuple("Snapshot", "progress files staged")):
-    """A consistent copy: its progress, its files (`FileEntry`) and where the copies are (`staged`)."""
+class Snapshot(collections.namedtuple("Snapshot", "progress files staged skipped")):
+    """A consistent copy: its progress, its files (`FileEntry`), where the copies are (`staged`) and
+    what the symlink rule left out (``[(relpath, why)]``)."""
+
+    __slots__ = ()
+
+
+class Walk(collections.namedtuple("Walk", "files skipped")):
+    """`files`: relpath → (inode, size, mtime_ns) of what a checkpoint holds; `skipped`: [(relpath, why)]."""
 
     __slots__ = ()
 
@@ -63,27 +79,77 @@ def write_progress(path: Path, step: float, total_steps: float) -> None:
     os.replace(tmp, path)
 
 
-def list_files(root: Path, exclude: Path | None = None) -> dict[str, tuple[int, int, int]]:
-    """relpath → (inode, size, mtime_ns) of the checkpoint's files (hidden names and `exclude` left out)."""
-    found = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in filenames:
-            path = Path(dirpath, name)
-            if name.startswith(".") or path == exclude:
+def walk(root: Path, exclude: Path | None = None) -> Walk:
+    """The checkpoint's files under the symlink rule of the module docstring (hidden names and
+    `exclude` left out). Bounded by the number of distinct directories: it cannot loop."""
+    files: dict[str, tuple[int, int, int]] = {}
+    skipped: list[tuple[str, str]] = []
+    try:
+        top = os.stat(root)
+    except FileNotFoundError:
+        return Walk(files, skipped)
+    copied = {(top.st_dev, top.st_ino)}
+    real: collections.deque = collections.deque([(str(root), "")])
+    linked: collections.deque = collections.deque()
+    while real or linked:
+        if real:
+            path, rel = real.popleft()
+        else:
+            path, rel, ident = linked.popleft()
+            if ident in copied:
+                skipped.append((rel, "a link to a directory the checkpoint holds already (a loop or a second name)"))
                 continue
+            copied.add(ident)
+        try:
+            with os.scandir(path) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except FileNotFoundError:
+            continue  # removed meanwhile: the next listing decides
+        except OSError as exc:
+            skipped.append((rel or ".", f"cannot be listed: {exc.strerror or exc}"))
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            child = f"{rel}/{entry.name}" if rel else entry.name
+            if exclude is not None and Path(entry.path) == exclude:
+                continue
+            link = entry.is_symlink()
             try:
-                stat = path.stat()
+                info = os.stat(entry.path)  # follows links
             except FileNotFoundError:
-                continue  # replaced or deleted meanwhile: the next listing decides
-            found[path.relative_to(root).as_posix()] = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
-    return found
+                if link:
+                    skipped.append((child, "a link to nothing (dangling)"))
+                continue  # otherwise replaced or deleted meanwhile: the next listing decides
+            except OSError as exc:
+                skipped.append((child, f"a link that cannot be resolved: {exc.strerror or exc}"))
+                continue
+            if stat_module.S_ISREG(info.st_mode):
+                files[child] = (info.st_ino, info.st_size, info.st_mtime_ns)
+            elif stat_module.S_ISDIR(info.st_mode):
+                ident = (info.st_dev, info.st_ino)
+                if link:
+                    linked.append((entry.path, child, ident))
+                elif ident in copied:  # a bind mount of a directory copied already
+                    skipped.append((child, "a directory the checkpoint holds already under another name"))
+                else:
+                    copied.add(ident)
+                    real.append((entry.path, child))
+            else:
+                skipped.append((child, "not a regular file (a FIFO, socket or device)"))
+    return Walk(files, skipped)
+
+
+def list_files(root: Path, exclude: Path | None = None) -> dict[str, tuple[int, int, int]]:
+    """relpath → (inode, size, mtime_ns) of the checkpoint's files (`walk` without what it left out)."""
+    return walk(root, exclude).files
 
 
 def take(checkpoint_dir: Path, progress_file: Path, staging: Path) -> Snapshot | None:
     """Copy the newest complete checkpoint into `staging`; None when there is none or it kept moving."""
     for _ in range(ATTEMPTS):
-        before = list_files(checkpoint_dir, progress_file)
+        listing = walk(checkpoint_dir, progress_file)
+        before = listing.files
         progress = read_progress(progress_file)
         if progress is None:
             return None
@@ -91,11 +157,11 @@ def take(checkpoint_dir: Path, progress_file: Path, staging: Path) -> Snapshot |
         staging.mkdir(parents=True)
         try:
             files = [FileEntry(rel, *copy_hashed(checkpoint_dir / rel, staging / rel)) for rel in sorted(before)]
-        except FileNotFoundError:
-            continue  # a file went away under the copy (the workload pruned an old one)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError, NotRegularFile):
+            continue  # a file went away or changed kind under the copy (the workload pruned an old one)
         again = read_progress(progress_file)
         if again is not None and again.raw == progress.raw and list_files(checkpoint_dir, progress_file) == before:
-            return Snapshot(progress, files, staging)
+            return Snapshot(progress, files, staging, listing.skipped)
     return None
 
 

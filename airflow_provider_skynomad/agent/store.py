@@ -17,14 +17,18 @@ adapters read as progress is always restorable.
 from __future__ import annotations
 
 import collections
+import errno
 import hashlib
 import json
+import os
 import shutil
+import stat
 import time
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from .backends import Backend, StoreError, open_backend
+from .signing import sign, verify
 
 FORMAT = 1
 CHECKPOINTS = "checkpoints/"
@@ -34,6 +38,12 @@ OUTPUT = "output/"
 RUNS = "runs/"
 KEEP = 2  # checkpoints kept: the newest, and the one before in case the newest cannot be read
 _CHUNK = 1 << 20
+MAX_MANIFEST_BYTES = 64 << 20  # ~400k files; a larger "manifest" is refused unread
+# OSErrors of this machine, not of the checkpoint: an older checkpoint would fail alike, and
+# starting from nothing would let the next upload prune the good ones.
+_LOCAL_FAULTS = frozenset(
+    code for code in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EMFILE, errno.ENFILE, errno.ENOMEM) if code
+)
 
 __all__ = ["CheckpointStore", "FileEntry", "StoreError", "copy_hashed", "hash_file", "now_iso"]
 
@@ -53,11 +63,30 @@ class FileEntry(collections.namedtuple("FileEntry", "path size sha256")):
         return {"path": self.path, "size": self.size, "sha256": self.sha256}
 
 
+class NotRegularFile(OSError):
+    """A path that was a file when listed is now a FIFO, socket or device: it is not copied."""
+
+
+def _open_regular(path: Path):
+    """`path` opened for reading if it is a regular file; anything else raises NotRegularFile instead
+    of blocking (opening a FIFO waits for a writer): the workload may swap a file under a snapshot."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def copy_hashed(source: Path, target: Path) -> tuple[int, str]:
     """Copy `source` to `target`, returning the size and sha256 of the bytes copied (one read)."""
     digest, size = hashlib.sha256(), 0
     target.parent.mkdir(parents=True, exist_ok=True)
-    with open(source, "rb") as src, open(target, "wb") as dst:
+    with _open_regular(source) as src, open(target, "wb") as dst:
         while chunk := src.read(_CHUNK):
             digest.update(chunk)
             dst.write(chunk)
@@ -67,7 +96,7 @@ def copy_hashed(source: Path, target: Path) -> tuple[int, str]:
 
 def hash_file(path: Path) -> tuple[int, str]:
     digest, size = hashlib.sha256(), 0
-    with open(path, "rb") as handle:
+    with _open_regular(path) as handle:
         while chunk := handle.read(_CHUNK):
             digest.update(chunk)
             size += len(chunk)
@@ -75,13 +104,37 @@ def hash_file(path: Path) -> tuple[int, str]:
 
 
 def _safe_relpath(text: object) -> str:
-    """A manifest's path, refused if it could escape the directory it is restored into."""
+    """A manifest's path, refused if it could escape the directory it is restored into, or is not
+    the one spelling of a file (``a/``, ``a//b``: a directory entry, or two names for one file)."""
     if not isinstance(text, str) or not text:
         raise ValueError(f"bad path {text!r}")
     path = PurePosixPath(text)
     if path.is_absolute() or any(part in ("", ".", "..") for part in path.parts) or "\\" in text:
         raise ValueError(f"unsafe path {text!r}")
-    return path.as_posix()
+    if path.as_posix() != text:
+        raise ValueError(f"path {text!r} is not a file's path (a directory entry, or not normalised)")
+    return text
+
+
+def _check_no_conflicts(entries: list[FileEntry]) -> None:
+    """Every path once, and none both a file and a directory (``a`` and ``a/b``): such a manifest
+    cannot be restored as written, whatever order its files come in."""
+    paths: set[str] = set()
+    for entry in entries:
+        if entry.path in paths:
+            raise ValueError(f"{entry.path!r} is listed twice")
+        paths.add(entry.path)
+    for entry in entries:
+        for parent in PurePosixPath(entry.path).parents:
+            if parent.as_posix() in paths:
+                raise ValueError(f"{parent.as_posix()!r} is listed as a file and as the directory of {entry.path!r}")
+
+
+def _entry(item: dict) -> FileEntry:
+    size = item["size"]
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise ValueError(f"size {size!r} of {item.get('path')!r} is not a byte count")
+    return FileEntry(_safe_relpath(item["path"]), size, str(item["sha256"]))
 
 
 def _seq_key(seq: int) -> str:
@@ -89,11 +142,17 @@ def _seq_key(seq: int) -> str:
 
 
 class CheckpointStore:
-    """One job's checkpoint prefix (`uri`): upload, restore, progress, output and run records."""
+    """One job's checkpoint prefix (`uri`): upload, restore, progress, output and run records.
 
-    def __init__(self, uri: str, backend: Backend | None = None):
+    With `key` (the job's, agent/signing.py) every manifest written is signed and a checkpoint is
+    restored only if its manifest's signature verifies; without one, manifests are neither signed
+    nor checked (the simulated cloud, a deployment with no signing secret).
+    """
+
+    def __init__(self, uri: str, backend: Backend | None = None, key: bytes | None = None):
         self.backend = backend or open_backend(uri)
         self.uri = uri
+        self.key = key
         self._last_seq = 0
 
     # -- checkpoints ------------------------------------------------------------------------
@@ -127,6 +186,8 @@ class CheckpointStore:
             "files": [e.to_dict() for e in files],
             "created_at": now_iso(),
         }
+        if self.key is not None:
+            manifest = sign(manifest, self.key)
         self.backend.put_bytes(json.dumps(manifest, indent=1).encode(), f"{base}{MANIFEST}")
         self._last_seq = seq
         progress = {"step": step, "total_steps": total_steps, "seq": seq, "updated_at": manifest["created_at"]}
@@ -149,8 +210,11 @@ class CheckpointStore:
     def restore(self, target: Path, scratch: Path, log=lambda message: None) -> dict | None:
         """Restore the newest complete checkpoint whose files match its manifest into `target`.
 
-        `target` is replaced only by a fully verified copy (built in `scratch` first). Returns
-        the manifest restored, or None when the store holds no usable checkpoint.
+        `target` is replaced only by a fully verified copy (built in `scratch` first). A checkpoint
+        that cannot be restored for any reason of its own (unreadable or conflicting manifest, a file
+        missing, larger than listed, a directory, of another sha256) is skipped for the one before.
+        An OSError of this machine (disk full, read-only) is raised: every older one would fail alike.
+        Returns the manifest restored, or None when the store holds no usable checkpoint.
         """
         listing = self._listing()
         if listing:
@@ -160,9 +224,12 @@ class CheckpointStore:
             shutil.rmtree(attempt, ignore_errors=True)
             try:
                 manifest = self._fetch_verified(seq, attempt)
-            except ValueError as exc:
-                log(f"checkpoint {seq} in {self.uri} is not usable ({exc}); trying the one before")
+            except (OSError, ValueError) as exc:
                 shutil.rmtree(attempt, ignore_errors=True)
+                if isinstance(exc, OSError) and exc.errno in _LOCAL_FAULTS:
+                    raise
+                reason = f"{type(exc).__name__}: {exc}" if isinstance(exc, OSError) else str(exc)
+                log(f"checkpoint {seq} in {self.uri} is not usable ({reason}); trying the one before")
                 continue
             if target.exists():
                 retired = scratch / f"replaced-{seq:010d}"
@@ -176,12 +243,22 @@ class CheckpointStore:
 
     def _fetch_verified(self, seq: int, into: Path) -> dict:
         base = _seq_key(seq)
-        raw = self.backend.get_bytes(f"{base}{MANIFEST}")
+        raw = self.backend.get_bytes(f"{base}{MANIFEST}", max_bytes=MAX_MANIFEST_BYTES)
         if raw is None:
             raise ValueError("its manifest vanished")
         try:
             manifest = json.loads(raw)
-            entries = [FileEntry(_safe_relpath(f["path"]), int(f["size"]), str(f["sha256"])) for f in manifest["files"]]
+        except ValueError as exc:
+            raise ValueError(f"unreadable manifest: {exc}") from exc
+        if not isinstance(manifest, dict):
+            raise ValueError("unreadable manifest: not a JSON object")
+        if self.key is not None:
+            verify(manifest, self.key)  # first: nothing an unsigned manifest lists is downloaded
+        try:
+            if manifest["seq"] != seq:
+                raise ValueError(f"it names itself checkpoint {manifest['seq']!r}")
+            entries = [_entry(f) for f in manifest["files"]]
+            _check_no_conflicts(entries)
             step, total = manifest["step"], manifest["total_steps"]
             if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (step, total)):
                 raise TypeError(f"step {step!r} and total_steps {total!r} must be numbers")
@@ -191,7 +268,7 @@ class CheckpointStore:
         for entry in entries:
             local = into / entry.path
             local.parent.mkdir(parents=True, exist_ok=True)
-            if not self.backend.get_file(f"{base}files/{entry.path}", local):
+            if not self.backend.get_file(f"{base}files/{entry.path}", local, max_bytes=entry.size):
                 raise ValueError(f"{entry.path} is missing")
             if hash_file(local) != (entry.size, entry.sha256):
                 raise ValueError(f"{entry.path} does not match its sha256 in the manifest")
@@ -216,6 +293,8 @@ class CheckpointStore:
         if stale:
             self.backend.delete(stale)
         manifest = {"format": FORMAT, "files": [e.to_dict() for e in files], "created_at": now_iso()}
+        if self.key is not None:
+            manifest = sign(manifest, self.key)
         self.backend.put_bytes(json.dumps(manifest, indent=1).encode(), f"{OUTPUT}{MANIFEST}")
 
     def write_run(self, run_id: str, record: dict) -> None:

@@ -44,6 +44,7 @@ from . import (
     PROGRESS_FILE_ENV,
 )
 from .notice import MetadataWatcher, Notice
+from .signing import KEY_ENV
 from .snapshot import Progress, hash_all, read_progress, take, write_progress
 from .store import CheckpointStore, StoreError, now_iso
 
@@ -69,10 +70,16 @@ class AgentConfig:
         poll_seconds: float = 2.0,
         notice_seconds: float = 30.0,
         env: dict[str, str] | None = None,
+        checkpoint_key: bytes | None = None,
     ):
         self.store, self.work_dir, self.run_id, self.command = store, Path(work_dir), run_id, list(command)
         self.notice, self.rank, self.poll_seconds, self.notice_seconds = notice, rank, poll_seconds, notice_seconds
-        self.env = dict(os.environ) if env is None else dict(env)
+        # The workload's environment never carries the job's checkpoint key: only the agent signs.
+        self.env = {k: v for k, v in (os.environ if env is None else env).items() if k != KEY_ENV}
+        self.checkpoint_key = checkpoint_key
+
+    def __repr__(self) -> str:  # no key in any log line or traceback
+        return f"AgentConfig(store={self.store!r}, run_id={self.run_id!r}, signed={self.checkpoint_key is not None})"
 
 
 class Agent:
@@ -96,6 +103,7 @@ class Agent:
         self.restored_step = None
         self._progress_stat = None
         self._rebalance = threading.Event()
+        self._reported_skips: set[tuple[str, str]] = set()  # what the symlink rule left out, logged once
 
     # -- the run --------------------------------------------------------------------------
 
@@ -125,7 +133,7 @@ class Agent:
     def _restore(self) -> None:
         self.scratch.mkdir(parents=True, exist_ok=True)
         if self.store is None:
-            self.store = CheckpointStore(self.config.store)
+            self.store = CheckpointStore(self.config.store, key=self.config.checkpoint_key)
         manifest = self.store.restore(self.checkpoint_dir, self.scratch, log)
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         if manifest is None:
@@ -230,6 +238,10 @@ class Agent:
             return
         if snapshot is None:
             return  # it kept moving: the next poll tries again
+        for rel, why in snapshot.skipped:
+            if (rel, why) not in self._reported_skips:
+                self._reported_skips.add((rel, why))
+                log(f"left out of the checkpoint: {rel} ({why}; see 'Symbolic links' in docs/agent.md)")
         if not self._newer(snapshot.progress):
             self._progress_stat = stat
             return

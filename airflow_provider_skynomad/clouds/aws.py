@@ -28,6 +28,7 @@ from typing import Any
 from .aws_boot import boot_script
 from .aws_store import JobStore
 from .base import CapacityError, Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult, Resource, Signal
+from .boot_env import job_checkpoint_key
 from .tags import DEPLOYMENT, OWNER_RECORD, check_deployment_id, owner_record
 from .zones import aws_region_of as region_of
 
@@ -95,6 +96,8 @@ class AwsCloud(Cloud):
         tag on every instance, volume, spot request and probe, and in every job's owner record
         (clouds/tags.py). `skynomad cleanup` touches nothing tagged with another; give each Airflow
         that shares the account its own.
+    :param checkpoint_signing_secret: the deployment's secret each job's manifest key is derived
+        from (docs/agent.md, "Checkpoint signatures"); without it manifests are not signed.
     """
 
     name = "aws"
@@ -117,7 +120,9 @@ class AwsCloud(Cloud):
         price_table: str | None = None,
         probe_targets: list[dict] | None = None,
         deployment_id: str | None = None,
+        checkpoint_signing_secret: str | None = None,
     ) -> None:
+        self._signing_secret = checkpoint_signing_secret  # never logged; only per-job keys leave this object
         self.aws_conn_id = aws_conn_id
         self.deployment_id = check_deployment_id(deployment_id)
         self.launch_template = launch_template
@@ -303,6 +308,7 @@ class AwsCloud(Cloud):
             python=self.agent_python,
             work_dir=self.agent_work_dir,
             setup_commands=self.setup_commands,
+            checkpoint_key=self.checkpoint_key(request.job_id),
         )
 
     def poll(self, handle: GroupHandle) -> GroupStatus:
@@ -364,7 +370,11 @@ class AwsCloud(Cloud):
 
         region = region_of(zone)
         uri = self.store.uri(region, job_id)
-        return CheckpointStore(uri, backend=open_backend(uri, self.s3(region)))
+        return CheckpointStore(uri, backend=open_backend(uri, self.s3(region)), key=self.checkpoint_key(job_id))
+
+    def checkpoint_key(self, job_id: str) -> bytes | None:
+        """The job's manifest key (docs/agent.md), None without a signing secret."""
+        return job_checkpoint_key(self._signing_secret, job_id)
 
     def output_location(self, job_id: str, zone: str) -> str | None:
         if not self.store.configured or not job_id:

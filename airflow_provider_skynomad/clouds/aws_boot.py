@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import shlex
 
+from .boot_env import UnsafeEnvError, agent_key_prefix, export_lines
+
 CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
 MAX_USER_DATA_BYTES = 16 * 1024  # EC2's limit, before base64
 PREEMPTED_EXIT = 3
@@ -37,7 +39,8 @@ print(r.urlopen(index, timeout=2).read().decode().strip())
 
 
 class UserDataError(ValueError):
-    """The boot script cannot be built as asked (a credential in it, or too long for EC2)."""
+    """The boot script cannot be built as asked (a credential in it, an env name that is not a shell
+    variable name, or too long for EC2)."""
 
 
 def boot_script(
@@ -49,8 +52,13 @@ def boot_script(
     python: str = "python3",
     work_dir: str = "/var/lib/skynomad",
     setup_commands: tuple[str, ...] = (),
+    checkpoint_key: bytes | None = None,
 ) -> str:
-    """The bash script EC2 runs at first boot (see the module docstring); "" without a command."""
+    """The bash script EC2 runs at first boot (see the module docstring); "" without a command.
+
+    `checkpoint_key`: the job's manifest key (docs/agent.md, "Checkpoint signatures"), given to
+    the agent's command alone.
+    """
     if not command:
         return ""
     leaked = sorted(k for k in env if k.upper() in CREDENTIAL_ENV)
@@ -59,9 +67,13 @@ def boot_script(
             f"env sets {', '.join(leaked)}: credentials never go into user data; the instance profile "
             "(cloud_options.instance_profile) gives the instance its own"
         )
+    try:
+        exports = export_lines(env)
+    except UnsafeEnvError as exc:
+        raise UserDataError(str(exc)) from None
     quote = shlex.quote
-    exports = "".join(f"export {k}={quote(v)}\n" for k, v in sorted(env.items()))
     setup = "".join(f"{line}\n" for line in setup_commands)
+    key = agent_key_prefix(checkpoint_key)
     agent = shlex.join([python, "-m", "airflow_provider_skynomad.agent", "run", "--store", store_uri])
     script = f"""#!/bin/bash
 # SkyNomad boot script (airflow-provider-skynomad): run the workload under the agent, then power off.
@@ -73,7 +85,7 @@ RUN_ID={quote(run_id)}
 if [ "$RANK" != 0 ]; then RUN_ID="$RUN_ID-$RANK"; fi
 WORK_DIR={quote(work_dir.rstrip("/") + "/" + run_id)}/rank-$RANK
 mkdir -p "$WORK_DIR"
-{agent} --work-dir "$WORK_DIR" --run-id "$RUN_ID" --rank "$RANK" --notice aws -- {shlex.join(command)}
+{key}{agent} --work-dir "$WORK_DIR" --run-id "$RUN_ID" --rank "$RANK" --notice aws -- {shlex.join(command)}
 code=$?
 echo "skynomad: agent exited with $code"
 if [ "$code" != {PREEMPTED_EXIT} ]; then shutdown -h now; fi

@@ -30,6 +30,7 @@ import uuid
 from typing import Any
 
 from .base import CapacityError, Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult, Resource
+from .boot_env import job_checkpoint_key
 from .gcp_boot import (
     CREDENTIAL_NAME,
     JOB_LABEL,
@@ -97,6 +98,8 @@ class GcpCloud(Cloud):
         `source_instance_template` / `image` / `subnetwork` when they are dicts).
     :param hook: a ready GceHook (tests pass one with fake clients).
     :param gcs_hook: a ready GCSHook.
+    :param checkpoint_signing_secret: the deployment's secret each job's manifest key is derived
+        from (docs/agent.md, "Checkpoint signatures"); without it manifests are not signed.
     :param probe_targets: what the probe DAG asks for (read from the connection by
         ``operators.probe.probe_targets``; listed here so it is an accepted ``cloud_options`` key).
     :param deployment_id: this Airflow's id (lowercase letters, digits, '-'; default ``default``): a
@@ -129,7 +132,9 @@ class GcpCloud(Cloud):
         gcs_hook: Any | None = None,
         probe_targets: list[dict] | None = None,
         deployment_id: str | None = None,
+        checkpoint_signing_secret: str | None = None,
     ) -> None:
+        self._signing_secret = checkpoint_signing_secret  # never logged; only per-job keys leave this object
         self.gcp_conn_id = gcp_conn_id
         self.deployment_id = check_deployment_id(deployment_id)
         self.project_id = project_id
@@ -364,7 +369,13 @@ class GcpCloud(Cloud):
         from ..agent.store import CheckpointStore
 
         uri = self.store.uri(region_of(zone), job_id)
-        return CheckpointStore(uri, backend=open_backend(uri, self.store.hook.get_conn()))
+        return CheckpointStore(
+            uri, backend=open_backend(uri, self.store.hook.get_conn()), key=self.checkpoint_key(job_id)
+        )
+
+    def checkpoint_key(self, job_id: str) -> bytes | None:
+        """The job's manifest key (docs/agent.md), None without a signing secret."""
+        return job_checkpoint_key(self._signing_secret, job_id)
 
     def output_location(self, job_id: str, zone: str) -> str | None:
         """``gs://<region's bucket>/<prefix>/<job_id>/output`` (the agent uploads the final files there)."""

@@ -12,6 +12,7 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from .base import LaunchRequest
+from .boot_env import agent_key_prefix, export_lines
 from .tags import DEPLOYMENT, exact_metadata
 
 if TYPE_CHECKING:
@@ -59,7 +60,9 @@ def startup_script(cloud: Cloud, request: LaunchRequest, region: str, rank: int,
     }
     if request.job_id:
         env["SKYNOMAD_JOB_ID"] = request.job_id
-    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items()))
+    exports = export_lines(env)  # refuses a name that is not a shell variable name (UnsafeEnvError)
+    key_of = getattr(cloud, "checkpoint_key", None)
+    checkpoint_key = key_of(request.job_id) if key_of is not None and request.job_id else None
     agent = [
         *shlex.split(cloud.python),
         "-m",
@@ -79,7 +82,7 @@ def startup_script(cloud: Cloud, request: LaunchRequest, region: str, rank: int,
         *request.command,
     ]
     return (
-        f"#!/bin/bash\n{exports}{shlex.join(agent)}\ncode=$?\n"
+        f"#!/bin/bash\n{exports}{agent_key_prefix(checkpoint_key)}{shlex.join(agent)}\ncode=$?\n"
         f'if [ "$code" != {PREEMPTED_EXIT_CODE} ]; then {cloud.power_off_command}; fi\nexit $code\n'
     )
 

@@ -44,8 +44,16 @@ CLOUD_KINDS = (*CLOUD_CHOICES, "multi")
 CLOUD_CONN_TYPES = {"skynomad_aws": "aws", "skynomad_gcp": "gcp"}
 """The per-cloud connection types and the cloud each one runs."""
 CONFIG_FIELDS = {
-    "aws": {"aws_conn_id": "aws_conn_id", "checkpoint_bucket": "checkpoint_bucket"},
-    "gcp": {"gcp_conn_id": "gcp_conn_id", "project_id": "gcp_project"},
+    "aws": {
+        "aws_conn_id": "aws_conn_id",
+        "checkpoint_bucket": "checkpoint_bucket",
+        "checkpoint_signing_secret": "checkpoint_signing_secret",
+    },
+    "gcp": {
+        "gcp_conn_id": "gcp_conn_id",
+        "project_id": "gcp_project",
+        "checkpoint_signing_secret": "checkpoint_signing_secret",
+    },
 }
 """Per cloud: constructor argument → the config field that holds it; every other argument is a cloud option."""
 _NOT_CLOUD_OPTIONS = ("market_url", "cloud", "probe_budget_usd_per_day", "cloud_options")
@@ -83,6 +91,9 @@ class SkyNomadConfig:
     :param probe_budget_usd_per_day: what the probe DAG may spend on launch probes per day in
         this connection's clouds (None: the probe operator's own default).
     :param parts: ``multi``: the config of each cloud connection listed in ``cloud_connections``.
+    :param checkpoint_signing_secret: aws / gcp clouds: the deployment's secret each job's checkpoint
+        signing key is derived from (docs/agent.md); an extra field Airflow masks ("secret" in its
+        name). Never in `to_dict`, `repr` or a log.
     """
 
     market_url: str
@@ -97,6 +108,7 @@ class SkyNomadConfig:
     cloud_options: dict = field(default_factory=dict)
     probe_budget_usd_per_day: float | None = None
     parts: tuple = ()
+    checkpoint_signing_secret: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.cloud not in CLOUD_KINDS:
@@ -170,6 +182,7 @@ class SkyNomadConfig:
     def to_dict(self) -> dict:
         data = asdict(self)
         data["parts"] = [part.to_dict() for part in self.parts]
+        data.pop("checkpoint_signing_secret", None)  # a secret: never in plain data that may be shown
         return data
 
     @classmethod
@@ -243,6 +256,7 @@ class SkyNomadConfig:
             cloud_options=dict(options),
             probe_budget_usd_per_day=budget,
             parts=tuple(parts),
+            checkpoint_signing_secret=pick("checkpoint_signing_secret"),
         )
 
     @staticmethod

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 
+from ..clouds.boot_env import ENV_NAME
 from .deadline_risk import callback_path
 from .errors import SkyNomadInputError
 
@@ -92,8 +93,11 @@ def validate_params(op) -> JobParams:
         cap = _number("max_wall_seconds_per_step", cap, low=0.0, high=24 * 3600)
     env = _mapping("env", op.env)
     for name in env:
-        if not name or "=" in name:
-            raise SkyNomadInputError(f"env names must be non-empty and hold no '=', got {name!r}")
+        if not ENV_NAME.fullmatch(name):  # it becomes `export NAME=...` in a boot script (clouds/boot_env.py)
+            raise SkyNomadInputError(
+                f"env name {name!r} is not a shell variable name: use letters, digits and '_', "
+                "not starting with a digit (e.g. MY_SETTING)"
+            )
     if sum(len(k) + len(v) for k, v in env.items()) > MAX_ENV_BYTES:
         raise SkyNomadInputError(
             f"env holds more than {MAX_ENV_BYTES // 1024} KiB; pass large inputs through files or the checkpoint"

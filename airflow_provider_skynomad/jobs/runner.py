@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from ..clouds.base import Cloud
+from ..clouds.tags import job_tags
 from ..market.source import MarketInputError, MarketSource, select_markets
 from ..market.view import MarketView
 from ..planner.actions import Decision, Mode
@@ -35,7 +36,7 @@ from .errors import SkyNomadDeadlineMissed, SkyNomadInputError, SkyNomadJobFaile
 from .events import EventKind, JobEvent
 from .narrate import live_status, say, status_line, why_move
 from .params import JobParams
-from .record import JOB_TAG, JobRecord, StateStore
+from .record import JobRecord, StateStore
 from .stale import StaleGuard, held_rows
 from .summary import deadline_line, format_timeline, job_bill, summarize
 
@@ -411,14 +412,7 @@ class JobRunner:
         return tuple(command), env, self._tags()
 
     def _tags(self) -> dict[str, str]:
-        return {
-            **{str(k): str(v) for k, v in self.params.tags.items()},
-            JOB_TAG: self.record.job_id,
-            "skynomad-dag": self.task.dag_id,
-            "skynomad-task": self.task.task_id,
-            "skynomad-run": self.task.run_id,
-            "skynomad-try": str(self.task.try_number),
-        }
+        return job_tags(self.task, self.record.job_id, user_tags=self.params.tags)
 
     def _observe(self, market_key: str, available: int) -> None:
         """Our own launch outcomes and preemptions are market observations: share them via the table."""

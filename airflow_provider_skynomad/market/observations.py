@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .trace_lines import LineBoundError, line_of, open_bounded
+
 COLUMNS = [
     "observed_at",
     "cloud",
@@ -95,14 +97,16 @@ def iter_observations(path: str | Path, chunk_rows: int | None = None) -> Iterat
     last_seen: dict[tuple[str, str], pd.Timestamp] = {}
     first_line = 2  # file line of the chunk's first row (header = line 1)
     rows = 0
+    handle = open_bounded(path)  # lines bounded, errors with their line (market/trace_lines.py)
     try:
         reader = pd.read_csv(
-            path,
+            handle,
             dtype=str,
             keep_default_na=False,
             skip_blank_lines=False,
             chunksize=chunk_rows or CHUNK_ROWS,
             encoding="utf-8",
+            compression=None,
         )
         for raw in reader:
             # Blank lines are dropped, but errors keep the line numbers an editor shows.
@@ -116,8 +120,13 @@ def iter_observations(path: str | Path, chunk_rows: int | None = None) -> Iterat
             _check_across_chunks(chunk, last_seen, where, lines)
             rows += len(chunk)
             yield chunk
+    except LineBoundError as exc:
+        raise TraceError(f"{where.at(exc.line)}: {exc}") from None
     except _READ_ERRORS as exc:
-        raise TraceError(f"{path}: not a readable CSV trace ({_reason(exc)})") from None
+        reason = _reason(exc)
+        raise TraceError(f"{path}, {line_of(reason, handle.raw.line)}: not a readable CSV trace ({reason})") from None
+    finally:
+        handle.close()
     if rows == 0:
         missing = [c for c in COLUMNS if c not in header]
         if missing:
@@ -134,22 +143,18 @@ def _reason(exc: Exception) -> str:
 def _check_header(path: Path) -> list[str]:
     """The header's names, each once: with a name repeated, which column holds the value is ambiguous."""
     try:
-        with _open_text(path) as handle:
-            first = handle.readline()
+        with open_bounded(path) as handle:
+            first = handle.readline().decode("utf-8")
+        names = next(csv.reader([first]), [])
+    except LineBoundError as exc:
+        raise TraceError(f"{path}, line {exc.line}: {exc}") from None
     except _READ_ERRORS as exc:
-        raise TraceError(f"{path}: not a readable CSV trace ({_reason(exc)})") from None
-    names = next(csv.reader([first]), [])
+        raise TraceError(f"{path}, line 1: not a readable CSV trace ({_reason(exc)})") from None
     names = [name.strip() for name in names]
     repeated = sorted({name for name in names if name and names.count(name) > 1})
     if repeated:
         raise TraceError(f"{path}, line 1: column(s) {repeated} appear more than once in the header; keep one of each")
     return names
-
-
-def _open_text(path: Path):
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8", newline="")
-    return path.open(encoding="utf-8", newline="")
 
 
 def _check_across_chunks(

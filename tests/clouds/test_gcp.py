@@ -384,3 +384,24 @@ def test_resources_and_release(compute, emulator):
         cloud.release(resource)  # safe twice
     assert compute.instances == {}
     assert list(anonymous_storage_client().list_blobs("ckpt-us-central1", prefix="skynomad/job-left/")) == []
+
+
+def test_with_a_signing_secret_each_job_gets_its_own_key_and_task_state_none(compute, emulator):
+    from airflow_provider_skynomad.agent.signing import KEY_ENV, derive_job_key
+
+    secret = "deployment-signing-secret-0123456789"
+    cloud = make_cloud(compute, checkpoint_signing_secret=secret)
+    sent = request("sn-KEY_1", job_id="job-k1")
+    cloud.launch(sent)
+    cloud.launch(request("sn-KEY_2", job_id="job-k2"))
+    scripts = [items_of(insert)["startup-script"] for insert in compute.inserts]
+    key_1, key_2 = derive_job_key(secret, "job-k1").hex(), derive_job_key(secret, "job-k2").hex()
+    assert f"{KEY_ENV}={key_1} " in scripts[0] and key_2 not in scripts[0]
+    assert f"{KEY_ENV}={key_2} " in scripts[-1] and key_1 not in scripts[-1]
+    assert all(secret not in script for script in scripts)
+    assert key_1 not in json.dumps(sent.to_dict())  # what task state keeps of a launch
+    assert cloud.checkpoint_store("job-k1", "us-central1-a").key == derive_job_key(secret, "job-k1")
+    unsigned = make_cloud(compute)
+    unsigned.launch(request("sn-KEY_3", job_id="job-k3"))
+    assert KEY_ENV not in items_of(compute.inserts[-1])["startup-script"]
+    assert unsigned.checkpoint_store("job-k3", "us-central1-a").key is None
