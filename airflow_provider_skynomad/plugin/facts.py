@@ -281,8 +281,9 @@ def _bars(segments: list[_Segment], elapsed: float) -> list[Bar]:
 
 def _markers(segments: list[_Segment], timeline: list[dict]) -> list[dict]:
     whys = [(i, t) for i, t in enumerate(timeline) if t.get("event") == "migrate"]
+    pressure = [(i, t) for i, t in enumerate(timeline) if t.get("event") == "deadline pressure"]
     markers = []
-    for seg in segments:
+    for k, seg in enumerate(segments):
         if seg.ended not in ("preempted", "migrated") or seg.end is None:
             continue
         if seg.ended == "migrated":
@@ -292,8 +293,15 @@ def _markers(segments: list[_Segment], timeline: list[dict]) -> list[dict]:
                 if abs(_number(t, "at_hours", f"record.timeline.{i}", 0.0) - seg.end) < 0.25
                 and t.get("from") in (seg.zone, None)
             ]
-            why = (near[0].get("why") if near else "") or "the planner found a better place"
-            why = f"moved away from {seg.zone}: {why}"
+            netted = any(abs(_number(t, "at_hours", f"record.timeline.{i}", 0.0) - seg.end) < 0.25 for i, t in pressure)
+            same_zone = k + 1 < len(segments) and segments[k + 1].zone == seg.zone
+            if netted:
+                why = f"switched to on-demand{'' if same_zone else f' away from {seg.zone}'} to stay on time"
+            elif same_zone:
+                why = f"switched in {seg.zone}: " + ((near[0].get("why") if near else "") or "the planner's choice")
+            else:
+                why = (near[0].get("why") if near else "") or "the planner found a better place"
+                why = f"moved away from {seg.zone}: {why}"
         else:
             why = f"the cloud took the instances back in {seg.zone}"
         markers.append({"at": seg.end, "zone": seg.zone, "kind": seg.ended, "why": why})

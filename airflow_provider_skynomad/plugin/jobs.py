@@ -77,7 +77,35 @@ def find_job(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> Job
     record, status = read_state(dag_id, run_id, task_id, map_index)
     job = Job(dag_id, run_id, task_id, map_index, _state(row.state), row.start_date, record, status)
     attach_live([job])
+    attach_controlled(job)
     return job
+
+
+def attach_controlled(job: Job) -> None:
+    """While the job runs, its record as its controller keeps it (`jobs.table`), over the task state's.
+
+    The worker writes the record to task state when it hands the job to its trigger and when it
+    reports the end; in between the trigger controls the job and writes only the job table. The
+    job page's timeline, chart and options weighed come from that newer record. One that cannot
+    be read leaves the task state's (the page says when that was).
+    """
+    from ..jobs.table import JobTable
+    from .markets import market_config
+
+    record, status = job.record or {}, job.status or {}
+    if record.get("finished") or not record.get("job_id") or not status.get("conn_id"):
+        return
+    try:
+        table = JobTable(market_config(status["conn_id"], lambda _conn: True).market_url)
+        try:
+            stored = table.load(record["job_id"])
+        finally:
+            table.close()
+    except Exception as exc:  # noqa: BLE001 - a page with the hand-off's record, not an error page
+        log.debug("no controller record for job %s: %s", record.get("job_id"), exc)
+        return
+    if stored is not None:
+        job.record = stored.record.to_dict()
 
 
 def list_jobs(dag_ids: set[str] | None, days: float, limit: int = 1000) -> list[Job]:

@@ -71,6 +71,29 @@ def test_a_running_job_s_page_shows_what_its_trigger_saw_after_the_last_worker_v
     assert "running for 6.25 h of 16.00 h" in html and "$14.40" in html and "55%" in html, html[-4000:]
 
 
+def test_a_running_job_s_page_shows_the_moves_its_controller_made_since_the_hand_off(client, seeded):
+    """The trigger controls the job and writes only the job table: the page's timeline and chart
+    come from there while the job runs, not from the task state the worker wrote at the hand-off."""
+    from airflow_provider_skynomad.jobs.record import JobRecord, Segment
+    from airflow_provider_skynomad.jobs.table import JobTable
+
+    from .seed import insert_task, running_record, write_state
+
+    key = ("skynomad_fine_tune", "controlled_run", "train")
+    record, status = running_record("sn-ctrl0000000000001")
+    insert_task(*key, "deferred")
+    write_state(*key, record, {**status, "conn_id": CONN_ID})
+    later = JobRecord.from_dict(record)
+    later.segments[-1].close(2.0, "preempted")
+    later.note(2.0, "preempted", zone="us-west1-a", progress="20%")
+    later.segments.append(Segment("m2", "europe-west4-a", "europe-west4", "on-demand", 2.0, 10.3, 0.2, ["i-10"]))
+    later.note(2.0, "launch", mode="on-demand", zone="europe-west4-a", usd_per_h=10.3)
+    with JobTable(seeded["market_url"]) as table:
+        table.put(later, owner="trigger-test")
+    html = client.get(job_url(*key), **as_user("viewer")).text
+    assert "europe-west4-a" in html and "preempted" in html, text_of(html)[-3000:]
+
+
 def test_the_ui_url_template_of_an_unmapped_task_means_map_index_minus_one(client):
     for suffix in ("?map_index={MAP_INDEX}", "?map_index=", "?map_index=-1"):
         response = client.get(job_url(*FINISHED) + suffix, **as_user("viewer"))
