@@ -16,13 +16,14 @@ STEP_MINUTES = 10.0
 TRACE_START_HOURS = 90.0
 
 
-def setup(home: Path, speed: float = SPEED):
-    """The `skynomad_default` connection (simulated cloud at `speed`x) and a market table around its start."""
+def setup(home: Path, speed: float = SPEED, trace_start_hours: float = TRACE_START_HOURS):
+    """The `skynomad_default` connection (simulated cloud at `speed`x, starting `trace_start_hours`
+    into the bundled week) and a market table around its start."""
     os.environ["SKYNOMAD_HOME"] = str(home)
     os.environ["AIRFLOW_CONN_SKYNOMAD_DEFAULT"] = json.dumps(
         {
             "conn_type": "skynomad",
-            "extra": {"cloud": "simulated", "speed": speed, "cloud_options": {"trace_start": TRACE_START_HOURS}},
+            "extra": {"cloud": "simulated", "speed": speed, "cloud_options": {"trace_start": trace_start_hours}},
         }
     )
     import pandas as pd
@@ -32,7 +33,7 @@ def setup(home: Path, speed: float = SPEED):
     from airflow_provider_skynomad.market.table import MarketTable
 
     frame = read_observations(bundled_trace())
-    start = frame["observed_at"].min() + pd.Timedelta(hours=TRACE_START_HOURS)
+    start = frame["observed_at"].min() + pd.Timedelta(hours=trace_start_hours)
     table = MarketTable()
     table.create()
     table.append(

@@ -34,6 +34,7 @@ import threading
 import time
 from pathlib import Path
 
+from ..workload import TRAIN_MODULE
 from . import (
     CHECKPOINT_DIR_ENV,
     EXIT_FAILED,
@@ -49,6 +50,8 @@ from .snapshot import Progress, hash_all, read_progress, take, write_progress
 from .store import CheckpointStore, StoreError, now_iso
 
 STDERR_TAIL_LINES = 20
+START_WALL_ENV = "SKYNOMAD_WORKLOAD_START_WALL"  # the simulated cloud's end of the cold start (epoch seconds)
+RESTORED_MARKER_ENV = "SKYNOMAD_RESTORED_MARKER"  # a file the agent creates once the checkpoint is restored
 SCRATCH = ".skynomad-agent"  # under the work dir: staging and restore attempts
 
 
@@ -110,18 +113,35 @@ class Agent:
     def run(self) -> int:
         inherited = _inherited_fds()  # before anything of ours is opened
         self.notice.install_signal_handlers()
+        start_wall = workload_start_wall()
+        early = start_wall is not None and waits_for_restore(self.config.command)
+        if early:  # its imports overlap the cold start; it reads its checkpoint only after the restore
+            try:
+                self._start(inherited, restored_marker=True)
+            except OSError as exc:
+                log(f"cannot start the workload {self.config.command[:1]}: {exc}")
+                self.stderr_tail.append(f"cannot start the workload: {exc}")
+                return self._finish("failed", 127)
+        if start_wall is not None and self.notice.event.wait(max(0.0, start_wall - time.time())):
+            self._stop_early_workload(early)
+            return self._finish("preempted", None)  # the cold start was cut short
         try:
             self._restore()
         except (StoreError, OSError, ValueError) as exc:
             log(f"cannot restore from {self.config.store}: {exc}")
+            self._stop_early_workload(early)
             return EXIT_USAGE
         except Exception as exc:  # the SDK's own errors: no bucket, no access, no endpoint
             log(f"cannot restore from {self.config.store}: {type(exc).__name__}: {exc}")
+            self._stop_early_workload(early)
             return EXIT_USAGE
-        if self.notice.event.is_set():
+        if early:
+            self.restored_marker.touch()
+        if self.notice.event.is_set() and not early:
             return self._finish("preempted", None)  # noticed before the workload ever started
         try:
-            self._start(inherited)
+            if not early:
+                self._start(inherited)
         except OSError as exc:
             log(f"cannot start the workload {self.config.command[:1]}: {exc}")
             self.stderr_tail.append(f"cannot start the workload: {exc}")
@@ -144,12 +164,25 @@ class Agent:
         self._progress_stat = _stat(self.progress_file)
         log(f"restored checkpoint {manifest['seq']} (step {manifest['step']} of {manifest['total_steps']})")
 
-    def _start(self, inherited: tuple[int, ...]) -> None:
+    def _stop_early_workload(self, early: bool) -> None:
+        if early and self.child is not None and self.child.poll() is None:
+            self.child.kill()
+            self.child.wait()
+
+    @property
+    def restored_marker(self) -> Path:
+        return self.scratch / "restored"
+
+    def _start(self, inherited: tuple[int, ...], restored_marker: bool = False) -> None:
         env = {
             **self.config.env,
             CHECKPOINT_DIR_ENV: str(self.checkpoint_dir),
             PROGRESS_FILE_ENV: str(self.progress_file),
         }
+        if restored_marker:  # the workload reads its checkpoint only once this file exists
+            self.scratch.mkdir(parents=True, exist_ok=True)
+            self.restored_marker.unlink(missing_ok=True)
+            env[RESTORED_MARKER_ENV] = str(self.restored_marker)
         preexec, self.own_group = _preexec(own_group=self.config.notice != "simulated")
         self.child = subprocess.Popen(
             self.config.command,
@@ -340,6 +373,21 @@ class Agent:
                 out.write(raw)
                 out.flush()
             self.stderr_tail.append(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+
+
+def workload_start_wall() -> float | None:
+    """When the simulated cloud's cold start ends (its launcher sets it); None on a real instance."""
+    try:
+        return float(os.environ[START_WALL_ENV])
+    except (KeyError, ValueError):
+        return None
+
+
+def waits_for_restore(command) -> bool:
+    """The command is the bundled training loop, which waits for `RESTORED_MARKER_ENV` before it
+    reads its checkpoint; any other workload starts only after the restore."""
+    argv = list(command)
+    return any(a == "-m" and b == TRAIN_MODULE for a, b in zip(argv, argv[1:], strict=False))
 
 
 def _stat(path: Path):

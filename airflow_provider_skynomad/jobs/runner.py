@@ -531,6 +531,11 @@ class JobRunner:
         if record.group is not None:
             self.cloud.terminate(record.group)
         record.close_segment(at, "finished")
+        pace = record.pace
+        if pace is not None and pace.measured:
+            # All on-demand is the comparison for the work the job really was, not the guess.
+            d = self.params.cold_start_hours
+            record.all_on_demand_usd *= (pace.work_hours_estimate + d) / (pace.declared_work_hours + d)
         last_zone = record.group.zone if record.group else (record.segments[-1].zone if record.segments else None)
         record.group = None
         record.finished = True

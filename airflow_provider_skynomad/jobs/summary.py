@@ -72,13 +72,18 @@ def summarize(record: JobRecord, elapsed_hours: float, cloud_bill: dict | None =
         "elapsed_hours": round(elapsed_hours, 3),
         "deadline_hours": round(record.deadline_hours, 3),
         **({"dag_deadline_hours": round(record.dag_deadline_hours, 3)} if record.dag_deadline_hours else {}),
-        "work_hours": record.job.work_hours,
+        "work_hours": record.pace.declared_work_hours if record.pace else record.job.work_hours,
+        **({"measured_work_hours": round(record.pace.work_hours_estimate, 3)} if _measured(record) else {}),
         "deadline_met": bool(record.finished and elapsed_hours <= record.deadline_hours + 1e-9),
         "reaction_hours": round(record.job.reaction_hours, 4),  # the event → worker lag the job planned with
         "lag_hours_max": round(max(record.lags_hours, default=0.0), 4),  # slowest event → worker lag measured
         "lag_hours_p50": _quantile(record.lags_hours, 0.5),
         "lag_hours_p99": _quantile(record.lags_hours, 0.99),
     }
+
+
+def _measured(record: JobRecord) -> bool:
+    return record.pace is not None and record.pace.measured
 
 
 def _quantile(values: list[float], q: float) -> float:

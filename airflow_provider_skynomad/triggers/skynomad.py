@@ -95,7 +95,6 @@ class SkyNomadTrigger(BaseTrigger):
             except ControlLost as exc:
                 self.log.warning("%s", exc)
                 return None
-            took = time.monotonic() - now
             if look.words:
                 self.log.info("[t=%.2f h] %s", controller.runner.elapsed(), look.words)
             if look.outcome is not None:
@@ -103,11 +102,12 @@ class SkyNomadTrigger(BaseTrigger):
             if time.monotonic() - published >= PUBLISH_EVERY_SECONDS:
                 published = time.monotonic()
                 await asyncio.to_thread(controller.publish)
+            took = time.monotonic() - now
             # The next look: a step on, sooner when the workload should end before then; a step that
             # ran long moves the schedule (it is not caught up back to back).
             wanted = controller.watch.sleep_seconds(step_wall, wall_per_hour, cloud.now_hours())
-            due = max(due + offset + wanted, time.monotonic() + min(wanted, step_wall / 10))
-            offset = 0.0
+            due = max(due + min(wanted, offset or wanted), time.monotonic() + min(wanted, step_wall / 10))
+            offset = 0.0  # after the first look, where this job's phase falls; a step apart from then on
             await asyncio.sleep(max(0.0, due - time.monotonic()))
 
     def _open(self, config):
@@ -124,8 +124,9 @@ class SkyNomadTrigger(BaseTrigger):
             raise
 
     def _phase(self) -> float:
-        """Where in its step this job's first look falls after the first, in [0, 1): stable per job."""
-        return (zlib.crc32(self.args.job_id.encode()) % 1000) / 1000
+        """Where in its step this job's looks fall, in (0, 1]: stable per job, so the many jobs of
+        one triggerer don't all look at the same instant and queue for its few threads at once."""
+        return (1 + zlib.crc32(self.args.job_id.encode()) % 1000) / 1000
 
     async def on_kill(self) -> None:
         """The deferred task was acted on: terminate the job's group once Airflow says the task ended.

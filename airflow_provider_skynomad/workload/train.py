@@ -119,6 +119,7 @@ def train(
     checkpoint_dir = Path(checkpoint_dir)
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     features, labels = load_data()
+    wait_for_restore()
     model, step = load_checkpoint(checkpoint_dir, total_steps, seed)
     if model is None:
         model = new_model(seed)
@@ -134,6 +135,16 @@ def train(
         model = save_checkpoint(checkpoint_dir, model, step, total_steps, seed)
     atomic_write(checkpoint_dir / MODEL_FILE, pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL))
     return model
+
+
+def wait_for_restore(poll_seconds: float = 0.005) -> None:
+    """Started by the agent before it restored the checkpoint (the simulated cloud overlaps start-up
+    with the cold start): read the checkpoint only once the agent says it is in place."""
+    marker = os.environ.get("SKYNOMAD_RESTORED_MARKER")
+    if not marker:
+        return
+    while not os.path.exists(marker):
+        time.sleep(poll_seconds)
 
 
 def seconds_per_step_for(work_hours: float, total_steps: int, speed: float) -> float:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -293,8 +294,88 @@ def test_fine_tune_through_scheduler_and_triggerer(metadata_db, tmp_path, gcp_fr
         quantiles.append((busy["lag_hours_p50"], busy["lag_hours_p99"]))
         wall = [[round(h * 3600 / SPEED, 2) for h in pair] for pair in quantiles]
         print(f"resume lag per job, (p50, p99) in wall s at {SPEED:g}x: {wall}; max in cloud h: {lags}")
+        _two_fine_tunes_on_a_busy_box(admin, name, services, skynomad_home, home)
     finally:
         services.stop()
+
+
+def _two_fine_tunes_on_a_busy_box(admin, name, services, skynomad_home: Path, home: Path) -> None:
+    """Two fine-tune runs at once beside a CPU burner: the trigger controls each job, so a busy box
+    costs neither its saving nor its deadline; what the job page shows matches the cloud's bill."""
+    from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+    from airflow_provider_skynomad.jobs.live import LiveStatusTable
+    from airflow_provider_skynomad.market.table import default_market_url
+
+    before = {r[0] for r in _query(admin, name, "SELECT run_id FROM dag_run WHERE dag_id='skynomad_fine_tune'")}
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    samples: list[dict] = []
+    try:
+        for _ in range(2):
+            services.airflow("dags", "trigger", "skynomad_fine_tune", "--conf", json.dumps({"work_hours": 2.0}))
+        stop = time.monotonic() + 420
+        os.environ["SKYNOMAD_HOME"], old = str(skynomad_home), os.environ.get("SKYNOMAD_HOME")
+        try:
+            url = default_market_url()
+        finally:
+            os.environ["SKYNOMAD_HOME"] = old or ""
+        board = LiveStatusTable(url)
+        try:
+            while time.monotonic() < stop:
+                rows = _query(admin, name, "SELECT run_id, state FROM dag_run WHERE dag_id='skynomad_fine_tune'")
+                runs = {r: st for r, st in rows if r not in before}
+                with contextlib.suppress(Exception):
+                    samples += [{**v, "job_id": k} for k, v in board.read(_job_ids(skynomad_home)).items()]
+                if len(runs) == 2 and all(st in ("success", "failed") for st in runs.values()):
+                    break
+                time.sleep(1.0)
+            else:
+                pytest.fail(f"the two fine-tunes did not finish\n{services.tail()}")
+        finally:
+            board.close()
+    finally:
+        burner.kill()
+        burner.wait()
+    assert sorted(runs.values()) == ["success", "success"], services.tail()
+    rows = _query(
+        admin, name, "SELECT run_id, value FROM xcom WHERE dag_id='skynomad_fine_tune' AND key='return_value'"
+    )
+    summaries = [v if isinstance(v, dict) else json.loads(v) for r, v in rows if r in runs]
+    cloud = SimulatedCloud.attach(skynomad_home / "cloud")
+    for summary in summaries:
+        saving = 1.0 - summary["cost_usd"]["total"] / summary["all_on_demand_cost_usd"]
+        assert summary["deadline_met"] and saving >= 0.6, summary
+        groups = sorted(cloud.launches(summary["job_id"]), key=lambda g: g["start_hours"])
+        start = groups[0]["start_hours"]
+        for before_group, after_group in zip(groups, groups[1:], strict=False):
+            # No idling after a preemption: the relaunch comes within a decision step (and its call).
+            if before_group["end_reason"] == "preempted":
+                assert after_group["start_hours"] - before_group["end_hours"] <= 1 / 6 + 0.05, groups
+        for status in (s for s in samples if s["job_id"] == summary["job_id"] and s["state"] == "running"):
+            at = start + status["elapsed_hours"]
+            (group,) = [g for g in groups if g["start_hours"] <= at <= (g["end_hours"] or at)][-1:] or [None]
+            assert group is not None and status["zone"] == group["zone"], (status, groups)
+            assert status["mode"] == ("spot" if group["spot"] else "on-demand"), (status, groups)
+            billed = sum(_billed_until(g, at) for g in groups)
+            assert abs(status["spend_usd"] - billed) <= 0.05 * billed + 0.1, (status, billed, groups)
+    logs = [p for p in (home / "logs").rglob("*.log") if "dag_id=skynomad_fine_tune" in str(p)]
+    for log in logs:
+        if not any(r in str(log) for r in runs):
+            continue
+        times = [float(t) for t in re.findall(r"\[t=(-?[0-9.]+) h\]", log.read_text())]
+        assert times == sorted(times), f"{log}: log lines out of time order: {times}"
+
+
+def _job_ids(skynomad_home: Path) -> list[str]:
+    from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+
+    return sorted({g["job_id"] for g in SimulatedCloud.attach(skynomad_home / "cloud").launches() if g["job_id"]})
+
+
+def _billed_until(group: dict, at: float) -> float:
+    """What the cloud billed for `group` up to cloud hour `at` (its cost spread evenly over its life)."""
+    end = group["end_hours"] if group["end_hours"] is not None else at
+    life = max(end - group["start_hours"], 1e-9)
+    return group["cost_usd"] * max(0.0, min(at, end) - group["start_hours"]) / life
 
 
 def _wait_for_all_runs(admin, name, dag_id, count, services, timeout) -> list[str]:
