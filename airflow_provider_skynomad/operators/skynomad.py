@@ -274,16 +274,31 @@ def _max_tries(ti) -> int | None:
     return None if tries is None else int(tries)
 
 
-def alert_interval(cloud_interval: timedelta, skynomad_conn_id: str = DEFAULT_CONN_ID) -> timedelta:
-    """A `DeadlineAlert` interval that passes when `cloud_interval` of the job's cloud time has.
+AIRFLOW_ALLOWANCE = timedelta(minutes=1)  # queue → first try, and workload end → run end, on a busy box
 
-    Airflow measures a DeadlineAlert on the wall clock; the job plans on its cloud's clock. On a
-    real cloud the two are the same; the simulated cloud runs `speed` times faster, so the alert
-    must be that much shorter to fire when the job's own deadline passes. Call it at DAG parse
-    time with the connection the job uses.
+
+def alert_interval(
+    cloud_interval: timedelta,
+    skynomad_conn_id: str = DEFAULT_CONN_ID,
+    airflow_allowance: timedelta = AIRFLOW_ALLOWANCE,
+) -> timedelta:
+    """A `DeadlineAlert` interval that passes only after a job that used all of `cloud_interval` ended in Airflow.
+
+    Airflow measures a DeadlineAlert on the wall clock from the run's queued time to the run's end;
+    the job measures its deadline on its cloud's clock from its task's start to its workload's end.
+    Between the two ends lie wall seconds the job does not count: the queue before the task's first
+    try (counted one to one, not `speed` times), and after the workload ends the trigger's notice,
+    a worker slot for the task's last step and the scheduler's mark (5-25 s on a busy 2-core box).
+    So the interval is the job's deadline in wall time (shorter by `speed` on the simulated cloud)
+    plus `airflow_allowance` for those seconds. A job that meets its deadline ends its run before
+    the alert; a job that misses it fails its task (``on_deadline_miss="fail"``), and Airflow keeps
+    the deadline of a run that did not succeed, so the run page shows Deadline Missed when the alert
+    passes, at most `airflow_allowance` after the job's own deadline. Call it at DAG parse time with
+    the connection the job uses.
     """
     config = SkyNomadHook(skynomad_conn_id).get_config()
-    return timedelta(seconds=cloud_interval.total_seconds() * config.wall_seconds_per_cloud_hour / 3600.0)
+    wall_seconds = cloud_interval.total_seconds() * config.wall_seconds_per_cloud_hour / 3600.0
+    return timedelta(seconds=wall_seconds) + airflow_allowance
 
 
 async def on_deadline_missed(context=None, **kwargs) -> None:
