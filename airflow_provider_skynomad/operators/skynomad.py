@@ -7,16 +7,18 @@ Thin Airflow glue over `jobs.JobRunner`: ``execute`` validates the arguments and
 
 from __future__ import annotations
 
+import functools
 import secrets
 import shutil
+import sys
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, RetryDecision, RetryPolicy
 
 from ..hooks.skynomad import DEFAULT_CONN_ID, SkyNomadHook, make_cloud
 from ..jobs.deadline import reserve_hours, resolve_deadline_hours
-from ..jobs.errors import SkyNomadInputError
+from ..jobs.errors import SkyNomadDeadlineMissed, SkyNomadInputError
 from ..jobs.events import JobEvent
 from ..jobs.params import validate_params
 from ..jobs.record import StateStore
@@ -28,6 +30,49 @@ if TYPE_CHECKING:
     from ..jobs.runner import JobRunner
 
 __all__ = ["SkyNomadInputError", "SkyNomadOperator", "alert_interval", "on_deadline_missed", "resolve_deadline_hours"]
+
+
+class Stop(SystemExit):
+    """Ends a task whose reason was just logged in one ERROR line.
+
+    Airflow 3.3's task runner logs every exception a task raises with its traceback ("Task failed
+    with exception"), `AirflowFailException` too, but for `SystemExit` it logs one line ("Task
+    exited"). A stale market table or a missed deadline is an answer, not a bug: the user needs its
+    sentence, not the frames of the runtime.
+    """
+
+
+class StopIsFinal(RetryPolicy):
+    """A `Stop` fails the task at once, as the `AirflowFailException` it replaces did; any other
+    failure is `inner`'s to judge (the task's own ``retry_policy``), else the task's retries'."""
+
+    def __init__(self, inner: RetryPolicy | None = None) -> None:
+        self.inner = inner.inner if isinstance(inner, StopIsFinal) else inner
+
+    def evaluate(self, exception, try_number, max_tries, context=None) -> RetryDecision:
+        if isinstance(exception, Stop):
+            return RetryDecision.fail()
+        if self.inner is not None:
+            return self.inner.evaluate(exception, try_number, max_tries, context)
+        return RetryDecision.default()
+
+
+def _one_line_failures(method):
+    """Under Airflow's task runner, an input error or a missed deadline ends the task in one ERROR
+    line (its message) and no traceback; called directly (tests, other code) the error is raised."""
+
+    @functools.wraps(method)
+    def wrapper(self, context, *args, **kwargs):
+        try:
+            return method(self, context, *args, **kwargs)
+        except (SkyNomadInputError, SkyNomadDeadlineMissed) as exc:
+            runner = sys.modules.get("airflow.sdk.execution_time.task_runner")
+            if runner is None or not isinstance(context.get("ti"), runner.RuntimeTaskInstance):
+                raise
+            self.log.error("%s", exc)
+            raise Stop(1) from None
+
+    return wrapper
 
 
 class SkyNomadOperator(BaseOperator):
@@ -117,6 +162,7 @@ class SkyNomadOperator(BaseOperator):
         kwargs.setdefault("retries", 2)
         kwargs.setdefault("retry_delay", timedelta(seconds=5))
         super().__init__(**kwargs)
+        self.retry_policy = StopIsFinal(self.retry_policy)
         self.work_hours = work_hours
         self.deadline = deadline
         self.downstream_reserve = downstream_reserve
@@ -146,6 +192,7 @@ class SkyNomadOperator(BaseOperator):
 
     # == entry points ===========================================================================
 
+    @_one_line_failures
     def execute(self, context):
         runner = self._runner_for(context)
         try:
@@ -161,6 +208,7 @@ class SkyNomadOperator(BaseOperator):
         finally:
             runner.close()
 
+    @_one_line_failures
     def execute_complete(self, context, event: dict | None = None):
         runner = self._runner_for(context)
         try:
