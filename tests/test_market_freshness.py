@@ -115,8 +115,41 @@ def test_a_late_probe_dag_is_said_once_in_one_line_and_spot_is_not_trusted():
 
 def test_one_old_market_is_the_probe_planners_choice_not_a_warning():
     frame = pd.concat([market_rows([0.0]), market_rows([0.0, 4.0]).query("zone != 'europe-west4-a'")])
-    guard = StaleGuard()  # the rule without a schedule: 3 h
+    guard = StaleGuard.for_config(SkyNomadConfig(market_url="sqlite://", cloud="gcp"), environ={})  # 3 h
     now = T0 + pd.Timedelta(hours=4.5)
     view, warnings = guard.apply(view_at(frame), frame, now, running_key=None)
     assert warnings == []
     assert spot_zones(view) == set(ZONES) - {"europe-west4-a"}  # not trusted for spot, silently
+
+
+def test_without_a_schedule_the_rule_follows_the_pace_the_probe_dags_rows_show():
+    """The runtime may build StaleGuard() with no schedule: rounds 5 h apart are then no warning."""
+    frame = market_rows([0.0, 5.0])
+    guard = StaleGuard()
+    now = T0 + pd.Timedelta(hours=9.5)
+    view, warnings = guard.apply(view_at(frame), frame, now, running_key=None)
+    assert warnings == [] and spot_zones(view) == set(ZONES)
+    now = T0 + pd.Timedelta(hours=15.5)  # two rounds missed
+    view, warnings = guard.apply(view_at(frame), frame, now, running_key=None)
+    (line,) = warnings
+    assert "10 h old in every zone" in line and "its rows are 5 h apart" in line
+    assert spot_zones(view) == set()
+
+
+def test_a_probe_dag_that_ran_once_is_not_late_yet_but_old_data_is_not_trusted_for_spot():
+    frame = market_rows([0.0])
+    guard = StaleGuard()
+    now = T0 + pd.Timedelta(hours=3.5)
+    view, warnings = guard.apply(view_at(frame), frame, now, running_key=None)
+    assert warnings == [] and spot_zones(view) == set()
+
+
+def test_a_ten_minute_probe_dag_stopped_six_hours_ago_is_said_once():
+    frame = market_rows([h / 6 for h in range(0, 6 * 42)])  # 42 h of 10-minute rounds
+    guard = StaleGuard()
+    said = []
+    for hours in (47.0, 47.5, 48.0):
+        now = T0 + pd.Timedelta(hours=hours)
+        said += guard.apply(view_at(frame), frame, now, running_key="gcp/us-central1-a/a3-highgpu-1g")[1]
+    (line,) = said
+    assert "market data is 5 h old in every zone" in line and "its rows are 0.17 h apart" in line

@@ -67,8 +67,9 @@ class ProbeSchedule:
 
     def words(self) -> str:
         return (
-            f"every {_duration(self.wall_interval.total_seconds())} of wall time = {self.cloud_interval_hours:g} h "
-            f"of the cloud's clock, so data up to {self.max_market_age_hours:g} h old is expected"
+            f"it runs every {_duration(self.wall_interval.total_seconds())} of wall time = "
+            f"{self.cloud_interval_hours:g} h of the cloud's clock, so data up to {self.max_market_age_hours:g} h old "
+            "is expected"
         )
 
     @property

@@ -18,9 +18,10 @@ may move to is older than the probe DAG's rounds allow, and again only after fre
 went. The thresholds follow the probe DAG's schedule on the cloud's clock (`ProbeSchedule`,
 `StaleGuard.for_config`): at 300x in ``airflow standalone`` a probe round every 60 s of wall time
 is 5 cloud hours apart, so a 3 h rule would call every market stale between two rounds of a
-punctual DAG. Without a schedule they are `STALE_AFTER_HOURS`, above the default
-`max_market_age` at which a job refuses to *start* (2 h), so a job that starts on fresh data
-keeps its plan through an ordinary gap between probe rounds.
+punctual DAG. Without a schedule (`StaleGuard()`) the rule reads the DAG's pace from its rows
+(two rounds), and never less than `STALE_AFTER_HOURS`, above the default `max_market_age` at
+which a job refuses to *start* (2 h), so a job that starts on fresh data keeps its plan through
+an ordinary gap between probe rounds.
 """
 
 from __future__ import annotations
@@ -101,12 +102,23 @@ def late_words(markets: list[StaleMarket], schedule_words: str | None) -> str:
     newest = max(markets, key=lambda m: m.newest)
     zones = sorted({m.zone for m in markets})
     named = ", ".join(zones[:3]) + (f" and {len(zones) - 3} more" if len(zones) > 3 else "")
-    pace = f" (it runs {schedule_words})" if schedule_words else ""
+    pace = f" ({schedule_words})" if schedule_words else ""
     return (
         f"market data is {newest.age_hours:.0f} h old in every zone the job may move to ({named}; newest "
         f"observation {newest.newest.isoformat()}): the skynomad_probe DAG{pace} has missed its rounds; is it "
         "paused or failing? Planning as if those zones had no spot capacity until a probe or a launch looks again"
     )
+
+
+def probe_gap_hours(frame: pd.DataFrame) -> float | None:
+    """How far apart the probe DAG's rounds are on the cloud's clock, as its rows show: the median
+    gap between a market's consecutive observations (None before any market was seen twice)."""
+    if len(frame) < 2:
+        return None
+    rows = frame[["zone", "instance_type", "observed_at"]].sort_values("observed_at")
+    gaps = rows.groupby(["zone", "instance_type"], sort=False)["observed_at"].diff().dropna()
+    gaps = gaps[gaps > pd.Timedelta(0)]
+    return None if gaps.empty else float(gaps.dt.total_seconds().median()) / 3600.0
 
 
 @dataclass
@@ -115,15 +127,19 @@ class StaleGuard:
 
     :param after_hours: a market whose newest row is older shows the planner no spot capacity.
     :param late_after_hours: the probe DAG is late when the newest row of every market the job may
-        move to is older than this (default `after_hours`).
+        move to is older than this.
     :param schedule_words: the probe DAG's pace in words, for the warning.
+
+    Without a schedule (``late_after_hours`` None) the rule reads the probe DAG's pace from its
+    rows: two rounds (``2 × probe_gap_hours``) or `after_hours`, whichever is longer, and it says
+    nothing about lateness before it has seen a market twice (a DAG that just started is not late).
     """
 
     after_hours: float = STALE_AFTER_HOURS
     late_after_hours: float | None = None
     schedule_words: str | None = None
     warned: pd.Timestamp | None = None  # the newest row when the late probe DAG was said
-    _newest: tuple | None = None  # (frame identity, rows, newest per market): one groupby per new read
+    _newest: tuple | None = None  # (frame identity, rows, newest per market, gap): one groupby per new read
 
     @classmethod
     def for_config(cls, config, environ=None) -> StaleGuard:
@@ -139,14 +155,27 @@ class StaleGuard:
         """(the view the planner gets, new warnings in plain words: at most one)."""
         key = (id(frame), len(frame))
         if self._newest is None or self._newest[:2] != key:
-            self._newest = (*key, newest_rows(frame) if len(frame) else None)
-        found = stale_markets(view, frame, now, self.after_hours, self._newest[2])
+            learn = self.late_after_hours is None and len(frame)
+            self._newest = (*key, newest_rows(frame) if len(frame) else None, probe_gap_hours(frame) if learn else None)
+        after, late_after = self._thresholds()
+        found = stale_markets(view, frame, now, after, self._newest[2])
         stale = [m for m in found if m.key != running_key]
-        words = self._late(view, frame, now, running_key)
+        words = self._late(view, frame, now, running_key, late_after)
         return without_spot(view, sorted(m.key for m in stale)), words
 
-    def _late(self, view: MarketView, frame: pd.DataFrame, now: pd.Timestamp, running_key: str | None) -> list[str]:
-        late_after = self.after_hours if self.late_after_hours is None else self.late_after_hours
+    def _thresholds(self) -> tuple[float, float | None]:
+        """(after_hours, late_after_hours) for this frame; late None: lateness cannot be told yet."""
+        if self.late_after_hours is not None:
+            return self.after_hours, self.late_after_hours
+        gap = self._newest[3]
+        if gap is None:
+            return self.after_hours, None
+        hours = max(self.after_hours, 2.0 * gap)
+        return hours, hours
+
+    def _late(self, view, frame, now, running_key, late_after: float | None) -> list[str]:
+        if late_after is None:
+            return []
         seen = [m for m in stale_markets(view, frame, now, float("-inf"), self._newest[2]) if m.key != running_key]
         if not seen or min(m.age_hours for m in seen) <= late_after:
             self.warned = None  # a market the job may move to was probed lately: the probe DAG runs
@@ -154,4 +183,6 @@ class StaleGuard:
         if self.warned is not None:
             return []  # said once for this spell
         self.warned = max(m.newest for m in seen)
-        return [late_words(seen, self.schedule_words)]
+        gap = self._newest[3]
+        pace = self.schedule_words or (f"its rows are {gap:.2g} h apart" if gap else None)
+        return [late_words(seen, pace)]
