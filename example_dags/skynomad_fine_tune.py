@@ -1,16 +1,20 @@
 """skynomad_fine_tune: one deadline-bound training job, placed and moved by the SkyNomad planner.
 
-The job's deadline (10 h) and the DAG's ``DeadlineAlert`` come from one number, on one clock: the
-alert fires when the job's own deadline passes, on the simulated cloud too (`alert_interval`
-shortens it by the simulated clock's speed). They can disagree near the end there: the job counts
-the run's wall time before the task started one to one (not `speed` times) and stops its clock
-when the workload finishes, while Airflow counts the run until it ends. A job that finishes less
-than (those seconds + the worker's resume lag) × speed before its deadline, about 0.8 h at 300x in
-``airflow standalone``, says "deadline met" while the run page says the deadline was missed. On
-a real cloud both are the same few seconds. On the default simulated
-cloud the bundled training loop runs as a real subprocess, checkpoints, is preempted when the
-replayed trace loses capacity and resumes elsewhere; the task returns a small summary (zones
-timeline, hours by mode, cost, all-on-demand cost, deadline met).
+The job's deadline (10 h, of its cloud's clock) and the DAG's ``DeadlineAlert`` come from one
+number. The alert counts on Airflow's wall clock from the run's queued time to the run's end;
+the job counts on its cloud's clock from its task's start to its workload's end. So
+`alert_interval` takes the deadline in wall time (``speed`` times shorter on the simulated
+cloud) plus a minute for what only Airflow counts: the queue before the first try, and after
+the workload ends the trigger's notice, a worker slot for the last step and the scheduler's
+mark (5-25 s on a busy 2-core box). A job that meets its deadline ends its run before the
+alert; one that misses it fails its task, Airflow keeps the deadline of a run that did not
+succeed, and the run page shows Deadline Missed when the alert passes, a minute of wall time
+after the job's own deadline at most.
+
+On the default simulated cloud the bundled training loop runs as a real subprocess, checkpoints,
+is preempted when the replayed trace loses capacity and resumes elsewhere; the task returns a
+small summary (zones timeline, hours by mode, cost, all-on-demand cost, deadline met). Its
+``max_market_age`` follows the skynomad_probe DAG's pace (`jobs/probe_schedule.py`).
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, AsyncCallback, DeadlineAlert, DeadlineReference
 
+from airflow_provider_skynomad.jobs.probe_schedule import ProbeSchedule
 from airflow_provider_skynomad.operators.skynomad import SkyNomadOperator, alert_interval, on_deadline_missed
 
 DEADLINE = timedelta(hours=10)  # of the job's cloud time (simulated hours on the simulated cloud)
+MAX_MARKET_AGE = ProbeSchedule.for_connection().max_market_age  # what the skynomad_probe DAG's pace keeps
 
 with DAG(
     dag_id="skynomad_fine_tune",
@@ -47,6 +53,7 @@ with DAG(
         checkpoint_gb=50,
         policy="skynomad",
         decision_step_minutes=10,
+        max_market_age=MAX_MARKET_AGE,
         retries=2,
         retry_delay=timedelta(seconds=2),
     )

@@ -1,6 +1,6 @@
 """skynomad_probe: keep the market table fresh for cents a day, and end what finished jobs left behind.
 
-Every interval (``SKYNOMAD_PROBE_INTERVAL_MINUTES``, default 10) the first task lists what the
+Every interval (``SKYNOMAD_PROBE_INTERVAL_MINUTES`` of the cloud's clock, default 10) the first task lists what the
 `skynomad` connection's clouds can be asked about (the simulated cloud's catalog is its trace) and
 plans this run's launch probes over all of them at once, within the day's probe budget. Then one
 ``SkyNomadProbeOperator`` per cloud/region stores the region's free signals (AWS spot placement
@@ -15,25 +15,32 @@ what probes left).
 
 Params: ``regions`` (default all), ``count`` (instances per probe), ``probe_budget_usd_per_day``
 (default the connection's, else 10 USD), ``job_zones`` (zones your jobs may use: kept fresh first;
-default every zone). ``SKYNOMAD_MAX_MARKET_AGE_HOURS`` (default 2) is your jobs' ``max_market_age``.
+default every zone). ``SKYNOMAD_MAX_MARKET_AGE_HOURS`` (default 2, or two intervals when longer) is
+your jobs' ``max_market_age``.
+
+On the accelerated simulated cloud the schedule follows its clock: 10 cloud minutes are 2 s at
+300x, faster than Airflow can run a DAG, so it runs every 60 s of wall time (5 cloud hours), and
+the jobs' ``max_market_age`` and the age at which a job stops trusting a market follow from that
+(`jobs/probe_schedule.py`; the example DAGs read the same numbers from the connection).
 """
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, task
 
 from airflow_provider_skynomad.hooks.skynomad import SkyNomadHook
+from airflow_provider_skynomad.jobs.probe_schedule import ProbeSchedule
 from airflow_provider_skynomad.operators.probe import SkyNomadProbeOperator, plan_probes, probe_targets
 
-PROBE_INTERVAL = timedelta(minutes=float(os.environ.get("SKYNOMAD_PROBE_INTERVAL_MINUTES", "10")))
-MAX_MARKET_AGE = timedelta(hours=float(os.environ.get("SKYNOMAD_MAX_MARKET_AGE_HOURS", "2")))
+SCHEDULE = ProbeSchedule.for_connection()
+PROBE_INTERVAL = timedelta(hours=SCHEDULE.cloud_interval_hours)  # on the cloud's clock, as the planner counts
+MAX_MARKET_AGE = SCHEDULE.max_market_age
 
 with DAG(
     dag_id="skynomad_probe",
-    schedule=PROBE_INTERVAL,
+    schedule=SCHEDULE.wall_interval,
     start_date=datetime(2025, 1, 1),
     catchup=False,
     max_active_runs=1,

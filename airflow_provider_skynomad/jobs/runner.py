@@ -106,7 +106,7 @@ class JobRunner:
         self.handoff = handoff
         self._table = None
         self._source: MarketSource | None = None
-        self._stale = StaleGuard()
+        self._stale = StaleGuard.for_config(config)
         self.record: JobRecord | None = None
 
     # == entry points =========================================================================
@@ -299,6 +299,11 @@ class JobRunner:
             self._table = None
         if self.handoff is not None:
             self.handoff.close()
+
+    @property
+    def stale(self):
+        """The job's one stale-market guard (jobs/stale.py), shared with the controller's looks."""
+        return self._stale
 
     @property
     def source(self) -> MarketSource:

@@ -4,22 +4,29 @@ The planner sees a market's last observation hold until the next one (docs/marke
 is right between two probe rounds and wrong when the probe DAG has stopped: hours later the
 view still shows the capacity of then, and a plan built on it is a silent guess. So before the
 runtime (the worker's `JobRunner` and the trigger's `Watch`) hands a view to the planner, every
-market whose newest row is older than `STALE_AFTER_HOURS` is shown as a market before its first
+market whose newest row is older than `after_hours` is shown as a market before its first
 observation is (no spot capacity and no spot price *now*; on-demand prices are public and stay):
 the planner then moves only to markets someone has looked at lately, or to on-demand (which
 always launches), and its safety net keeps the deadline. The job's own rows (launch outcomes)
 are written with the prices as observed, never from this view. The market the job runs on is exempt:
-its own group, polled every step, is a fresher observation than any probe. Each stale market is
-named in a warning, in words a user can act on.
+its own group, polled every step, is a fresher observation than any probe.
 
-The threshold is one constant for the worker and the trigger (both must plan alike); it is above
-the default `max_market_age` at which a job refuses to *start* (2 h), so a job that starts on
-fresh data keeps its plan through an ordinary gap between probe rounds.
+A warning is for what a user can act on: the probe DAG late against its own schedule. One market
+left old is the probe planner's choice (its budget goes to markets in use and uncertain ones
+first), not news. So the job warns once, in one line, when even the newest row of the markets it
+may move to is older than the probe DAG's rounds allow, and again only after fresh data came and
+went. The thresholds follow the probe DAG's schedule on the cloud's clock (`ProbeSchedule`,
+`StaleGuard.for_config`): at 300x in ``airflow standalone`` a probe round every 60 s of wall time
+is 5 cloud hours apart, so a 3 h rule would call every market stale between two rounds of a
+punctual DAG. Without a schedule (`StaleGuard()`) the rule reads the DAG's pace from its rows
+(two rounds), and never less than `STALE_AFTER_HOURS`, above the default `max_market_age` at
+which a job refuses to *start* (2 h), so a job that starts on fresh data keeps its plan through
+an ordinary gap between probe rounds.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -34,13 +41,6 @@ class StaleMarket:
     zone: str
     newest: pd.Timestamp
     age_hours: float
-
-    def words(self) -> str:
-        return (
-            f"market data for {self.zone} is {self.age_hours:.0f} h old: the newest observation is from "
-            f"{self.newest.isoformat()} (is the skynomad_probe DAG paused?); planning as if {self.zone} had "
-            "no spot capacity until a probe or a launch there looks again"
-        )
 
 
 def newest_rows(frame: pd.DataFrame) -> pd.Series:
@@ -97,26 +97,92 @@ def held_rows(source) -> pd.DataFrame:
     return frame if frame is not None else pd.DataFrame(columns=["zone", "instance_type", "observed_at"])
 
 
+def late_words(markets: list[StaleMarket], schedule_words: str | None) -> str:
+    """One line for a probe DAG that missed its rounds: how old, where, what to do."""
+    newest = max(markets, key=lambda m: m.newest)
+    zones = sorted({m.zone for m in markets})
+    named = ", ".join(zones[:3]) + (f" and {len(zones) - 3} more" if len(zones) > 3 else "")
+    pace = f" ({schedule_words})" if schedule_words else ""
+    return (
+        f"market data is {newest.age_hours:.0f} h old in every zone the job may move to ({named}; newest "
+        f"observation {newest.newest.isoformat()}): the skynomad_probe DAG{pace} has missed its rounds; is it "
+        "paused or failing? Planning as if those zones had no spot capacity until a probe or a launch looks again"
+    )
+
+
+def probe_gap_hours(frame: pd.DataFrame) -> float | None:
+    """How far apart the probe DAG's rounds are on the cloud's clock, as its rows show: the median
+    gap between a market's consecutive observations (None before any market was seen twice)."""
+    if len(frame) < 2:
+        return None
+    rows = frame[["zone", "instance_type", "observed_at"]].sort_values("observed_at")
+    gaps = rows.groupby(["zone", "instance_type"], sort=False)["observed_at"].diff().dropna()
+    gaps = gaps[gaps > pd.Timedelta(0)]
+    return None if gaps.empty else float(gaps.dt.total_seconds().median()) / 3600.0
+
+
 @dataclass
 class StaleGuard:
-    """Applies the rule above to each view; says each stale market once (until it is fresh again)."""
+    """Applies the rule above to each view; says a late probe DAG once (until fresh data came again).
+
+    :param after_hours: a market whose newest row is older shows the planner no spot capacity.
+    :param late_after_hours: the probe DAG is late when the newest row of every market the job may
+        move to is older than this.
+    :param schedule_words: the probe DAG's pace in words, for the warning.
+
+    Without a schedule (``late_after_hours`` None) the rule reads the probe DAG's pace from its
+    rows: two rounds (``2 × probe_gap_hours``) or `after_hours`, whichever is longer, and it says
+    nothing about lateness before it has seen a market twice (a DAG that just started is not late).
+    """
 
     after_hours: float = STALE_AFTER_HOURS
-    warned: dict[str, pd.Timestamp] = field(default_factory=dict)  # market key -> newest row when warned
-    _newest: tuple | None = None  # (frame identity, rows, newest per market): one groupby per new read
+    late_after_hours: float | None = None
+    schedule_words: str | None = None
+    warned: pd.Timestamp | None = None  # the newest row when the late probe DAG was said
+    _newest: tuple | None = None  # (frame identity, rows, newest per market, gap): one groupby per new read
+
+    @classmethod
+    def for_config(cls, config, environ=None) -> StaleGuard:
+        """The rule for the probe DAG's schedule on the `skynomad` connection's cloud clock."""
+        from .probe_schedule import ProbeSchedule
+
+        schedule = ProbeSchedule.of(config, environ)
+        return cls(schedule.stale_after_hours, schedule.max_market_age_hours, schedule.words())
 
     def apply(
         self, view: MarketView, frame: pd.DataFrame, now: pd.Timestamp, running_key: str | None
     ) -> tuple[MarketView, list[str]]:
-        """(the view the planner gets, new warnings in plain words)."""
+        """(the view the planner gets, new warnings in plain words: at most one)."""
         key = (id(frame), len(frame))
         if self._newest is None or self._newest[:2] != key:
-            self._newest = (*key, newest_rows(frame) if len(frame) else None)
-        found = stale_markets(view, frame, now, self.after_hours, self._newest[2])
+            learn = self.late_after_hours is None and len(frame)
+            self._newest = (*key, newest_rows(frame) if len(frame) else None, probe_gap_hours(frame) if learn else None)
+        after, late_after = self._thresholds()
+        found = stale_markets(view, frame, now, after, self._newest[2])
         stale = [m for m in found if m.key != running_key]
-        keys = {m.key for m in stale}
-        for key in [k for k in self.warned if k not in keys]:
-            del self.warned[key]  # fresh again: a later stale spell is said again
-        words = [m.words() for m in stale if self.warned.get(m.key) != m.newest]
-        self.warned.update({m.key: m.newest for m in stale})
-        return without_spot(view, sorted(keys)), words
+        words = self._late(view, frame, now, running_key, late_after)
+        return without_spot(view, sorted(m.key for m in stale)), words
+
+    def _thresholds(self) -> tuple[float, float | None]:
+        """(after_hours, late_after_hours) for this frame; late None: lateness cannot be told yet."""
+        if self.late_after_hours is not None:
+            return self.after_hours, self.late_after_hours
+        gap = self._newest[3]
+        if gap is None:
+            return self.after_hours, None
+        hours = max(self.after_hours, 2.0 * gap)
+        return hours, hours
+
+    def _late(self, view, frame, now, running_key, late_after: float | None) -> list[str]:
+        if late_after is None:
+            return []
+        seen = [m for m in stale_markets(view, frame, now, float("-inf"), self._newest[2]) if m.key != running_key]
+        if not seen or min(m.age_hours for m in seen) <= late_after:
+            self.warned = None  # a market the job may move to was probed lately: the probe DAG runs
+            return []
+        if self.warned is not None:
+            return []  # said once for this spell
+        self.warned = max(m.newest for m in seen)
+        gap = self._newest[3]
+        pace = self.schedule_words or (f"its rows are {gap:.2g} h apart" if gap else None)
+        return [late_words(seen, pace)]

@@ -59,8 +59,11 @@ class Watch:
             self.pace = Pace(self.job.work_hours)
 
     @classmethod
-    def of(cls, record) -> Watch:
-        """What to watch after the runner handled the last event (or the worker started the job)."""
+    def of(cls, record, stale: StaleGuard | None = None) -> Watch:
+        """What to watch after the runner handled the last event (or the worker started the job).
+
+        `stale`: the job's one stale-market guard, so a stale market is said once per spell,
+        however often the watch is made anew."""
         return cls(
             record.job,
             record.job_start_hours,
@@ -71,6 +74,7 @@ class Watch:
             record.progress_at_launch,
             record.on_safety_net,
             pace=record.pace,
+            **({"stale": stale} if stale is not None else {}),
         )
 
     def step(self, cloud: Cloud, source: MarketSource, policy) -> tuple[JobEvent | None, str]:

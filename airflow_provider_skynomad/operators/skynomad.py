@@ -7,17 +7,19 @@ reconnects to it on a retry) and defers to `SkyNomadTrigger`, which controls the
 
 from __future__ import annotations
 
+import functools
 import secrets
 import shutil
+import sys
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, RetryDecision, RetryPolicy
 
 from ..hooks.skynomad import DEFAULT_CONN_ID, SkyNomadHook, make_cloud
 from ..jobs.contract import Outcome
 from ..jobs.deadline import reserve_hours, resolve_deadline_hours
-from ..jobs.errors import SkyNomadInputError
+from ..jobs.errors import SkyNomadDeadlineMissed, SkyNomadInputError
 from ..jobs.params import validate_params
 from ..jobs.record import StateStore
 from ..links.job import SkyNomadJobLink
@@ -28,6 +30,49 @@ if TYPE_CHECKING:
     from ..jobs.runner import JobRunner
 
 __all__ = ["SkyNomadInputError", "SkyNomadOperator", "alert_interval", "on_deadline_missed", "resolve_deadline_hours"]
+
+
+class Stop(SystemExit):
+    """Ends a task whose reason was just logged in one ERROR line.
+
+    Airflow 3.3's task runner logs every exception a task raises with its traceback ("Task failed
+    with exception"), `AirflowFailException` too, but for `SystemExit` it logs one line ("Task
+    exited"). A stale market table or a missed deadline is an answer, not a bug: the user needs its
+    sentence, not the frames of the runtime.
+    """
+
+
+class StopIsFinal(RetryPolicy):
+    """A `Stop` fails the task at once, as the `AirflowFailException` it replaces did; any other
+    failure is `inner`'s to judge (the task's own ``retry_policy``), else the task's retries'."""
+
+    def __init__(self, inner: RetryPolicy | None = None) -> None:
+        self.inner = inner.inner if isinstance(inner, StopIsFinal) else inner
+
+    def evaluate(self, exception, try_number, max_tries, context=None) -> RetryDecision:
+        if isinstance(exception, Stop):
+            return RetryDecision.fail()
+        if self.inner is not None:
+            return self.inner.evaluate(exception, try_number, max_tries, context)
+        return RetryDecision.default()
+
+
+def _one_line_failures(method):
+    """Under Airflow's task runner, an input error or a missed deadline ends the task in one ERROR
+    line (its message) and no traceback; called directly (tests, other code) the error is raised."""
+
+    @functools.wraps(method)
+    def wrapper(self, context, *args, **kwargs):
+        try:
+            return method(self, context, *args, **kwargs)
+        except (SkyNomadInputError, SkyNomadDeadlineMissed) as exc:
+            runner = sys.modules.get("airflow.sdk.execution_time.task_runner")
+            if runner is None or not isinstance(context.get("ti"), runner.RuntimeTaskInstance):
+                raise
+            self.log.error("%s", exc)
+            raise Stop(1) from None
+
+    return wrapper
 
 
 class SkyNomadOperator(BaseOperator):
@@ -122,6 +167,7 @@ class SkyNomadOperator(BaseOperator):
         kwargs.setdefault("retries", 2)
         kwargs.setdefault("retry_delay", timedelta(seconds=5))
         super().__init__(**kwargs)
+        self.retry_policy = StopIsFinal(self.retry_policy)
         self.work_hours = work_hours
         self.deadline = deadline
         self.downstream_reserve = downstream_reserve
@@ -152,6 +198,7 @@ class SkyNomadOperator(BaseOperator):
 
     # == entry points ===========================================================================
 
+    @_one_line_failures
     def execute(self, context):
         runner = self._runner_for(context)
         try:
@@ -167,6 +214,7 @@ class SkyNomadOperator(BaseOperator):
         finally:
             runner.close()
 
+    @_one_line_failures
     def execute_complete(self, context, event: dict | None = None):
         runner = self._runner_for(context)
         try:
@@ -300,16 +348,31 @@ def _max_tries(ti) -> int | None:
     return None if tries is None else int(tries)
 
 
-def alert_interval(cloud_interval: timedelta, skynomad_conn_id: str = DEFAULT_CONN_ID) -> timedelta:
-    """A `DeadlineAlert` interval that passes when `cloud_interval` of the job's cloud time has.
+AIRFLOW_ALLOWANCE = timedelta(minutes=1)  # queue → first try, and workload end → run end, on a busy box
 
-    Airflow measures a DeadlineAlert on the wall clock; the job plans on its cloud's clock. On a
-    real cloud the two are the same; the simulated cloud runs `speed` times faster, so the alert
-    must be that much shorter to fire when the job's own deadline passes. Call it at DAG parse
-    time with the connection the job uses.
+
+def alert_interval(
+    cloud_interval: timedelta,
+    skynomad_conn_id: str = DEFAULT_CONN_ID,
+    airflow_allowance: timedelta = AIRFLOW_ALLOWANCE,
+) -> timedelta:
+    """A `DeadlineAlert` interval that passes only after a job that used all of `cloud_interval` ended in Airflow.
+
+    Airflow measures a DeadlineAlert on the wall clock from the run's queued time to the run's end;
+    the job measures its deadline on its cloud's clock from its task's start to its workload's end.
+    Between the two ends lie wall seconds the job does not count: the queue before the task's first
+    try (counted one to one, not `speed` times), and after the workload ends the trigger's notice,
+    a worker slot for the task's last step and the scheduler's mark (5-25 s on a busy 2-core box).
+    So the interval is the job's deadline in wall time (shorter by `speed` on the simulated cloud)
+    plus `airflow_allowance` for those seconds. A job that meets its deadline ends its run before
+    the alert; a job that misses it fails its task (``on_deadline_miss="fail"``), and Airflow keeps
+    the deadline of a run that did not succeed, so the run page shows Deadline Missed when the alert
+    passes, at most `airflow_allowance` after the job's own deadline. Call it at DAG parse time with
+    the connection the job uses.
     """
     config = SkyNomadHook(skynomad_conn_id).get_config()
-    return timedelta(seconds=cloud_interval.total_seconds() * config.wall_seconds_per_cloud_hour / 3600.0)
+    wall_seconds = cloud_interval.total_seconds() * config.wall_seconds_per_cloud_hour / 3600.0
+    return timedelta(seconds=wall_seconds) + airflow_allowance
 
 
 async def on_deadline_missed(context=None, **kwargs) -> None:

@@ -252,7 +252,8 @@ class Cluster:
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
             "SKYNOMAD_HOME": str(self.skynomad_home),
-            "SKYNOMAD_PROBE_INTERVAL_MINUTES": "1440",
+            # a day of wall time between scheduled probe runs (the interval is on the cloud's clock)
+            "SKYNOMAD_PROBE_INTERVAL_MINUTES": str(1440 * self.speed),
             "AIRFLOW_CONN_SKYNOMAD_DEFAULT": json.dumps(
                 {
                     "conn_type": "skynomad",

@@ -2,7 +2,8 @@
 once while its own processes fail one after another: a worker is ``kill -9``-ed during a launch,
 a triggerer while jobs are deferred (the other takes its triggers over), then the scheduler;
 PostgreSQL (metadata DB and market table, a private server) restarts during decision steps; and
-another team's tasks take every worker slot. Afterwards every invariant of invariants.py must hold.
+another team's tasks take every worker slot, and a CPU burner takes a core the whole time.
+Afterwards every invariant of invariants.py must hold.
 Then PostgreSQL restarts once more, under a run of the probe DAG, which must still succeed.
 
 About four minutes on 2 busy cores: one cluster start (~1 min), the probe DAG, one wave of jobs.
@@ -10,6 +11,8 @@ About four minutes on 2 busy cores: one cluster start (~1 min), the probe DAG, o
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -37,7 +40,18 @@ def cluster(cluster_services, tmp_path):
         cluster.stop()
 
 
-def test_jobs_survive_faults_of_airflow_processes(cluster):
+@pytest.fixture
+def burner():
+    """One CPU burner beside the cluster, as on a box shared with other work (a core of two)."""
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_jobs_survive_faults_of_airflow_processes(cluster, burner):
     probes = list(cluster.run_states(PROBE_DAG)) or [cluster.trigger(PROBE_DAG)]
     assert set(cluster.wait_runs(PROBE_DAG, probes, 300).values()) == {"success"}, cluster.tail()
 

@@ -1,0 +1,155 @@
+"""The probe DAG's pace, the jobs' max_market_age and the stale-market rule agree (jobs/probe_schedule.py,
+jobs/stale.py): a punctual probe DAG gives no warning, a late one gives one line, once."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig
+from airflow_provider_skynomad.jobs.probe_schedule import ProbeSchedule
+from airflow_provider_skynomad.jobs.stale import StaleGuard
+from airflow_provider_skynomad.market.grid import build_grid
+from airflow_provider_skynomad.market.view import MarketView
+
+ZONES = [f"us-central1-{z}" for z in "abcf"] + [f"us-east4-{z}" for z in "abc"] + ["europe-west4-a"]
+T0 = pd.Timestamp("2025-10-07T18:00:00Z")
+
+
+def simulated(speed: float) -> SkyNomadConfig:
+    return SkyNomadConfig(market_url="sqlite://", cloud="simulated", speed=speed)
+
+
+def test_the_standalone_recipes_probe_dag_runs_at_a_pace_airflow_keeps_and_jobs_accept_its_data():
+    schedule = ProbeSchedule.of(simulated(300.0), environ={})
+    # 10 cloud minutes would be 2 s at 300x: Airflow runs the DAG every minute, 5 cloud hours apart.
+    assert schedule.wall_interval == timedelta(seconds=60)
+    assert schedule.cloud_interval_hours == pytest.approx(5.0)
+    # A job starting just before the next round (a round takes ~30 s = 2.5 h) still accepts the data.
+    assert schedule.max_market_age == timedelta(hours=10)
+    assert schedule.stale_after_hours >= schedule.max_market_age_hours
+
+
+def test_a_real_cloud_keeps_the_ten_minute_probe_dag_and_the_two_hour_age():
+    schedule = ProbeSchedule.of(SkyNomadConfig(market_url="sqlite://", cloud="aws"), environ={})
+    assert schedule.wall_interval == timedelta(minutes=10)
+    assert schedule.max_market_age == timedelta(hours=2) and schedule.stale_after_hours == 3.0
+
+
+def test_the_environment_sets_the_interval_on_the_clouds_clock_and_the_age():
+    slow = ProbeSchedule.of(simulated(30.0), environ={"SKYNOMAD_PROBE_INTERVAL_MINUTES": "60"})
+    assert slow.wall_interval == timedelta(minutes=2) and slow.cloud_interval_hours == pytest.approx(1.0)
+    asked = ProbeSchedule.of(simulated(300.0), environ={"SKYNOMAD_MAX_MARKET_AGE_HOURS": "12"})
+    assert asked.max_market_age == timedelta(hours=12)
+    with pytest.raises(ValueError, match="SKYNOMAD_PROBE_INTERVAL_MINUTES must be a positive number"):
+        ProbeSchedule.of(simulated(300.0), environ={"SKYNOMAD_PROBE_INTERVAL_MINUTES": "0"})
+
+
+def market_rows(rounds_at_hours: list[float]) -> pd.DataFrame:
+    """Probe rounds over every zone at the given hours after T0 (all available)."""
+    rows = [
+        {
+            "observed_at": T0 + pd.Timedelta(hours=h),
+            "cloud": "gcp",
+            "region": zone.rsplit("-", 1)[0],
+            "zone": zone,
+            "instance_type": "a3-highgpu-1g",
+            "accelerator": "H100",
+            "accelerator_count": 1,
+            "requested": 1,
+            "available": 1,
+            "spot_price": 2.0 + i * 0.1,
+            "on_demand_price": 10.0,
+        }
+        for h in rounds_at_hours
+        for i, zone in enumerate(ZONES)
+    ]
+    return pd.DataFrame(rows)
+
+
+def view_at(frame: pd.DataFrame) -> MarketView:
+    """The view at the newest tick (the last observation holds until `now`, as MarketSource shows it)."""
+    grid = build_grid(frame, step_hours=1 / 6)
+    return MarketView(grid, grid.ticks - 1, 1)
+
+
+def spot_zones(view: MarketView) -> set[str]:
+    available = view._grid.available[view.tick]  # noqa: SLF001
+    return {m.zone for m, a in zip(view.markets, available, strict=True) if a > 0 and np.isfinite(a)}
+
+
+def test_a_punctual_probe_dag_at_300x_gives_no_warning_and_keeps_spot_in_view():
+    """Before: 12 warnings 'market data for <zone> is 11 h old (is the skynomad_probe DAG paused?)'
+    from each job in the standalone recipe, whose probe DAG ran on time."""
+    frame = market_rows([0.0, 5.0])  # rounds every 5 cloud hours: one minute of wall time at 300x
+    guard = StaleGuard.for_config(simulated(300.0), environ={})
+    now = T0 + pd.Timedelta(hours=9.5)  # the next round is due
+    view, warnings = guard.apply(view_at(frame), frame, now, running_key=None)
+    assert warnings == []
+    assert spot_zones(view) == set(ZONES)
+
+
+def test_a_late_probe_dag_is_said_once_in_one_line_and_spot_is_not_trusted():
+    frame = market_rows([0.0])
+    guard = StaleGuard.for_config(simulated(300.0), environ={})
+    said = []
+    for hours in (10.5, 11.0, 12.0):
+        now = T0 + pd.Timedelta(hours=hours)
+        view, warnings = guard.apply(view_at(frame), frame, now, running_key=None)
+        said += warnings
+        assert spot_zones(view) == set()
+    (line,) = said
+    assert "10 h old in every zone the job may move to" in line and "and 5 more" in line
+    assert "every 60 s of wall time = 5 h of the cloud's clock" in line and "paused or failing?" in line
+    # Fresh data, then late again: said again, once.
+    frame = market_rows([0.0, 12.5])
+    for hours in (13.0, 23.0, 24.0):
+        now = T0 + pd.Timedelta(hours=hours)
+        _, warnings = guard.apply(view_at(frame), frame, now, running_key=None)
+        said += warnings
+    assert len(said) == 2
+
+
+def test_one_old_market_is_the_probe_planners_choice_not_a_warning():
+    frame = pd.concat([market_rows([0.0]), market_rows([0.0, 4.0]).query("zone != 'europe-west4-a'")])
+    guard = StaleGuard.for_config(SkyNomadConfig(market_url="sqlite://", cloud="gcp"), environ={})  # 3 h
+    now = T0 + pd.Timedelta(hours=4.5)
+    view, warnings = guard.apply(view_at(frame), frame, now, running_key=None)
+    assert warnings == []
+    assert spot_zones(view) == set(ZONES) - {"europe-west4-a"}  # not trusted for spot, silently
+
+
+def test_without_a_schedule_the_rule_follows_the_pace_the_probe_dags_rows_show():
+    """The runtime may build StaleGuard() with no schedule: rounds 5 h apart are then no warning."""
+    frame = market_rows([0.0, 5.0])
+    guard = StaleGuard()
+    now = T0 + pd.Timedelta(hours=9.5)
+    view, warnings = guard.apply(view_at(frame), frame, now, running_key=None)
+    assert warnings == [] and spot_zones(view) == set(ZONES)
+    now = T0 + pd.Timedelta(hours=15.5)  # two rounds missed
+    view, warnings = guard.apply(view_at(frame), frame, now, running_key=None)
+    (line,) = warnings
+    assert "10 h old in every zone" in line and "its rows are 5 h apart" in line
+    assert spot_zones(view) == set()
+
+
+def test_a_probe_dag_that_ran_once_is_not_late_yet_but_old_data_is_not_trusted_for_spot():
+    frame = market_rows([0.0])
+    guard = StaleGuard()
+    now = T0 + pd.Timedelta(hours=3.5)
+    view, warnings = guard.apply(view_at(frame), frame, now, running_key=None)
+    assert warnings == [] and spot_zones(view) == set()
+
+
+def test_a_ten_minute_probe_dag_stopped_six_hours_ago_is_said_once():
+    frame = market_rows([h / 6 for h in range(0, 6 * 42)])  # 42 h of 10-minute rounds
+    guard = StaleGuard()
+    said = []
+    for hours in (47.0, 47.5, 48.0):
+        now = T0 + pd.Timedelta(hours=hours)
+        said += guard.apply(view_at(frame), frame, now, running_key="gcp/us-central1-a/a3-highgpu-1g")[1]
+    (line,) = said
+    assert "market data is 5 h old in every zone" in line and "its rows are 0.17 h apart" in line
