@@ -88,6 +88,22 @@ CLOUD_FIELDS = {
             "description": "what the probe DAG asks for (read by ``operators.probe.probe_targets``).",
             "schema": {"type": ["array", "null"]},
         },
+        "deployment_id": {
+            "label": "AWS: Deployment ID",
+            "description": "this Airflow's id (lowercase letters, digits, '-'; default "
+            "``default``): a tag on every instance, volume, spot request and "
+            "probe, and in every job's owner record (clouds/tags.py). "
+            "`skynomad cleanup` touches nothing tagged with another; give each "
+            "Airflow that shares the account its own.",
+            "schema": {"type": ["string", "null"]},
+        },
+        "checkpoint_signing_secret": {
+            "label": "AWS: Checkpoint signing secret",
+            "description": "the deployment's secret each job's manifest key is "
+            'derived from (docs/agent.md, "Checkpoint '
+            'signatures"); without it manifests are not signed.',
+            "schema": {"type": ["string", "null"]},
+        },
     },
     "gcp": {
         "gcp_conn_id": {
@@ -192,6 +208,22 @@ CLOUD_FIELDS = {
             "``operators.probe.probe_targets``; listed here so it is an "
             "accepted ``cloud_options`` key).",
             "schema": {"type": ["array", "null"]},
+        },
+        "deployment_id": {
+            "label": "GCP: Deployment ID",
+            "description": "this Airflow's id (lowercase letters, digits, '-'; default "
+            "``default``): a label and a metadata item on every instance and "
+            "probe, and in every job's owner record (clouds/tags.py). "
+            "`skynomad cleanup` touches nothing carrying another; give each "
+            "Airflow that shares the project its own.",
+            "schema": {"type": ["string", "null"]},
+        },
+        "checkpoint_signing_secret": {
+            "label": "GCP: Checkpoint signing secret",
+            "description": "the deployment's secret each job's manifest key is "
+            'derived from (docs/agent.md, "Checkpoint '
+            'signatures"); without it manifests are not signed.',
+            "schema": {"type": ["string", "null"]},
         },
     },
 }

@@ -123,7 +123,8 @@ def test_connection_fields_are_the_ones_the_hook_reads():
     fields = types["skynomad"]
     source = (PACKAGE / "hooks" / "skynomad.py").read_text()
     read = set(re.findall(r'pick\("(\w+)"', source)) | set(re.findall(r'_extra_of\(conn\)\.get\("(\w+)"', source))
-    legacy = {"aws_conn_id", "checkpoint_bucket", "gcp_conn_id", "gcp_project"}  # read, shown on the per-cloud forms
+    # read, shown on the per-cloud forms
+    legacy = {"aws_conn_id", "checkpoint_bucket", "gcp_conn_id", "gcp_project", "checkpoint_signing_secret"}
     assert set(fields) == read - legacy
     assert fields["cloud"]["schema"]["enum"] == list(CLOUD_CHOICES)
     defaults = SkyNomadConfig(market_url="sqlite://")

@@ -19,6 +19,7 @@ deployment are never touched, whatever their tags say about jobs.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -122,11 +123,31 @@ class Owner:
 
     def matches(self, map_index: int) -> bool:
         """Whether the job id is the hash of this DAG/run/task at `map_index` (tags not to be believed otherwise)."""
-        from ..jobs.record import task_key_for, task_key_of
-
         if self.map_index is not None and self.map_index != map_index:
             return False
         return task_key_for(self.dag_id, self.run_id, self.task_id, map_index) == task_key_of(self.job_id)
+
+
+def task_key_for(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
+    """Stable, short, tag-safe key of one task instance: the prefix of every job id it starts."""
+    digest = hashlib.sha256(f"{dag_id}\x00{run_id}\x00{task_id}\x00{map_index}".encode()).hexdigest()
+    return f"sn-{digest[:16]}"
+
+
+def job_id_for(dag_id: str, run_id: str, task_id: str, map_index: int, try_id: str) -> str:
+    """The id of the job a task instance starts (client-token prefix, checkpoint folder).
+
+    `try_id` is Airflow's id of the try that starts it, new for every try. Retries reconnect
+    through the job record, so only a start names a job; a cleared task, or a run deleted and made
+    again under its old run id, starts a new job instead of finding the last one's final checkpoint.
+    """
+    tail = re.sub(r"[^0-9a-z]", "", str(try_id).lower())[-8:] or "0"  # a UUID7's random end
+    return f"{task_key_for(dag_id, run_id, task_id, map_index)}-{tail}"
+
+
+def task_key_of(job_id: str) -> str:
+    """The task instance's key inside a job id (an id without a try is the key itself)."""
+    return "-".join(str(job_id).split("-")[:2])
 
 
 def owner_record(tags: Mapping[str, str], job_id: str, deployment_id: str) -> dict[str, str]:

@@ -9,13 +9,12 @@ the state-store boundary only.
 
 from __future__ import annotations
 
-import hashlib
-import re
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from ..clouds.base import GroupHandle, LaunchRequest
+from ..clouds.tags import job_id_for, task_key_for, task_key_of
 from ..planner.actions import Option
 from ..planner.job import JobSpec, JobState
 from ..planner.pace import Pace
@@ -23,29 +22,18 @@ from ..planner.pace import Pace
 RECORD_KEY = "skynomad_job"
 STATUS_KEY = "skynomad_status"
 RECORD_VERSION = 2
+__all__ = [
+    "JOB_TAG",
+    "JobRecord",
+    "PendingLaunch",
+    "Segment",
+    "StateStore",
+    "job_id_for",
+    "task_key_for",
+    "task_key_of",
+]
+
 JOB_TAG = "skynomad-job"  # on every group, probe and checkpoint copy of the job: its value is the job id
-
-
-def task_key_for(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
-    """Stable, short, tag-safe key of one task instance: the prefix of every job id it starts."""
-    digest = hashlib.sha256(f"{dag_id}\x00{run_id}\x00{task_id}\x00{map_index}".encode()).hexdigest()
-    return f"sn-{digest[:16]}"
-
-
-def job_id_for(dag_id: str, run_id: str, task_id: str, map_index: int, try_id: str) -> str:
-    """The id of the job a task instance starts (client-token prefix, checkpoint folder).
-
-    `try_id` is Airflow's id of the try that starts it, new for every try. Retries reconnect
-    through the job record, so only a start names a job; a cleared task, or a run deleted and made
-    again under its old run id, starts a new job instead of finding the last one's final checkpoint.
-    """
-    tail = re.sub(r"[^0-9a-z]", "", str(try_id).lower())[-8:] or "0"  # a UUID7's random end
-    return f"{task_key_for(dag_id, run_id, task_id, map_index)}-{tail}"
-
-
-def task_key_of(job_id: str) -> str:
-    """The task instance's key inside a job id (an id without a try is the key itself)."""
-    return "-".join(str(job_id).split("-")[:2])
 
 
 @dataclass

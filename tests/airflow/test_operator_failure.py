@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_provider_skynomad.jobs.record import RECORD_KEY
 from airflow_provider_skynomad.jobs.runner import JobRunner
 
 from .test_operator import FakeStore, cloud, context_for, defer, make_op, now  # noqa: F401 - fixtures
 
 
-def _fail_the_next_visit(monkeypatch):
-    def broken(self, record, event):
+def _fail_the_report(monkeypatch):
+    def broken(self, record, outcome):
         raise RuntimeError("market database unreachable")
 
-    monkeypatch.setattr(JobRunner, "handle", broken)
+    monkeypatch.setattr(JobRunner, "report", broken)
 
 
 @pytest.mark.parametrize(("try_number", "terminated"), [(3, True), (1, False)])  # retries=2 by default
@@ -22,7 +23,8 @@ def test_a_failure_with_no_retry_left_terminates_the_group(cloud, monkeypatch, t
     op = make_op()
     defer(op, context_for(store, try_number=try_number))
     token = cloud.launches[0].client_token
-    _fail_the_next_visit(monkeypatch)
+    _fail_the_report(monkeypatch)
+    outcome = {"kind": "failed", "job_id": store.get(RECORD_KEY)["job_id"], "message": "the group failed"}
     with pytest.raises(RuntimeError, match="unreachable"):
-        op.execute_complete(context_for(store, try_number=try_number), {"kind": "status", "seq": 1})
+        op.execute_complete(context_for(store, try_number=try_number), outcome)
     assert (token in cloud.terminated) is terminated
