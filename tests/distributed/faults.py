@@ -64,25 +64,36 @@ class KillTriggerer(Fault):
     """``kill -9`` of a triggerer while it holds deferred jobs' triggers; the other must take them
     over. Recovery: from the kill until no trigger is assigned to the dead triggerer any more."""
 
-    victim: str = "triggerer-0"
+    victims: tuple[str, ...] = ("triggerer-0", "triggerer-1")
     min_triggers: int = 1
     hold_seconds: float = 60.0
+    victim: str | None = None  # the triggerer killed: whichever holds deferred jobs' triggers
 
-    def _job_id(self, cluster):
+    def _job_id(self, cluster, hostname: str):
         rows = cluster.sql(
             "SELECT id FROM job WHERE job_type='TriggererJob' AND hostname=%s AND state='running' "
             "ORDER BY id DESC LIMIT 1",
-            (self.victim,),
+            (hostname,),
         )
         return rows[0][0] if rows else None
 
     def ready(self, cluster):
-        self.job_id = self._job_id(cluster)
-        if self.job_id is None:
+        # Each job defers once and its trigger controls it to the end, so one triggerer may hold
+        # every trigger: the victim is the one that holds the most.
+        held = {}
+        for hostname in self.victims:
+            job_id = self._job_id(cluster, hostname)
+            if job_id is not None:
+                held[hostname] = (
+                    cluster.sql("SELECT count(*) FROM trigger WHERE triggerer_id=%s", (job_id,))[0][0],
+                    job_id,
+                )
+        if not held:
             return False
-        held = cluster.sql("SELECT count(*) FROM trigger WHERE triggerer_id=%s", (self.job_id,))[0][0]
-        self.record["triggers_held"] = held
-        return held >= self.min_triggers
+        self.victim = max(held, key=lambda h: held[h][0])
+        count, self.job_id = held[self.victim]
+        self.record["triggers_held"], self.record["victim"] = count, self.victim
+        return count >= self.min_triggers
 
     def inject(self, cluster):
         self.trigger_ids = [r[0] for r in cluster.sql("SELECT id FROM trigger WHERE triggerer_id=%s", (self.job_id,))]
