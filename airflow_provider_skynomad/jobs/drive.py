@@ -5,16 +5,19 @@ that meets no capacity (`CapacityError`) teaches us the zone is full and moves o
 everything. Every launch, first or relaunch, goes through `launch_group`, in one order:
 
 1. find the launch by its client token (a crash or a second controller may have made it);
-2. when the job has no running group, copy its newest checkpoint to the target zone *first*: a
-   group may boot in seconds, and its workload restores what its zone holds when it starts;
+2. an on-demand launch when the job has no running group (the safety net, a relaunch that must
+   hold) copies the job's newest checkpoint to the target zone *first*: its restore can never
+   see a stale one;
 3. launch;
-4. terminate the old group, when there is one.
+4. terminate the old group, when there is one, then copy the checkpoint it left.
 
-The rule when the old group still runs (a move): it keeps working until the new group is up (a
-failed move never leaves the job with nothing), and it writes its last checkpoint as it stops, so
-the copy comes after its termination, during the new group's cold start. A move is a migration only
-when a checkpoint existed and was copied: a job that has checkpointed nothing restarts anywhere
-for free.
+Spot launches copy right after the launch returns, during the new group's cold start (the agent
+restores when the cold start ends): a spot launch is refused often, and a copy made before each
+try would bill the job's egress for every zone that refused it. The rule when the old group still
+runs (a move): it keeps working until the new group is up (a failed move never leaves the job with
+nothing), and it writes its last checkpoint as it stops, so the copy comes after its termination.
+A move is a migration only when a checkpoint existed and was copied: a job that has checkpointed
+nothing restarts anywhere for free.
 
 `before_launch` runs before every launch so the caller can persist the request (and its client
 token) first: a crash between persisting and launching is then repaired by finding that token's
@@ -168,14 +171,19 @@ def launch_group(
     :raises CapacityError: no capacity (the old group, if any, keeps running).
     :raises CloudApiError: the cloud API would not take the launch.
     """
-    handle = cloud.find(request.client_token)  # found: whoever launched it copied first
-    copied_first = None
+    handle = cloud.find(request.client_token)
+    copied = None
     if handle is None:
-        if old is None:
-            copied_first = move_checkpoint(cloud, source_zone, request.zone, size_gb, request.job_id, tags)
+        if old is None and not request.spot:
+            copied = move_checkpoint(cloud, source_zone, request.zone, size_gb, request.job_id, tags)
         handle = cloud.launch(request)
+        if old is None and request.spot:
+            copied = move_checkpoint(cloud, source_zone, request.zone, size_gb, request.job_id, tags)
+    elif old is None:
+        # Made by a launcher that died before it recorded the group: the copy may be missing.
+        copied = move_checkpoint(cloud, source_zone, request.zone, size_gb, request.job_id, tags)
     moved_from = _settle(cloud, handle, old, source_zone, size_gb, request.job_id, tags)
-    return handle, copied_first or moved_from
+    return handle, copied or moved_from
 
 
 def _settle(

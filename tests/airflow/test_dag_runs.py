@@ -174,13 +174,15 @@ def test_existing_pipeline_extract_train_evaluate(simulated):
 
 
 def test_slow_resumes_and_a_slow_start_still_meet_a_tight_deadline(simulated):
-    """Resumes delayed artificially and a workload that checkpoints late: the deadline holds."""
+    """Resumes delayed artificially and a workload that checkpoints late: the deadline holds, and
+    the slow resumes are not the job's lag (its trigger acts without them)."""
     dag = load_dag("skynomad_slow_resume")
     state, run_id = run_dag_test(dag)
     summary = task_result(dag.dag_id, run_id, "job")
     assert state == "success", summary  # on_deadline_miss="fail": a miss would fail the task
     assert summary["deadline_met"] is True and summary["elapsed_hours"] <= summary["deadline_hours"]
-    assert summary["lag_hours_max"] >= 0.2  # the slow resumes were seen, and planned with
+    # The trigger controls the job: a slow resume delays only the final report, never a reaction.
+    assert summary["lag_hours_max"] < 1.5 * 600 / 3600, summary
     # While the resumes were slow, the trigger published where the job stood (jobs/live.py).
     from airflow_provider_skynomad.jobs.live import LiveStatusTable
 

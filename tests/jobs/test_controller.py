@@ -36,7 +36,7 @@ def test_a_preemption_is_relaunched_the_step_it_is_seen(started, cloud):
     record = job.record()
     assert relaunch.zone != first.zone and record.group.client_token == relaunch.client_token
     assert record.preemptions == 1 and record.segments[-1].start_hours == pytest.approx(1.0)
-    # The checkpoint went first: the old group was gone, so the copy came before the launch.
+    # One copy, to the zone that took the relaunch (the full zone tried first cost none).
     assert cloud.copies == [(first.zone, relaunch.zone, 50.0)]
     events = [n["event"] for n in record.timeline]
     assert events.index("preempted") < events.index("migrate")
