@@ -78,8 +78,9 @@ class Controller:
             if late_hours > 0:
                 runner.learn_lag(late_hours, late_seconds)
             event, words = self.watch.step(runner.cloud, runner.source, self.policy)
-            if self.watch.seen is not None:
-                runner.learn_pace(self.watch.seen[0], self.watch.pace)  # news about the pace is said at once
+            if self.watch.seen is not None:  # what the look measured is said at once, in time order
+                runner.learn_warmup(self.watch.seen[0], self.watch.warmup_hours)
+                runner.learn_pace(self.watch.seen[0], self.watch.pace)
             look = Look(words=self._new(words))
             if event is not None:
                 look.outcome = self._act(event)

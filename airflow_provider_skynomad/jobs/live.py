@@ -75,7 +75,8 @@ def newer_status(status: dict | None, live: dict | None) -> dict | None:
     The trigger's is taken only for the same job and a later moment of it; a finished job's
     status is final.
     """
-    if not live or not status or live.get("job_id") != status.get("job_id") or status.get("state") == "finished":
+    final = status.get("state") in ("finished", "failed") if status else False
+    if not live or not status or live.get("job_id") != status.get("job_id") or final:
         return status
     if float(live.get("elapsed_hours", 0.0)) <= float(status.get("elapsed_hours", 0.0)):
         return status

@@ -45,7 +45,8 @@ def say(item: dict) -> str:
     if event == "probe":
         return f"{at} probed {zone}: {item['available']} available"
     if event == "deadline pressure":
-        return f"{at} deadline pressure: moving to on-demand now to stay on time ({item.get('why', '')})"
+        why = f" ({item['why']})" if item.get("why") else ""
+        return f"{at} deadline pressure: moving to on-demand now to stay on time{why}"
     if event == "reaction lag":
         return (
             f"{at} the triggerer acted {item['hours']:.2f} cloud h late ({item['wall_seconds']:.1f} s of wall "

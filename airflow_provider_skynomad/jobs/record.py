@@ -115,7 +115,9 @@ class JobRecord:
     # -- small verbs ---------------------------------------------------------------------------
 
     def note(self, at_hours: float, event: str, **details: Any) -> dict:
-        item = {"at_hours": round(float(at_hours), 4), "event": event, **details}
+        # Rounded as the live status rounds its hours, so a log line and a status line of one
+        # moment show the same time.
+        item = {"at_hours": round(float(at_hours), 3), "event": event, **details}
         self.timeline.append(item)
         return item
 

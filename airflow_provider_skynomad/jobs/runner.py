@@ -218,7 +218,7 @@ class JobRunner:
             recover_pending(record, self.cloud, self.view(), self.store, self._observe, self.log)
         now = self.elapsed()
         at = event.elapsed_hours if event.elapsed_hours is not None else now
-        self._learn_warmup(at, event.warmup_hours)
+        self.learn_warmup(at, event.warmup_hours)
         self.learn_pace(at, event.pace)
         if event.progress_hours is not None:
             record.state = record.state.progressed(event.progress_hours)
@@ -230,6 +230,7 @@ class JobRunner:
             self._release(at, "failed")
             detail = f"\nlast lines of the workload's output:\n{event.detail}" if event.detail else ""
             self._say(record.note(at, "failed", reason=event.reason or event.status))
+            self._publish(at, state="failed")
             raise SkyNomadJobFailed(f"SkyNomad job {record.job_id} failed: {event.reason or event.status}{detail}")
         view = self.view()
         decision = event.decision
@@ -244,7 +245,11 @@ class JobRunner:
         if event.kind is EventKind.DEADLINE_PRESSURE:
             first = decision.first
             if first is not None and first.mode is Mode.ON_DEMAND:
-                why = why_move(record, view, record.state, first, at)
+                why = (
+                    "the fastest way to finish"
+                    if record.deadline_risk_told
+                    else why_move(record, view, record.state, first, at)
+                )
                 self._say(record.note(now, "deadline pressure", why=why))
                 record.on_safety_net = True
         self._decided(now, decision, view)
@@ -412,7 +417,9 @@ class JobRunner:
     def _workload_parts(self) -> tuple[tuple[str, ...], dict[str, str], dict[str, str]]:
         from ..workload import default_workload
 
-        command = self.params.command or tuple(default_workload(self.record.job.work_hours))
+        # The declared work, never the planning bound: every group of the job runs the same
+        # command, or a relaunch would not resume the checkpoints of the first.
+        command = self.params.command or tuple(default_workload(self.params.work_hours))
         env = {**self.params.env, "SKYNOMAD_COLD_START_HOURS": repr(self.params.cold_start_hours)}
         return tuple(command), env, self._tags()
 
@@ -509,7 +516,7 @@ class JobRunner:
         call_deadline_risk(self.params.on_deadline_risk, record, self.task, message, self.log)
         return True
 
-    def _learn_warmup(self, at: float, warmup: float | None) -> None:
+    def learn_warmup(self, at: float, warmup: float | None) -> None:
         """A group took `warmup` hours from launch to its first checkpoint: plan later launches with the slowest."""
         record = self.record
         if warmup is None or record.progress_at_launch is None:
@@ -575,8 +582,8 @@ class JobRunner:
             return 0.0
         return round(usd, 2)
 
-    def _publish(self, elapsed: float, summary: dict | None = None) -> None:
-        """The live status in the task state store, and one line of it in the log."""
+    def _publish(self, elapsed: float, summary: dict | None = None, state: str | None = None) -> None:
+        """The live status (the trigger's board, or the task state store), and one line of it in the log."""
         record = self.record
         # While running: the estimate at launch-time prices (the cloud's bill is read once, at the end).
         spend = summary["cost_usd"]["total"] if summary else summarize(record, elapsed)["cost_usd"]["total"]
@@ -584,6 +591,8 @@ class JobRunner:
         status["conn_id"] = self.conn_id  # where the trigger publishes what it sees later (jobs/live.py)
         if summary is not None:
             status["deadline_met"] = summary["deadline_met"]
+        if state is not None:
+            status["state"] = state
         self.store.save_status(status)
         self.log.info("%s", status_line(status))
 

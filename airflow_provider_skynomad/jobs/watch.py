@@ -26,6 +26,12 @@ from ..planner.safety import is_safe
 from .events import EventKind, JobEvent
 from .stale import StaleGuard, held_rows
 
+# The pace is read over at least this much productive time since the group's first checkpoint,
+# and again every PACE_EVERY_HOURS: on a busy box a workload falls behind and catches up in
+# bursts, and over a few decision steps that jitter reads as a pace 20 % off (on the accelerated
+# simulated clock seconds of CPU starvation are a sizeable share of an hour).
+PACE_MIN_HOURS = 1.0
+PACE_EVERY_HOURS = 0.5
 MAX_API_STEPS = 3  # decision steps in a row the cloud API may leave unanswered before the job fails
 
 
@@ -196,9 +202,12 @@ class Watch:
             return progress
         if fraction <= (self._fraction or 0.0) + 1e-12:
             return progress
-        self._fraction = fraction
         at, _, productive = self._anchor
-        self.pace = self.pace.observed(productive + max(0.0, seen - at), fraction)
+        since = max(0.0, seen - at)
+        if since < PACE_MIN_HOURS or productive + since < self.pace.productive_hours + PACE_EVERY_HOURS:
+            return progress
+        self._fraction = fraction
+        self.pace = self.pace.observed(productive + since, fraction)
         self.job = self.pace.planning_job(self.job)
         return max(self.base.progress_hours, fraction * self.job.work_hours)
 

@@ -18,7 +18,7 @@ from .facts import JobFacts, dashboard_row
 from .render import render, usd
 
 log = logging.getLogger(__name__)
-REFRESH_SECONDS = 30  # a running job's page reloads itself: live while the task is deferred
+REFRESH_SECONDS = 10  # a running job's page reloads itself: live while the task is deferred
 OPTION_COLUMNS = (
     "utility_usd_per_hour",
     "value_usd_per_hour",

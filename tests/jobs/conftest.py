@@ -50,7 +50,7 @@ class Started:
         self.log = logging.getLogger("test.jobs")
         self.params = JobParams(
             work_hours=work_hours,
-            command=("true",),
+            command=(),  # the bundled workload, paced to the declared work
             env={},
             instances=1,
             cold_start_hours=0.2,

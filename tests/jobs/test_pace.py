@@ -80,3 +80,12 @@ def test_even_on_demand_too_late_is_said_hours_before_the_deadline(started, clou
     (risk,) = [n for n in record.timeline if n["event"] == "deadline risk"]
     assert risk["at_hours"] < 2.5 and len(called) == 1 and "DEADLINE AT RISK" in called[0]
     assert outcome.kind.value == "deadline_missed"
+
+
+def test_every_group_runs_the_command_of_the_first_whatever_the_pace_says(started, cloud):
+    """The bundled workload is paced to the declared work: a relaunch after the pace moved the
+    planning bound must run the same command, or it would refuse the first group's checkpoints."""
+    job = started(work_hours=4.0, deadline_hours=6.0)
+    _drive(job, cloud, real_work_hours=5.0, spot_until=3.0)
+    commands = {request.command for request in cloud.launches}
+    assert len(cloud.launches) >= 2 and len(commands) == 1, commands
