@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
@@ -157,40 +156,21 @@ def test_a_nul_byte_in_a_value_is_refused(sandbox):
         gcp_script(sandbox, {"A": "x\x00y"})
 
 
-OPERATOR_DEFAULTS = {
-    "work_hours": 6.0,
-    "cold_start_hours": 0.2,
-    "checkpoint_gb": 50.0,
-    "decision_step_minutes": 10.0,
-    "market_lookback_hours": 72.0,
-    "max_wall_seconds_per_step": None,
-    "instances": 1,
-    "status_every_steps": 6,
-    "command": None,
-    "env": {},
-    "tags": {},
-    "zones": None,
-    "regions": None,
-    "clouds": None,
-    "instance_types": None,
-    "accelerator": None,
-    "policy": "skynomad",
-    "policy_params": {},
-    "max_market_age": timedelta(hours=2),
-    "on_deadline_miss": "fail",
-    "checkpoint_interval_hours": 0.0,
-    "final_checkpoint_on_notice": False,
-}
+def _operator(**kwargs):
+    """The operator's arguments as a DAG author gives them (its own defaults for the rest)."""
+    from airflow_provider_skynomad.operators.skynomad import SkyNomadOperator
+
+    return SkyNomadOperator(task_id="job", work_hours=6.0, **kwargs)
 
 
 @pytest.mark.parametrize("name", [n for n in HOSTILE_NAMES if "\n" not in n])
 def test_the_operator_refuses_a_hostile_env_name_before_anything_launches(name):
     with pytest.raises(SkyNomadInputError, match="not a shell variable name"):
-        validate_params(SimpleNamespace(**{**OPERATOR_DEFAULTS, "env": {name: "v"}}))
+        validate_params(_operator(env={name: "v"}))
 
 
 def test_the_operator_takes_shell_variable_names_and_any_printable_value():
-    params = validate_params(SimpleNamespace(**{**OPERATOR_DEFAULTS, "env": {"_A1": "$(x)", "b": "'"}}))
+    params = validate_params(_operator(env={"_A1": "$(x)", "b": "'"}))
     assert params.env == {"_A1": "$(x)", "b": "'"}
 
 
