@@ -191,7 +191,9 @@ def test_slow_resumes_and_a_slow_start_still_meet_a_tight_deadline(simulated):
         (live,) = table.read([summary["job_id"]]).values()
     finally:
         table.close()
-    assert live["state"] == "finished" and live["elapsed_hours"] == pytest.approx(summary["elapsed_hours"], abs=1e-3), live
+    assert live["state"] == "finished" and live["elapsed_hours"] == pytest.approx(summary["elapsed_hours"], abs=1e-3), (
+        live
+    )
     cloud = attach_cloud(simulated.home)
     assert all(g["status"] != "running" for g in cloud.groups(tags={"skynomad-job": summary["job_id"]}))
 
