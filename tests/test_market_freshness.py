@@ -153,3 +153,16 @@ def test_a_ten_minute_probe_dag_stopped_six_hours_ago_is_said_once():
         said += guard.apply(view_at(frame), frame, now, running_key="gcp/us-central1-a/a3-highgpu-1g")[1]
     (line,) = said
     assert "market data is 5 h old in every zone" in line and "its rows are 0.17 h apart" in line
+
+
+def test_a_probe_dag_run_a_day_apart_on_a_fast_clock_asks_for_no_more_than_a_year_of_age():
+    """At 200x a day of wall time is 200 cloud days: the age limit stays one the operator takes."""
+    from datetime import timedelta
+
+    from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig
+    from airflow_provider_skynomad.jobs.params import MAX_HOURS
+    from airflow_provider_skynomad.jobs.probe_schedule import ProbeSchedule
+
+    config = SkyNomadConfig(market_url="sqlite://", speed=200.0)
+    schedule = ProbeSchedule.of(config, {"SKYNOMAD_PROBE_INTERVAL_MINUTES": str(1440 * 200)})
+    assert schedule.max_market_age == timedelta(hours=MAX_HOURS)

@@ -20,6 +20,8 @@ import os
 from dataclasses import dataclass
 from datetime import timedelta
 
+from .params import MAX_HOURS
+
 MIN_WALL_INTERVAL = timedelta(seconds=60)  # what one scheduler on a busy 2-core box keeps (a run takes ~30 s)
 DEFAULT_INTERVAL_MINUTES = 10.0  # of the cloud's clock: the traces' own probe cadence
 DEFAULT_MAX_AGE_HOURS = 2.0  # SkyNomadOperator's default max_market_age
@@ -51,7 +53,9 @@ class ProbeSchedule:
         floor_hours = max(DEFAULT_MAX_AGE_HOURS, 2.0 * cloud_hours)
         asked = environ.get("SKYNOMAD_MAX_MARKET_AGE_HOURS")
         max_age_hours = floor_hours if asked is None else _positive(environ, "SKYNOMAD_MAX_MARKET_AGE_HOURS", 0.0)
-        return cls(wall, cloud_hours, timedelta(hours=max_age_hours))
+        # A probe DAG run rarely (a day of wall time on a fast simulated clock) would ask for data a
+        # year old or more: the operator's own bound on `max_market_age` is the most it may ask.
+        return cls(wall, cloud_hours, timedelta(hours=min(max_age_hours, MAX_HOURS)))
 
     @classmethod
     def for_connection(cls, skynomad_conn_id: str | None = None) -> ProbeSchedule:
