@@ -174,7 +174,8 @@ def test_fine_tune_through_scheduler_and_triggerer(metadata_db, tmp_path, gcp_fr
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
         "SKYNOMAD_HOME": str(skynomad_home),
         # a day of wall time between scheduled probe runs (the interval is on the cloud's clock)
-        "SKYNOMAD_PROBE_INTERVAL_MINUTES": str(1440 * SPEED),
+        "SKYNOMAD_PROBE_INTERVAL_MINUTES": str(1440 * SPEED),  # a day of wall time: runs only when triggered
+        "SKYNOMAD_MAX_MARKET_AGE_HOURS": "2",  # what the test's own DAGs ask, and what a triggered probe run refreshes
         "AIRFLOW_CONN_SKYNOMAD_DEFAULT": json.dumps(
             {
                 "conn_type": "skynomad",
