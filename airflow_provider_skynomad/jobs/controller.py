@@ -37,6 +37,7 @@ class Look:
 
     outcome: Outcome | None = None
     words: str = ""
+    at_hours: float | None = None  # the look's time on the job's clock: its words are stamped with it
 
 
 class Controller:
@@ -81,7 +82,7 @@ class Controller:
             if self.watch.seen is not None:  # what the look measured is said at once, in time order
                 runner.learn_warmup(self.watch.seen[0], self.watch.warmup_hours)
                 runner.learn_pace(self.watch.seen[0], self.watch.pace)
-            look = Look(words=self._new(words))
+            look = Look(words=self._new(words), at_hours=self.watch.seen[0] if self.watch.seen else None)
             if event is not None:
                 look.outcome = self._act(event)
             self.db_failures = 0

@@ -230,6 +230,7 @@ class JobRunner:
             self._release(at, "failed")
             detail = f"\nlast lines of the workload's output:\n{event.detail}" if event.detail else ""
             self._say(record.note(at, "failed", reason=event.reason or event.status))
+            self.store.save(record)  # the failure is in the record the worker reports from
             self._publish(at, state="failed")
             raise SkyNomadJobFailed(f"SkyNomad job {record.job_id} failed: {event.reason or event.status}{detail}")
         view = self.view()

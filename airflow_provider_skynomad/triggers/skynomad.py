@@ -100,7 +100,8 @@ class SkyNomadTrigger(BaseTrigger):
                 self.log.warning("%s", exc)
                 return None
             if look.words:
-                self.log.info("[t=%.2f h] %s", controller.runner.elapsed(), look.words)
+                at = look.at_hours if look.at_hours is not None else controller.runner.elapsed()
+                self.log.info("[t=%.2f h] %s", round(at, 3), look.words)
             if look.outcome is not None:
                 return look.outcome
             if time.monotonic() - published >= publish_every:
