@@ -106,7 +106,7 @@ class JobRunner:
         self.handoff = handoff
         self._table = None
         self._source: MarketSource | None = None
-        self._stale = StaleGuard.for_config(config)
+        self._stale = StaleGuard()  # learns the probe DAG's pace from the rows it reads
         self.record: JobRecord | None = None
 
     # == entry points =========================================================================
