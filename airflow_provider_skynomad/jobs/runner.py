@@ -491,14 +491,20 @@ class JobRunner:
         if ratio is None or abs(ratio - record.pace_told) < PACE_NEWS:
             return False
         record.pace_told = ratio
-        left = pace.remaining_work_hours()
-        declared_left = (1.0 - pace.fraction) * pace.declared_work_hours
+        left_share = self._left_share()
+        left = left_share * pace.work_hours_bound
+        declared_left = left_share * pace.declared_work_hours
         self._say(
             record.note(
                 at, "pace", ratio=round(ratio, 3), left_h=round(left, 2), declared_left_h=round(declared_left, 2)
             )
         )
         return True
+
+    def _left_share(self) -> float:
+        """The share of the work the checkpoints do not prove yet."""
+        job = self.record.job
+        return max(0.0, 1.0 - self.record.state.progress_hours / job.work_hours) if job.work_hours else 0.0
 
     def _tell_deadline_risk(self, at: float, pace: Pace) -> bool:
         """Even on-demand from now, at the measured pace, would finish after the task's deadline."""
@@ -507,7 +513,7 @@ class JobRunner:
             return False
         running = record.state.running
         start = 0.0 if running is not None and running.mode is Mode.ON_DEMAND else record.job.cold_start_hours
-        finish = at + start + pace.remaining_work_hours()
+        finish = at + start + self._left_share() * pace.work_hours_bound
         if finish <= record.deadline_hours:
             return False
         record.deadline_risk_told = True

@@ -30,8 +30,8 @@ from .stale import StaleGuard, held_rows
 # and again every PACE_EVERY_HOURS: on a busy box a workload falls behind and catches up in
 # bursts, and over a few decision steps that jitter reads as a pace 20 % off (on the accelerated
 # simulated clock seconds of CPU starvation are a sizeable share of an hour).
-PACE_MIN_HOURS = 1.0
-PACE_EVERY_HOURS = 0.5
+PACE_MIN_HOURS = 0.5
+PACE_EVERY_HOURS = 0.25
 MAX_API_STEPS = 3  # decision steps in a row the cloud API may leave unanswered before the job fails
 
 
@@ -55,8 +55,8 @@ class Watch:
     stale_warnings: list[str] = field(default_factory=list)  # said with the step's words, then cleared
     seen: tuple[float, float] | None = None  # (elapsed, checkpointed progress) at the last look
     pace: Pace | None = None  # what the checkpoints say of the real work; `job.work_hours` is its bound
-    # (time, fraction, productive hours) at the group's first checkpoint this watch saw
-    _anchor: tuple[float, float, float] | None = None
+    # (time, fraction, the pace's measured hours and share) at the group's first checkpoint this watch saw
+    _anchor: tuple[float, float, float, float] | None = None
     _fraction: float | None = None  # the checkpointed share at the last look
 
     def __post_init__(self) -> None:
@@ -195,19 +195,19 @@ class Watch:
         fraction = min(1.0, float(fraction))
         seen = elapsed  # the anchor and every later checkpoint alike: the look that saw it
         if self._anchor is None:
-            done = max(0.0, fraction - self.pace.fraction)
-            productive = self.pace.productive_hours + done * self.pace.work_hours_estimate
-            self._anchor = (seen, fraction, productive)
+            # The pace counts only what was measured: productive time and work after an anchor,
+            # never the work before it at a guessed pace (which would pull the estimate to the guess).
+            self._anchor = (seen, fraction, self.pace.productive_hours, self.pace.fraction)
             self._fraction = fraction
             return progress
         if fraction <= (self._fraction or 0.0) + 1e-12:
             return progress
-        at, _, productive = self._anchor
+        at, start, base_hours, base_fraction = self._anchor
         since = max(0.0, seen - at)
-        if since < PACE_MIN_HOURS or productive + since < self.pace.productive_hours + PACE_EVERY_HOURS:
+        if since < PACE_MIN_HOURS or base_hours + since < self.pace.productive_hours + PACE_EVERY_HOURS:
             return progress
         self._fraction = fraction
-        self.pace = self.pace.observed(productive + since, fraction)
+        self.pace = self.pace.observed(base_hours + since, min(1.0, base_fraction + max(0.0, fraction - start)))
         self.job = self.pace.planning_job(self.job)
         return max(self.base.progress_hours, fraction * self.job.work_hours)
 

@@ -310,6 +310,10 @@ def _two_fine_tunes_on_a_busy_box(admin, name, services, skynomad_home: Path, ho
 
     before = {r[0] for r in _query(admin, name, "SELECT run_id FROM dag_run WHERE dag_id='skynomad_fine_tune'")}
     burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    # As the recipe says: the probe DAG runs, then the fine-tunes (the market table must be fresh).
+    probes = len(_query(admin, name, "SELECT run_id FROM dag_run WHERE dag_id='skynomad_probe'"))
+    services.airflow("dags", "trigger", "skynomad_probe")
+    assert set(_wait_for_all_runs(admin, name, "skynomad_probe", probes + 1, services, 240)) == {"success"}
     samples: list[dict] = []
     try:
         for _ in range(2):
