@@ -29,6 +29,7 @@ from ..planner.actions import Decision, Mode
 from ..planner.job import JobSpec, JobSpecError, JobState
 from ..planner.pace import Pace
 from ..planner.registry import get_policy
+from ..planner.safety import is_safe
 from .carry_out import Workload, carry_out, recover_pending
 from .contract import ControllerArgs, Outcome, OutcomeKind, TaskIdentity, first_event_hold_seconds
 from .deadline_risk import call_deadline_risk
@@ -243,16 +244,17 @@ class JobRunner:
             decision = None
         if decision is None:
             decision = self._decide(view, now)
-        if event.kind is EventKind.DEADLINE_PRESSURE:
-            first = decision.first
-            if first is not None and first.mode is Mode.ON_DEMAND:
-                why = (
-                    "the fastest way to finish"
-                    if record.deadline_risk_told
-                    else why_move(record, view, record.state, first, at)
-                )
-                self._say(record.note(now, "deadline pressure", why=why))
-                record.on_safety_net = True
+        first = decision.first
+        # The net: on-demand under deadline pressure, or on-demand after a preemption when waiting
+        # idle is no longer safe. Once up, the job finishes on it (see `watch`).
+        netted = first is not None and first.mode is Mode.ON_DEMAND
+        if event.kind is EventKind.PREEMPTED and netted:
+            netted = not is_safe(record.job, record.state.advance(elapsed_hours=now), view, None)
+        if netted and event.kind in (EventKind.DEADLINE_PRESSURE, EventKind.PREEMPTED):
+            risk = record.deadline_risk_told
+            why = "the fastest way to finish" if risk else why_move(record, view, record.state, first, at)
+            self._say(record.note(now, "deadline pressure", why=why))
+            record.on_safety_net = True
         self._decided(now, decision, view)
         self._carry_out(view, decision, now)
         return self._defer()
