@@ -33,7 +33,6 @@ class JobEvent:
     :param progress_hours: work the job's last completed checkpoint proves.
     :param decision: what the planner wants now (after a preemption: what to run instead).
     :param detail: the workload's last error lines, when its group failed.
-    :param sent_wall: wall-clock seconds (epoch) of the look.
     :param warmup_hours: the running group's measured warm-up (launch → first checkpoint), once seen.
     :param pace: what the checkpoints say of the real work, as of this look.
     """
@@ -46,8 +45,6 @@ class JobEvent:
     decision: Decision | None = None
     reason: str = ""
     detail: str | None = None
-    decide_seconds: float | None = None
-    sent_wall: float | None = None
     warmup_hours: float | None = None
     pace: Pace | None = None
 

@@ -133,7 +133,7 @@ class JobTable(MarketDatabase):
 class TableStore:
     """The controller's record store: compare-and-swap writes to `JobTable`, the live status to `job_live_status`.
 
-    Same verbs as the worker's `record.StateStore` (`load`, `save`, `save_status`), so `JobRunner`
+    Same verbs as the worker's `record.StateStore` (`save`, `save_status`), so `JobRunner`
     runs unchanged on either side.
     """
 
@@ -151,10 +151,6 @@ class TableStore:
             raise ControlLost(f"SkyNomad job {job_id} has no record in the job record table: nothing to control")
         version = table.claim(job_id, stored.version, owner)
         return cls(table, job_id, owner, version, board), stored.record
-
-    def load(self) -> JobRecord | None:
-        stored = self.table.load(self.job_id)
-        return stored.record if stored else None
 
     def save(self, record: JobRecord) -> None:
         self.version = self.table.save(record, self.version, self.owner)

@@ -10,7 +10,6 @@ termination and checkpoint copy is the runner's (`jobs.carry_out`), so there is 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field, replace
 
 import pandas as pd
@@ -111,7 +110,6 @@ class Watch:
         return answer
 
     def _step(self, cloud: Cloud, source: MarketSource, policy) -> tuple[JobEvent | None, str]:
-        started = time.monotonic()
         elapsed = cloud.now_hours() - self.job_start_hours
         status = cloud.poll(self.group) if self.group else None
         if status is GroupStatus.SUCCEEDED:
@@ -148,9 +146,7 @@ class Watch:
             return None, ""
         safe = is_safe(self.job, state, view, state.running)
         kind = EventKind.REPLAN if safe else EventKind.DEADLINE_PRESSURE
-        event = self._event(
-            kind, elapsed, progress, status, decision=decision, decide_seconds=time.monotonic() - started
-        )
+        event = self._event(kind, elapsed, progress, status, decision=decision)
         return event, ""
 
     def _measure_warmup(self, elapsed: float, progress: float) -> None:
@@ -251,7 +247,6 @@ class Watch:
         decision: Decision | None = None,
         reason: str = "",
         detail: str | None = None,
-        decide_seconds: float | None = None,
     ) -> JobEvent:
         return JobEvent(
             kind=kind,
@@ -262,8 +257,6 @@ class Watch:
             decision=decision,
             reason=reason or (decision.reason if decision else ""),
             detail=detail,
-            decide_seconds=decide_seconds,
-            sent_wall=time.time(),
             warmup_hours=self.warmup_hours,
             pace=self.pace,
         )
