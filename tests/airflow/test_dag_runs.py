@@ -31,19 +31,21 @@ def load_dag(name: str):
 
 
 @pytest.fixture
-def simulated(airflow_db, skynomad_home, gcp_frame, monkeypatch):
+def simulated(request, airflow_db, skynomad_home, gcp_frame, monkeypatch):
+    """The simulated cloud at `SPEED` (a test may ask for another with ``@pytest.mark.parametrize(..., indirect)``)."""
+    speed = getattr(request, "param", SPEED)
     monkeypatch.setenv(
         "AIRFLOW_CONN_SKYNOMAD_DEFAULT",
         json.dumps(
             {
                 "conn_type": "skynomad",
-                "extra": {"cloud": "simulated", "speed": SPEED, "cloud_options": {"trace_start": TRACE_START_HOURS}},
+                "extra": {"cloud": "simulated", "speed": speed, "cloud_options": {"trace_start": TRACE_START_HOURS}},
             }
         ),
     )
     start = gcp_frame["observed_at"].min() + pd.Timedelta(hours=TRACE_START_HOURS)
     seed_market(gcp_frame, until=start)
-    return SimpleNamespace(home=skynomad_home, trace_start=start)
+    return SimpleNamespace(home=skynomad_home, trace_start=start, speed=speed)
 
 
 @pytest.fixture
@@ -173,16 +175,23 @@ def test_existing_pipeline_extract_train_evaluate(simulated):
     assert evaluation["accuracy"] > 0.5 and evaluation["cost_usd"] > 0
 
 
-def test_slow_resumes_and_a_slow_start_still_meet_a_tight_deadline(simulated):
+# A quarter of a cloud hour per delay at 300×: the same cloud hours as 1.5 s at 600×, while the wall-time
+# jitter of a box running the suite on both cores (process start-ups, the triggerer's loop) costs half as much.
+SLOW_RESUME_SPEED = 300.0
+
+
+@pytest.mark.parametrize("simulated", [SLOW_RESUME_SPEED], indirect=True)
+def test_slow_resumes_and_a_slow_start_still_meet_a_tight_deadline(simulated, monkeypatch):
     """Resumes delayed artificially and a workload that checkpoints late: the deadline holds, and
     the slow resumes are not the job's lag (its trigger acts without them)."""
+    monkeypatch.setenv("SKYNOMAD_TEST_DELAY_SECONDS", repr(0.25 * 3600 / simulated.speed))
     dag = load_dag("skynomad_slow_resume")
     state, run_id = run_dag_test(dag)
     summary = task_result(dag.dag_id, run_id, "job")
-    assert state == "success", summary  # on_deadline_miss="fail": a miss would fail the task
+    assert state == "success", summary or _where_the_job_stood(simulated)  # on_deadline_miss="fail"
     assert summary["deadline_met"] is True and summary["elapsed_hours"] <= summary["deadline_hours"]
     # The trigger controls the job: a slow resume delays only the final report, never a reaction.
-    assert summary["lag_hours_max"] < 1.5 * 600 / 3600, summary
+    assert summary["lag_hours_max"] < 0.25, summary
     # The trigger published where the job stood, to its end (jobs/live.py).
     from airflow_provider_skynomad.jobs.live import LiveStatusTable
 
@@ -231,3 +240,17 @@ def test_a_run_made_again_under_its_old_run_id_trains_again_from_the_start(simul
     cloud = attach_cloud(simulated.home)
     (relaunch,) = cloud.groups(tags={"skynomad-job": second["job_id"]})
     assert relaunch["status"] == "succeeded"
+
+
+def _where_the_job_stood(simulated) -> dict:
+    """What a failed task leaves to read (it pushes no result): its trigger's last status and its groups."""
+    from airflow_provider_skynomad.jobs.live import LiveStatusTable, job_live_status
+
+    table = LiveStatusTable()
+    try:
+        table._ensure()
+        with table.engine.connect() as conn:
+            live = [json.loads(row.status) for row in conn.execute(job_live_status.select())]
+    finally:
+        table.close()
+    return {"live": live, "groups": attach_cloud(simulated.home).groups()}

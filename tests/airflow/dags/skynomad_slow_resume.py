@@ -1,13 +1,15 @@
 """Test DAG: every resume is slow and the workload starts slowly and checkpoints late, on a tight deadline.
 
-``execute_complete`` sleeps before it acts (as under a saturated worker pool or a busy box: at the
-simulated cloud's 600× that is a quarter of an hour per resume), and the workload sleeps before it
-starts training, so its first checkpoint comes long after the declared cold start. The job must
-still meet its deadline: the task fails if it does not (``on_deadline_miss="fail"``).
+``execute_complete`` sleeps before it acts (as under a saturated worker pool or a busy box), and the
+workload sleeps before it starts training, so its first checkpoint comes long after the declared cold
+start. Both delays are ``SKYNOMAD_TEST_DELAY_SECONDS`` of wall time (the test sets a quarter of a cloud
+hour at its cloud's speed; 1.5 s by default, a quarter of an hour at 600×). The job must still meet
+its deadline: the task fails if it does not (``on_deadline_miss="fail"``).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from datetime import datetime, timedelta
@@ -16,8 +18,7 @@ from airflow.sdk import DAG
 
 from airflow_provider_skynomad.operators.skynomad import SkyNomadOperator
 
-RESUME_DELAY_SECONDS = 1.5
-START_DELAY_SECONDS = 1.5
+RESUME_DELAY_SECONDS = START_DELAY_SECONDS = float(os.environ.get("SKYNOMAD_TEST_DELAY_SECONDS", "1.5"))
 
 
 class SlowResume(SkyNomadOperator):
