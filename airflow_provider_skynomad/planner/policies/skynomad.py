@@ -46,8 +46,8 @@ class SkyNomadPolicy:
         "barrier": the paper's V floored at that recent price.
     :param scarce_restarts_cap_hours: off by default (None). When set, a longer lifetime cap used
         while the slack pays for too few restarts to cover the remaining work with stays of
-        `lifetime_cap_hours` (E56 in benchmarks/results/planner-experiments.md: it helps at T/P 1.05 but its effect is not
-        monotone in the cap, so no value is the default).
+        `lifetime_cap_hours` (E56 in benchmarks/results/planner-experiments.md: it helps at T/P 1.05
+        but its effect is not monotone in the cap, so no value is the default).
     :param home: look ahead to the rest of the job (planner.plans): a cheaper spot market where
         the remaining work is expected to fit, waiting out its outages, becomes the home, and a
         move there spreads its egress over the remaining work instead of one expected stay.
