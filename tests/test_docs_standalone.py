@@ -1,4 +1,5 @@
-"""The `airflow standalone` recipes in README.md and docs/airflow.md work when pasted as written.
+"""The `airflow standalone` recipes in README.md, docs/airflow.md and docs/getting-started.md work when pasted
+as written.
 
 `airflow standalone` starts its scheduler, dag-processor, api-server and triggerer as `airflow`
 from PATH, so `.venv/bin/airflow standalone` alone fails each of them with FileNotFoundError.
@@ -19,7 +20,7 @@ def standalone_blocks(text: str) -> list[list[str]]:
     return [b.splitlines() for b in blocks if re.search(r"^\S*airflow standalone\b", b, flags=re.M)]
 
 
-@pytest.mark.parametrize("doc", ["README.md", "docs/airflow.md"])
+@pytest.mark.parametrize("doc", ["README.md", "docs/airflow.md", "docs/getting-started.md"])
 def test_the_standalone_recipe_puts_the_venv_on_path_first(doc):
     blocks = standalone_blocks((ROOT / doc).read_text())
     assert blocks, f"{doc} has no airflow standalone recipe"

@@ -32,22 +32,22 @@ class SkyNomadPolicy:
     :param probe_interval_hours: re-probe a cheaper market whose last observation is older than this
         (2.0 is the paper's cadence). Off by default: failed launches are free observations and the
         probe DAG keeps the shared market table fresh, so a job's own probes did not pay for
-        themselves on any shared trace (docs/experiments.md).
+        themselves on any shared trace (benchmarks/results/planner-experiments.md).
     :param recent_hours: with value="slack" or "barrier", a market seen with capacity this recently
         sets the reference of V (what progress will likely cost later).
     :param refit_hours: refit the lifetime forecaster on the history this often.
     :param lifetime_cap_hours: the longest expected stay the planner credits a spot market with; it is
         also the horizon over which a move's egress and cold start are amortised. The artifact used
         2 h; that is shorter than a stable market's real stay, so every move away from a flaky zone
-        looked too expensive (docs/experiments.md has the ablation).
+        looked too expensive (benchmarks/results/planner-experiments.md has the ablation).
     :param value: "supply" (default): V anchored at the dearest spot price the job must accept to
         finish in time (planner.progress.supply_price), rising to the paper's log barrier as slack
         runs short; "slack": the same, anchored at the cheapest spot price seen in `recent_hours`;
         "barrier": the paper's V floored at that recent price.
     :param scarce_restarts_cap_hours: off by default (None). When set, a longer lifetime cap used
         while the slack pays for too few restarts to cover the remaining work with stays of
-        `lifetime_cap_hours` (E56 in docs/experiments.md: it helps at T/P 1.05 but its effect is not
-        monotone in the cap, so no value is the default).
+        `lifetime_cap_hours` (E56 in benchmarks/results/planner-experiments.md: it helps at T/P 1.05
+        but its effect is not monotone in the cap, so no value is the default).
     :param home: look ahead to the rest of the job (planner.plans): a cheaper spot market where
         the remaining work is expected to fit, waiting out its outages, becomes the home, and a
         move there spreads its egress over the remaining work instead of one expected stay.
@@ -116,7 +116,7 @@ class SkyNomadPolicy:
 
         Scarce: the restarts the slack still pays for (slack above the net's reserve ÷ d), each
         followed by a stay of the usual cap, cannot cover the remaining work; a stay's worth past
-        the usual cap then counts (docs/experiments.md, E56).
+        the usual cap then counts (benchmarks/results/planner-experiments.md, E56).
         """
         if self.scarce is None:
             return self.lifetimes

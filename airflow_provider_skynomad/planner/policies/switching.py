@@ -2,7 +2,7 @@
 
 With the slack for only a few restarts left, a window is decided by whether one or two launches
 hold, and each of skynomad's rules and eager-failover's wins where its choice held
-(docs/experiments.md, E58–E64). Instead of a third rule, this compares the two policies
+(benchmarks/results/planner-experiments.md, E58–E64). Instead of a third rule, this compares the two policies
 themselves: it samples K futures of every market (forecasts.scenarios: blocks of the joint
 history, so a region that is being squeezed is squeezed in the futures too), runs both
 policies from the current job state to the end of each future through the simulator's own
@@ -60,7 +60,7 @@ class SwitchingPolicy:
         moments are compared on the last two steps, so a market that has just lost capacity draws
         futures from past moments where it had just lost it, and each market that differs divides
         a moment's weight by e³ (measured on one row, GCP 13 zones T/P 1.02: e¹ and the last step
-        only drew futures from unlike moments; docs/experiments.md, E65).
+        only drew futures from unlike moments; benchmarks/results/planner-experiments.md, E65).
     :param skynomad: parameters of the skynomad policy it follows by default.
     """
 
