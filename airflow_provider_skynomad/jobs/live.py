@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Column, MetaData, String, Table, Text, select
 from sqlalchemy.engine import URL
@@ -20,6 +20,10 @@ from sqlalchemy.engine import URL
 from ..market.database import INSERT, MarketDatabase, UtcDateTime
 
 SCHEMA_VERSION = 1
+FLEET_ROW_MAX_AGE_SECONDS = 300.0
+"""A running job's row older than this (wall time) is not counted as holding capacity: its trigger
+publishes every 10 s at most, so a row this old belongs to a job whose trigger is gone."""
+FLEET_FIELDS = ("job_id", "market", "mode", "instances", "launched_at_cloud_hours", "slack_hours")
 
 metadata = MetaData()
 
@@ -67,6 +71,36 @@ class LiveStatusTable(MarketDatabase):
         statement = select(job_live_status.c.job_id, job_live_status.c.status).where(job_live_status.c.job_id.in_(ids))
         with self.engine.connect() as conn:
             return {job_id: json.loads(text) for job_id, text in conn.execute(statement)}
+
+    def fleet(self, exclude_job_id: str | None = None) -> list[dict]:
+        """What the other jobs publishing here hold now (`fleet_rows`): this deployment's fleet."""
+        self._ensure()
+        statement = select(job_live_status.c.updated_at, job_live_status.c.status)
+        with self.engine.connect() as conn:
+            statuses = [(updated_at, json.loads(text)) for updated_at, text in conn.execute(statement)]
+        return fleet_rows(statuses, exclude_job_id)
+
+
+def fleet_rows(
+    statuses: Iterable[tuple[datetime, dict]], exclude_job_id: str | None, now: datetime | None = None
+) -> list[dict]:
+    """What the deployment's other running jobs hold, as plain rows (`FLEET_FIELDS`), from their statuses.
+
+    Only jobs whose trigger published within `FLEET_ROW_MAX_AGE_SECONDS` and that run a group count;
+    a finished, failed or idle job holds nothing.
+    """
+    now = now or datetime.now(UTC)
+    oldest = now - timedelta(seconds=FLEET_ROW_MAX_AGE_SECONDS)
+    rows = []
+    for updated_at, status in statuses:
+        if status.get("job_id") == exclude_job_id or updated_at < oldest:
+            continue
+        if status.get("state") != "running" or not status.get("market") or status.get("mode") is None:
+            continue
+        if status.get("launched_at_cloud_hours") is None:
+            continue
+        rows.append({field: status.get(field) for field in FLEET_FIELDS})
+    return rows
 
 
 def newer_status(status: dict | None, live: dict | None) -> dict | None:

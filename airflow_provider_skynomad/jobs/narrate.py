@@ -119,7 +119,12 @@ def _price(record: JobRecord, view: MarketView, option: Option) -> float:
 
 
 def live_status(record: JobRecord, elapsed_hours: float, spend_usd: float) -> dict:
-    """The compact status kept in the task state store (and logged) while the job runs."""
+    """The compact status kept in the task state store (and logged) while the job runs.
+
+    `market`, `instances` and `launched_at_cloud_hours` (the cloud's clock at the group's launch) are
+    what the deployment's other jobs read of it to know the capacity it holds (`jobs.live.fleet_rows`).
+    """
+    running = record.state.running if record.group is not None and not record.finished else None
     return {
         **where_it_stands(
             record.job_id, record.job, record.state, record.group, record.deadline_hours, elapsed_hours, record.finished
@@ -128,6 +133,11 @@ def live_status(record: JobRecord, elapsed_hours: float, spend_usd: float) -> di
         "all_on_demand_usd": round(record.all_on_demand_usd, 2),
         "preemptions": record.preemptions,
         "migrations": record.migrations,
+        "market": running.market if running else None,
+        "instances": record.job.instances,
+        "launched_at_cloud_hours": (
+            round(record.job_start_hours + record.state.running_since_hours, 6) if running else None
+        ),
     }
 
 
@@ -143,7 +153,9 @@ def where_it_stands(
     """Zone, mode, checkpointed progress and slack: the part of the live status a trigger sees too."""
     remaining = max(0.0, job.work_hours - state.progress_hours)
     running = state.running
-    warmup = 0.0 if running is not None and running.mode is Mode.ON_DEMAND else job.cold_start_hours
+    # A finished job (or one with all its work checkpointed) has no start-up left to pay.
+    done = finished or remaining <= 0.0
+    warmup = 0.0 if done or (running is not None and running.mode is Mode.ON_DEMAND) else job.cold_start_hours
     slack = deadline_hours - elapsed_hours - remaining - warmup
     return {
         "job_id": job_id,
