@@ -23,7 +23,7 @@ SCHEMA_VERSION = 1
 FLEET_ROW_MAX_AGE_SECONDS = 300.0
 """A running job's row older than this (wall time) is not counted as holding capacity: its trigger
 publishes every 10 s at most, so a row this old belongs to a job whose trigger is gone."""
-FLEET_FIELDS = ("job_id", "market", "mode", "instances", "launched_at_cloud_hours", "slack_hours")
+FLEET_FIELDS = ("job_id", "market", "zone", "mode", "instances", "launched_at_cloud_hours", "slack_hours")
 
 metadata = MetaData()
 

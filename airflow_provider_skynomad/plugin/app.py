@@ -115,7 +115,7 @@ def markets(
 
     from ..market.table import MarketTable
     from . import pages
-    from .markets import daily_probe_spend, market_config, market_summary
+    from .markets import daily_probe_spend, fleet_holdings, market_config, market_summary
 
     config = market_config(conn_id, lambda conn: may_read_connection(user, conn))
     url = config.market_url
@@ -135,6 +135,7 @@ def markets(
         heat,
         prices,
         daily_probe_spend(url, since),
+        held=fleet_holdings(url, rows),
         days=days,
         max_age_hours=max_age_hours,
         source=table.display_url,

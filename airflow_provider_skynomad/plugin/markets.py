@@ -97,3 +97,26 @@ def daily_probe_spend(url: str, since: pd.Timestamp) -> list[tuple[str, float]] 
     if daily.empty:
         return []
     return [(day, round(float(usd), 2)) for day, usd in daily.groupby("day", sort=True)["usd"].sum().items()]
+
+
+def fleet_holdings(url: str, rows) -> dict[str, tuple[int, int]] | None:
+    """Per market row: (instances, jobs) this deployment's running jobs hold there now, None when unreadable.
+
+    A job's row names the market by its planner key; a key that is only a zone matches the zone's row.
+    """
+    try:
+        from ..jobs.live import LiveStatusTable
+
+        board = LiveStatusTable(url)
+        try:
+            fleet = board.fleet()
+        finally:
+            board.close()
+    except Exception:  # noqa: BLE001 - no live-status table yet (no job ran here): the page shows the rest
+        return None
+    held: dict[str, tuple[int, int]] = {}
+    for row in rows:
+        mine = [f for f in fleet if f["market"] == row.market or (f["market"] == f["zone"] == row.zone)]
+        if mine:
+            held[row.market] = (sum(int(f["instances"] or 0) for f in mine), len(mine))
+    return held

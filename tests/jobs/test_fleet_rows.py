@@ -38,13 +38,14 @@ def test_only_other_running_jobs_with_a_group_count(tmp_path):
         {
             "job_id": "other",
             "market": "gcp/us-east4-a/H100",
+            "zone": "us-east4-a",
             "mode": "spot",
             "instances": 4,
             "launched_at_cloud_hours": 5.0,
             "slack_hours": 1.5,
         }
     ]
-    assert set(rows[0]) == set(FLEET_FIELDS)  # plain data only: no zone names beyond the market, no figures
+    assert set(rows[0]) == set(FLEET_FIELDS)  # plain data only
 
 
 def test_a_row_just_inside_the_age_limit_counts():

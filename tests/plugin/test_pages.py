@@ -170,6 +170,35 @@ def test_the_markets_page_of_the_simulated_cloud_is_on_its_replayed_clock(client
     assert "0.17 h ago" in html and "zone3" not in html  # nothing from after the clock's now
 
 
+def test_the_markets_page_shows_what_the_deployments_running_jobs_hold(client, tmp_path):
+    """Two running jobs publish their groups in one zone of the market database: the page says so
+    in that zone's row (a finished job holds nothing, and no other row claims anything)."""
+    import json
+
+    from airflow.models.connection import Connection
+    from airflow.utils.session import create_session
+
+    from airflow_provider_skynomad.jobs.live import LiveStatusTable
+
+    from .seed import simulated_cloud_market
+
+    url, extra = simulated_cloud_market(tmp_path)
+    with create_session() as session:
+        session.add(Connection(conn_id="skynomad_fleet", conn_type="skynomad", extra=json.dumps(extra)))
+    board = LiveStatusTable(url)
+    try:
+        for job_id, state in (("a", "running"), ("b", "running"), ("c", "finished")):
+            status = {"job_id": job_id, "state": state, "zone": FINISHED_ZONES[0], "market": FINISHED_ZONES[0]}
+            board.publish(job_id, {**status, "mode": "spot", "instances": 2, "launched_at_cloud_hours": 1.0})
+    finally:
+        board.close()
+    html = client.get("/skynomad/markets", params={"conn_id": "skynomad_fleet", "days": 3}, **as_user("admin")).text
+    assert "your jobs" in html
+    row = next(r for r in html.split("<tr>") if f"<td>{FINISHED_ZONES[0]}</td>" in r)
+    assert "4 in 2 jobs" in row
+    assert html.count(" in 2 jobs") == 1 and " in 1 job<" not in html
+
+
 def test_money_lost_against_on_demand_reads_with_the_sign_in_front():
     """A job that cost more than all on-demand shows "-$0.89" saved, not "$-0.89"."""
     from airflow_provider_skynomad.plugin.render import usd
