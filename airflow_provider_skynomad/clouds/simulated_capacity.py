@@ -171,13 +171,14 @@ class _Derivation:
 def _held(older: list[tuple[tuple[float, bool] | None, int]], hours: float, first: bool) -> int:
     """What the older groups hold at a step: those not ended by then, and (after the launch step)
     those taken back at this very step, which go in the same reclaim as the younger ones."""
-    total = 0
-    for end, count in older:
+
+    def holds(end: tuple[float, bool] | None) -> bool:
         if end is None or end[0] > hours:
-            total += count
-        elif end[1] and not first and abs(end[0] - hours) <= _SAME_INSTANT_HOURS:
-            total += count
-    return total
+            return True
+        taken_back_now = end[1] and not first and abs(end[0] - hours) <= _SAME_INSTANT_HOURS
+        return taken_back_now
+
+    return sum(count for end, count in older if holds(end))
 
 
 def _read_json(path: Path) -> dict | None:

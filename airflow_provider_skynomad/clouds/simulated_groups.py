@@ -211,7 +211,8 @@ class GroupTracker:
             lost = loss(group_dir)
         else:  # a group recorded before groups shared capacity: alone in its zone
             j = self.market.index(record["zone"], record["instance_type"])
-            grid_hours = self.market.first_shortfall_hours(j, record["count"], self.grid_hours(record["launched_at_hours"]))
+            launched = self.grid_hours(record["launched_at_hours"])
+            grid_hours = self.market.first_shortfall_hours(j, record["count"], launched)
             lost = None
             if grid_hours is not None:
                 hours = grid_hours - self.grid_offset_hours
