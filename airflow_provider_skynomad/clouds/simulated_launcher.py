@@ -246,8 +246,13 @@ _HANDLED = {signal.SIGTERM, signal.SIGALRM}
 
 
 def _loss_now(group_dir: Path, given: float | None) -> float | None:
-    """The group's capacity loss (wall) derived again now; `given` (the launch's) for a group without a claim."""
-    return loss_wall(group_dir) if has_claim(group_dir) else given
+    """The group's capacity loss (wall) derived again now; `given` (the launch's) for a group without
+    a claim, or if the group directories cannot be read (it runs in a signal handler: never raise)."""
+    try:
+        return loss_wall(group_dir) if has_claim(group_dir) else given
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"simulated cloud: cannot derive the capacity loss again ({exc}); keeping {given}", file=sys.stderr)
+        return given
 
 
 def _workload_exit(run_record: Path, agent_code: int) -> dict:
