@@ -289,7 +289,7 @@ class SimulatedCloud(Cloud):
                     request, group_id, self.state_dir / "groups" / group_id, now_hours, cold_start_hours
                 )
                 if request.spot:
-                    holdings = self._holdings(j, now_hours)
+                    holdings = self._holdings(j)
                     self._require_capacity(request, j, now_hours, holdings)
                     self._groups.claim(record, [h.key for h in holdings])
                 self.checkpoint_dir(request.job_id, request.zone).mkdir(parents=True, exist_ok=True)
@@ -316,10 +316,10 @@ class SimulatedCloud(Cloud):
                 f"other groups hold {held}, {room} left"
             )
 
-    def _holdings(self, j: int, now_hours: float) -> list[Holding]:
-        """The spot groups of market `j` holding capacity at `now_hours`, oldest first (settled as of now)."""
+    def _holdings(self, j: int) -> list[Holding]:
+        """The spot groups of market `j` holding capacity now (each settled as of now, as a poll would)."""
         market = self.market.grid.markets[j]
-        now_wall = self.clock.wall_at_hours(now_hours)
+        now_wall = time.time()
         holdings = []
         for record in self._store.records():
             same = record["zone"] == market.zone and record["instance_type"] == market.instance_type
@@ -416,7 +416,7 @@ class SimulatedCloud(Cloud):
             raise ValueError(f"probe count must be ≥ 1, got {count}")
         now_hours = self._require_trace(self.now_hours())
         grid_hours = self._groups.grid_hours(now_hours)
-        granted = min(left(self.market.available(j, grid_hours), self._holdings(j, now_hours)), count)
+        granted = min(left(self.market.available(j, grid_hours), self._holdings(j)), count)
         usd = granted * self.market.cost_usd(j, True, grid_hours, grid_hours + PROBE_HOURS)
         self._store.add_line(
             "probes",
