@@ -1,15 +1,21 @@
 """SimulatedCloud: a trace replayed on an accelerated clock, the embedded default cloud.
 
 Everything runs with no cloud account, yet the operator and trigger exercise the real code
-paths: a spot launch is refused when the trace has no capacity, a running spot group is
-preempted when the trace loses capacity (the workload gets SIGTERM, then SIGKILL after the
-notice), the workload is a real subprocess that checkpoints into a directory of its *job* in
+paths: a spot launch is refused when the trace has no capacity left for it, a running spot
+group is preempted when the trace loses capacity (the workload gets SIGTERM, then SIGKILL after
+the notice), the workload is a real subprocess that checkpoints into a directory of its *job* in
 its zone, and every group, probe and checkpoint copy is billed at the trace's prices.
 
 All state — the clock's epoch, the groups, the bill — lives in `state_dir`, so the worker
 that launches, the triggerer that polls, a retried task and a test in another process all
 see one cloud. Group status is derived, not sampled: a preemption happens at the trace's
 capacity-loss instant and billing stops there, however late someone polls.
+
+Spot capacity is shared (`market.capacity`, `simulated_capacity`): a zone's capacity at an instant
+is the trace's `available`, every running spot group of the zone and instance type holds its
+count of it, a launch beyond what is left is refused (`CapacityError`), a probe is granted only
+what is left, and when the trace drops below what is held the youngest groups are taken back
+first. One job alone in its zones sees exactly the trace.
 
 Layout of `state_dir`::
 
@@ -19,7 +25,9 @@ Layout of `state_dir`::
                                per group (`simulated_store`), unless `state_url` names another
     launches/<hash>.lock       one per client token: one launcher at a time; held by a new group's
                                supervisor until its pgid.json exists (see `SimulatedCloud.launch`)
-    groups/<id>/               the supervisor's launch.json, pgid.json, exit.json, alive.lock,
+    capacity/<hash>.lock       one per zone and instance type: one spot launch's capacity check at a time
+    groups/<id>/               a spot group's capacity.json (its claim) and ended.json (`simulated_capacity`);
+                               the supervisor's launch.json, pgid.json, exit.json, alive.lock,
                                workload.log (the agent's and the workload's stdout and stderr),
                                home/ (its HOME), work/ (the instance's local disk: the workload's
                                cwd; work/checkpoint is its SKYNOMAD_CHECKPOINT_DIR)
@@ -59,6 +67,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..agent.notice import NOTICE_SECONDS_ENV
+from ..market.capacity import Holding, left
 from ..market.egress import EgressModel
 from .base import CapacityError, Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult, Resource
 from .simulated_clock import SimClock, open_shared_clock, read_shared_settings
@@ -273,19 +282,18 @@ class SimulatedCloud(Cloud):
                 if record["state"] != SPAWNING:
                     return handle_of(record)
                 self._drop_orphan(record)  # we hold the token: nobody is starting it, nothing runs
-            now_hours = self.clock.now_hours()
-            self._require_trace(now_hours)
-            if request.spot:
-                available = self.market.available(j, self._groups.grid_hours(now_hours))
-                if available < request.count:
-                    raise CapacityError(
-                        f"no spot capacity for {request.count}× {request.instance_type} in {request.zone} at "
-                        f"{self.clock.timestamp_at(now_hours).isoformat()} (the trace shows {available} available)"
-                    )
-            group_id = uuid.uuid4().hex[:12]
-            record = new_record(request, group_id, self.state_dir / "groups" / group_id, now_hours, cold_start_hours)
-            self.checkpoint_dir(request.job_id, request.zone).mkdir(parents=True, exist_ok=True)
-            self._store.insert(record)
+            with self._zone_lock(request) if request.spot else contextlib.nullcontext():
+                now_hours = self._require_trace(self.clock.now_hours())
+                group_id = uuid.uuid4().hex[:12]
+                record = new_record(
+                    request, group_id, self.state_dir / "groups" / group_id, now_hours, cold_start_hours
+                )
+                if request.spot:
+                    holdings = self._holdings(j)
+                    self._require_capacity(request, j, now_hours, holdings)
+                    self._groups.claim(record, [h.key for h in holdings])
+                self.checkpoint_dir(request.job_id, request.zone).mkdir(parents=True, exist_ok=True)
+                self._store.insert(record)
             if record["state"] != SPAWNING:
                 return handle_of(record)  # no workload: nothing to start
             # Recorded (committed) before any process starts.
@@ -296,15 +304,43 @@ class SimulatedCloud(Cloud):
                 raise
             return self._record_spawned(group_id, pgid)
 
+    def _require_capacity(self, request: LaunchRequest, j: int, now_hours: float, holdings: list[Holding]) -> None:
+        """Refuse a spot launch the zone has no room for beside the groups holding capacity there now."""
+        available = self.market.available(j, self._groups.grid_hours(now_hours))
+        room = left(available, holdings)
+        if room < request.count:
+            held = sum(h.count for h in holdings)
+            raise CapacityError(
+                f"no spot capacity for {request.count}× {request.instance_type} in {request.zone} at "
+                f"{self.clock.timestamp_at(now_hours).isoformat()}: the trace shows {available} available, "
+                f"other groups hold {held}, {room} left"
+            )
+
+    def _holdings(self, j: int) -> list[Holding]:
+        """The spot groups of market `j` holding capacity now (each settled as of now, as a poll would)."""
+        market = self.market.grid.markets[j]
+        now_wall = time.time()
+        holdings = []
+        for record in self._store.records():
+            same = record["zone"] == market.zone and record["instance_type"] == market.instance_type
+            if not (same and record["spot"] and record["state"] in NOT_ENDED):
+                continue
+            record = self._refreshed(record, now_wall)
+            if record["state"] in NOT_ENDED:
+                holdings.append(Holding(record["group_id"], record["launched_at_hours"], record["count"]))
+        return holdings
+
+    def _zone_lock(self, request: LaunchRequest):
+        """One spot launch at a time per zone and instance type, across processes: the capacity check
+        and the new group's record must not interleave with another launch's."""
+        key = hashlib.sha256(f"{request.zone}\0{request.instance_type}".encode()).hexdigest()[:40]
+        return exclusive(self.state_dir / "capacity" / f"{key}.lock")
+
     def _spawn(self, record: dict, request: LaunchRequest, hold_fd: int) -> int:
         """Start the group's supervisor (which holds `hold_fd` until it has written its pgid)."""
         group_dir = Path(record["group_dir"])
         launched_at = record["launched_at_hours"]
-        loss = (
-            self._groups.capacity_loss_hours(request.zone, request.instance_type, request.count, launched_at)
-            if request.spot
-            else None
-        )
+        loss = self._groups.capacity_loss_hours(record) if request.spot else None
         home = group_dir / "home"
         home.mkdir(parents=True, exist_ok=True)
         store = self.checkpoint_dir(request.job_id, request.zone)
@@ -378,8 +414,9 @@ class SimulatedCloud(Cloud):
         _check_region(self.market.grid.markets[j].region, region, zone)
         if count < 1:
             raise ValueError(f"probe count must be ≥ 1, got {count}")
-        grid_hours = self._groups.grid_hours(self._require_trace(self.now_hours()))
-        granted = min(self.market.available(j, grid_hours), count)
+        now_hours = self._require_trace(self.now_hours())
+        grid_hours = self._groups.grid_hours(now_hours)
+        granted = min(left(self.market.available(j, grid_hours), self._holdings(j)), count)
         usd = granted * self.market.cost_usd(j, True, grid_hours, grid_hours + PROBE_HOURS)
         self._store.add_line(
             "probes",

@@ -1,7 +1,9 @@
 """A simulated group's fate and price, derived from the trace and its workload — never sampled.
 
 A spot group is preempted at the first trace instant after its launch at which its zone has
-fewer instances than the gang needs, however late anyone polls; it succeeded or failed when
+fewer instances than the gang needs beside what the groups launched before it still hold there
+(`simulated_capacity`: the youngest groups are taken back first), however late anyone polls;
+alone in its zone, that is the trace's first shortfall. It succeeded or failed when
 its workload exited, whichever of the two came first. Billing runs from launch to that end
 at the zone's price, following price changes. Deriving rather than sampling is what makes
 the bill and the status independent of who polled when, and from which process.
@@ -20,6 +22,7 @@ import signal
 from pathlib import Path
 
 from .base import GroupHandle, GroupStatus, LaunchRequest
+from .simulated_capacity import Loss, has_claim, loss, mark_ended, write_claim
 from .simulated_clock import SECONDS_PER_HOUR, SimClock
 from .simulated_launcher import group_alive, read_exit, read_pgid, signal_group
 from .simulated_market import TraceMarket
@@ -145,16 +148,19 @@ class GroupTracker:
             # Re-read: the supervisor writes exit.json before the group dies.
             exit_info = read_exit(group_dir) or {"returncode": None, "ended_at_wall": now_wall}
         exit_hours = self.clock.hours_at_wall(exit_info["ended_at_wall"]) if exit_info else None
-        loss_hours = self._capacity_loss_hours(record, now_hours)
-        if loss_hours is not None and (exit_hours is None or loss_hours <= exit_hours):
-            j = self.market.index(record["zone"], record["instance_type"])
-            available = self.market.available(j, self.grid_hours(loss_hours))
-            at = self.clock.timestamp_at(loss_hours).isoformat()
-            reason = f"trace shows {available} available < {record['count']} at {at}"
-            end(record, GroupStatus.PREEMPTED, loss_hours, reason)
+        lost = self._capacity_loss(record, now_hours)
+        if lost is not None and (exit_hours is None or lost.hours <= exit_hours):
+            at = self.clock.timestamp_at(lost.hours).isoformat()
+            reason = f"trace shows {lost.available} available < {record['count']} at {at}"
+            if lost.held:
+                reason = (
+                    f"trace shows {lost.available} available at {at}, of which groups launched earlier hold "
+                    f"{lost.held}: {max(lost.available - lost.held, 0)} left < {record['count']}"
+                )
+            end(record, GroupStatus.PREEMPTED, lost.hours, reason)
             if record["pgid"] is not None:
                 # The supervisor gave the notice at the loss itself; SIGKILL here only if it could not.
-                record["kill_after_wall"] = self.clock.wall_at_hours(loss_hours) + self.notice_wall_seconds
+                record["kill_after_wall"] = self.clock.wall_at_hours(lost.hours) + self.notice_wall_seconds
             return
         if exit_info is not None:
             code = exit_info["returncode"]
@@ -165,24 +171,60 @@ class GroupTracker:
             end(record, status, min(max(exit_hours, record["launched_at_hours"]), now_hours), reason)
             record["exit_code"], record["killed"] = code, True
 
-    def capacity_loss_hours(self, zone: str, instance_type: str, count: int, launched_at_hours: float) -> float | None:
-        """When the trace takes a spot gang's capacity away after its launch (None: never, in this trace)."""
-        j = self.market.index(zone, instance_type)
-        grid_hours = self.market.first_shortfall_hours(j, count, self.grid_hours(launched_at_hours))
-        return None if grid_hours is None else grid_hours - self.grid_offset_hours
+    def claim(self, record: dict, older: list[str]) -> None:
+        """Write a new spot group's claim on its zone's capacity (`simulated_capacity`).
 
-    def _capacity_loss_hours(self, record: dict, now_hours: float) -> float | None:
+        :param older: the ids of the spot groups of its zone and instance type alive at its launch.
+        """
+        j = self.market.index(record["zone"], record["instance_type"])
+        launched = record["launched_at_hours"]
+        available = self.market.grid.available[:, j]
+        first = self.market.tick(self.grid_hours(launched))
+        steps = [(launched, int(available[first]))]
+        for k in range(first + 1, len(available)):
+            if available[k] != available[k - 1]:
+                steps.append((k * self.market.step_hours - self.grid_offset_hours, int(available[k])))
+        write_claim(
+            Path(record["group_dir"]),
+            count=record["count"],
+            launched_at_hours=launched,
+            steps=steps,
+            older=older,
+            epoch_wall=self.clock.epoch_wall,
+            speed=self.clock.speed,
+        )
+
+    def capacity_loss_hours(self, record: dict) -> float | None:
+        """When the trace takes a spot group's capacity away, as known now (None: never, in this trace).
+
+        It can only move later: a group launched before it may end first.
+        """
+        lost = self._capacity_loss(record, float("inf"))
+        return None if lost is None else lost.hours
+
+    def _capacity_loss(self, record: dict, now_hours: float) -> Loss | None:
         """When the trace took the spot group's capacity away, if that has happened by now."""
         if not record["spot"]:
             return None
-        loss = self.capacity_loss_hours(
-            record["zone"], record["instance_type"], record["count"], record["launched_at_hours"]
-        )
-        return loss if loss is not None and loss <= now_hours else None
+        group_dir = Path(record["group_dir"])
+        if has_claim(group_dir):
+            lost = loss(group_dir)
+        else:  # a group recorded before groups shared capacity: alone in its zone
+            j = self.market.index(record["zone"], record["instance_type"])
+            launched = self.grid_hours(record["launched_at_hours"])
+            grid_hours = self.market.first_shortfall_hours(j, record["count"], launched)
+            lost = None
+            if grid_hours is not None:
+                hours = grid_hours - self.grid_offset_hours
+                lost = Loss(hours, self.market.available(j, grid_hours), 0)
+        return lost if lost is not None and lost.hours <= now_hours else None
 
 
 def end(record: dict, status: GroupStatus, at_hours: float, reason: str) -> None:
+    """End the group in its record; a spot group's capacity is free from then (`mark_ended`)."""
     record.update(state=status.value, ended_at_hours=at_hours, end_reason=reason)
+    if record["spot"]:
+        mark_ended(Path(record["group_dir"]), at_hours, capacity_loss=status is GroupStatus.PREEMPTED)
 
 
 def handle_of(record: dict) -> GroupHandle:

@@ -14,9 +14,12 @@ Why a supervisor rather than launching the command directly:
   workload agent around the workload (`SimulatedCloud` builds it); the code recorded is the
   *workload's*, from the agent's run record (`run_record`), so "exited 3" means what the
   workload said, not the agent's code for it; the agent's own code is kept beside it;
-- **preempted on time** — the trace's next capacity loss is known at launch; the supervisor
-  SIGTERMs the group at that instant and SIGKILLs it after the notice, so the workload makes
-  no progress the trace would not allow, however rarely anyone polls;
+- **preempted on time** — the group's capacity loss as known at launch is the earliest it can
+  be (groups launched before it can only end sooner than assumed, which moves it later,
+  `simulated_capacity`); at that instant the supervisor derives it again from the group
+  directories and either SIGTERMs the group (SIGKILL after the notice) or sleeps until the new
+  instant, so the workload makes no progress the trace would not allow, however rarely anyone
+  polls, and stops at the instant the cloud's records say;
 - **dies with the group** — it runs in its own session (process group), so one `killpg`
   stops it and the workload together; a SIGTERM from outside also starts the notice, and
   when the workload ends the supervisor kills any stragglers;
@@ -44,6 +47,7 @@ import time
 from pathlib import Path
 
 from ..files import atomic_write_json
+from .simulated_capacity import has_claim, loss_wall
 
 SPEC_FILE = "launch.json"
 EXIT_FILE = "exit.json"
@@ -168,9 +172,10 @@ def read_exit(group_dir: Path) -> dict | None:
 def _supervise(group_dir: Path, alive_fd: int) -> None:
     """Runs in the group: wait out the cold start, run the workload, preempt it on time, record its end.
 
-    `preempt_at_wall` is the trace's capacity loss, known at launch: the supervisor stops the
-    workload at that instant itself, so the workload never makes progress the trace would not
-    allow, however rarely anyone polls. Stopping = SIGTERM to the group, SIGKILL after the notice.
+    `preempt_at_wall` is the group's capacity loss as known at launch: when it comes, the loss is
+    derived again (`_preempt_after`); the supervisor stops the workload at the loss itself, so
+    the workload never makes progress the trace would not allow, however rarely anyone polls.
+    Stopping = SIGTERM to the group, SIGKILL after the notice.
     """
     spec = json.loads((group_dir / SPEC_FILE).read_text())
     notice = float(spec["notice_wall_seconds"])
@@ -194,14 +199,23 @@ def _supervise(group_dir: Path, alive_fd: int) -> None:
     def on_alarm(signum, frame):
         if state["stopping"]:
             os.killpg(0, signal.SIGKILL)  # the notice is over
+            return
+        at = _loss_now(group_dir, preempt_at)
+        if at is None:
+            return  # older groups ended first: no loss left in the trace
+        if at > time.time():
+            signal.setitimer(signal.ITIMER_REAL, at - time.time())  # older groups ended first: later
         else:
-            stop(send_term=True)  # the trace's capacity loss
+            stop(send_term=True)  # the capacity loss
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGALRM, on_alarm)
-    if preempt_at is not None and preempt_at <= start_at:
+    while preempt_at is not None and preempt_at <= start_at:
         _sleep_until(preempt_at)
-        os._exit(0)  # preempted during the cold start
+        at = _loss_now(group_dir, preempt_at)
+        if at is not None and at <= time.time():
+            os._exit(0)  # preempted during the cold start
+        preempt_at = at
     # Block our signals while starting the child, so the handlers always see it once it exists.
     signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED)
     try:
@@ -229,6 +243,16 @@ def _supervise(group_dir: Path, alive_fd: int) -> None:
 
 
 _HANDLED = {signal.SIGTERM, signal.SIGALRM}
+
+
+def _loss_now(group_dir: Path, given: float | None) -> float | None:
+    """The group's capacity loss (wall) derived again now; `given` (the launch's) for a group without
+    a claim, or if the group directories cannot be read (it runs in a signal handler: never raise)."""
+    try:
+        return loss_wall(group_dir) if has_claim(group_dir) else given
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"simulated cloud: cannot derive the capacity loss again ({exc}); keeping {given}", file=sys.stderr)
+        return given
 
 
 def _workload_exit(run_record: Path, agent_code: int) -> dict:

@@ -12,15 +12,14 @@ the fleet simulator (`simulation.fleet`), so that what is benchmarked is what th
   more to the point, the rule makes a group's fate depend only on groups launched before it, so a
   new launch never shortens anyone else's life.
 
-Pure functions over plain numbers; no I/O.
+Pure functions over plain numbers; no I/O. No numpy at import either: the simulated cloud's
+group supervisor (one small process per group) applies `first_loss` itself, and loads only this.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
 
 
 @dataclass(frozen=True)
@@ -57,13 +56,21 @@ def taken_back(available: int, holdings: Sequence[Holding]) -> list[Holding]:
     return [h for h in holdings if h.key not in keep]
 
 
-def first_loss(available: np.ndarray, held_before: np.ndarray, count: int) -> int | None:
+def first_loss(available: Sequence[int], held_before: Sequence[int], count: int) -> int | None:
     """Index of the first step at which a group of `count` loses its capacity, or None if it never does.
 
     :param available: the zone's capacity at each step from the group's launch on.
     :param held_before: at each step, what the groups launched before it still hold then (each
         until its own loss or end); by the rule above nothing launched later matters.
+
+    Arrays (numpy) are compared in one vectorised step; plain sequences one step at a time.
     """
-    short = np.asarray(available) - np.asarray(held_before) < count
-    hit = np.flatnonzero(short)
-    return int(hit[0]) if hit.size else None
+    if hasattr(available, "__array__") or hasattr(held_before, "__array__"):
+        import numpy as np  # only callers that already hold arrays pay for it
+
+        hit = np.flatnonzero(np.asarray(available) - np.asarray(held_before) < count)
+        return int(hit[0]) if hit.size else None
+    for step, (have, held) in enumerate(zip(available, held_before, strict=True)):
+        if have - held < count:
+            return step
+    return None

@@ -244,7 +244,7 @@ def test_concurrent_launches_lose_no_group_and_never_duplicate_a_token(cloud):
     from concurrent.futures import ThreadPoolExecutor
 
     same = [request(token="shared") for _ in range(6)]
-    distinct = [request(token=f"own-{i}") for i in range(6)]
+    distinct = [request(token=f"own-{i}", spot=False) for i in range(6)]  # spot: only 2 fit in r1-b
     with ThreadPoolExecutor(max_workers=6) as pool:
         handles = list(pool.map(cloud.launch, same + distinct))
     assert len(set(handles[:6])) == 1

@@ -26,3 +26,10 @@ def test_first_loss_counts_only_what_older_groups_hold():
     assert first_loss(available, np.array([8, 8, 8, 8, 8]), 4) == 2
     assert first_loss(available, np.zeros(5), 4) is None
     assert first_loss(available, np.array([8, 8, 0, 0, 0]), 4) is None
+
+
+def test_first_loss_gives_the_same_answer_for_plain_sequences():
+    available = [16, 16, 10, 16, 4]
+    assert first_loss(available, [8, 8, 8, 8, 8], 4) == 2
+    assert first_loss(available, [0] * 5, 4) is None
+    assert first_loss(available, [8, 8, 0, 0, 0], 4) is None
