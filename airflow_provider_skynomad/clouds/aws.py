@@ -16,8 +16,9 @@
 - checkpoints (clouds/aws_store.py): one bucket per region (``checkpoint_bucket`` with
   ``{region}``; a move copies the newest complete checkpoint, and a launch brings it into its
   region's bucket before the instances boot) or one bucket for all.
-- probe: asks for the gang size, terminates what it got at once, and says what that cost (EC2
-  bills at least 60 s per instance); on-demand prices come from the price table (market/prices.py).
+- probe: by ``launch`` (asks for the gang size, terminates what it got at once; EC2 bills at least
+  60 s per instance) or by ``request`` (one-time spot requests cancelled as soon as EC2 answers:
+  clouds/aws_probe.py, docs/probing.md); on-demand prices come from the price table (market/prices.py).
 - signals: spot placement scores and spot price history, both free.
 """
 
@@ -27,7 +28,19 @@ from typing import Any
 
 from .aws_boot import boot_script
 from .aws_store import JobStore
-from .base import CapacityError, Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult, Resource, Signal
+from .base import (
+    PROBE_LAUNCH,
+    PROBE_REQUEST,
+    CapacityError,
+    Cloud,
+    GroupHandle,
+    GroupStatus,
+    LaunchRequest,
+    ProbeResult,
+    Resource,
+    Signal,
+    check_probe_kind,
+)
 from .boot_env import job_checkpoint_key
 from .tags import DEPLOYMENT, OWNER_RECORD, check_deployment_id, owner_record
 from .zones import aws_region_of as region_of
@@ -101,6 +114,7 @@ class AwsCloud(Cloud):
     """
 
     name = "aws"
+    probe_kinds = (PROBE_LAUNCH, PROBE_REQUEST)
 
     def __init__(
         self,
@@ -382,16 +396,33 @@ class AwsCloud(Cloud):
         return f"{self.store.uri(region_of(zone), job_id)}/output/"
 
     def probe(
-        self, region: str, zone: str, instance_type: str, count: int, *, tags: dict[str, str] | None = None
+        self,
+        region: str,
+        zone: str,
+        instance_type: str,
+        count: int,
+        *,
+        tags: dict[str, str] | None = None,
+        kind: str = PROBE_LAUNCH,
     ) -> ProbeResult:
-        """Ask for `count` spot instances (at least one), terminate what was granted at once.
+        """Ask for `count` spot instances, release at once what EC2 granted, say what it cost.
 
-        `usd` is what that costs: granted × spot price × EC2's 60 s minimum.
+        ``launch``: one ``run_instances`` (at least one), every granted instance terminated and
+        billed EC2's 60 s minimum. ``request``: one-time spot requests cancelled as soon as EC2
+        answers (clouds/aws_probe.py): billed only for instances EC2 launched before the cancel.
         """
+        check_probe_kind(self.name, kind, self.probe_kinds)
+        tags = {**(tags or {}), PURPOSE_TAG: "probe", DEPLOYMENT: self.deployment_id}
+        if kind == PROBE_REQUEST:
+            from .aws_probe import request_probe
+
+            return request_probe(self, region, zone, instance_type, count, tags)
+        return self._launch_probe(region, zone, instance_type, count, tags)
+
+    def _launch_probe(self, region: str, zone: str, instance_type: str, count: int, tags: dict) -> ProbeResult:
         from botocore.exceptions import ClientError
 
         client = self.ec2(region)
-        tags = {**(tags or {}), PURPOSE_TAG: "probe", DEPLOYMENT: self.deployment_id}
         args = self._launch_args(region, zone, instance_type, tags, spot=True)
         granted: list[str] = []
         try:

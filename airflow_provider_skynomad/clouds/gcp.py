@@ -29,7 +29,17 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from .base import CapacityError, Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult, Resource
+from .base import (
+    PROBE_LAUNCH,
+    CapacityError,
+    Cloud,
+    GroupHandle,
+    GroupStatus,
+    LaunchRequest,
+    ProbeResult,
+    Resource,
+    check_probe_kind,
+)
 from .boot_env import job_checkpoint_key
 from .gcp_boot import (
     CREDENTIAL_NAME,
@@ -305,12 +315,28 @@ class GcpCloud(Cloud):
         return None
 
     def probe(
-        self, region: str, zone: str, instance_type: str, count: int, *, tags: dict[str, str] | None = None
+        self,
+        region: str,
+        zone: str,
+        instance_type: str,
+        count: int,
+        *,
+        tags: dict[str, str] | None = None,
+        kind: str = PROBE_LAUNCH,
     ) -> ProbeResult:
         """Insert up to `count` spot VMs with no workload until a stock-out, delete them all at once.
 
-        Cost: every granted VM is billed Compute Engine's one-minute minimum at the spot price.
+        Only ``launch``: Compute Engine has no spot request that can be cancelled before a VM
+        exists. A stock-out is an error of the insert itself (``ZONE_RESOURCE_POOL_EXHAUSTED``:
+        "The zone ... does not have enough resources available to fulfill the request",
+        https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-availability),
+        and creates nothing; an insert that succeeds has started a VM, and "Instance uptime is
+        measured as the number of seconds between when you start an instance and when you stop an
+        instance", with "All vCPUs, GPUs, and GB of memory ... charged a minimum of 1 minute"
+        (https://cloud.google.com/compute/vm-instance-pricing). So each VM is deleted as soon as its
+        insert returns, and counted at the one-minute minimum at the spot price (docs/probing.md).
         """
+        check_probe_kind(self.name, kind, self.probe_kinds)
         token = f"probe-{uuid.uuid4().hex[:10]}"
         request = LaunchRequest(
             "gcp", region, zone, instance_type, count, True, token, tags={**(tags or {}), "skynomad-purpose": "probe"}

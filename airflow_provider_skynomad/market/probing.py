@@ -1,9 +1,15 @@
-"""The probe planner: which markets to pay a launch probe for this run, within a daily budget.
+"""The probe planner: which markets to pay a probe for this run, within a daily budget.
 
-A launch probe is the only way to learn whether a zone has spot capacity *now*, and it is paid:
-the cloud bills what it granted for its minimum billed time (one minute on AWS, GCP and the
-simulated cloud), so a probe of `count` instances is expected to cost at most
-``count × spot price × minimum billed time``. The planner spends that money where it buys the most:
+A probe is the only way to learn whether a zone has spot capacity *now*. What it costs depends on
+its kind (docs/probing.md):
+
+- **launch**: the cloud bills what it granted for its minimum billed time (one minute on AWS, GCP
+  and the simulated cloud): at most ``count × spot price × minimum billed time``.
+- **request** (request-and-cancel, AWS one-time spot requests): nothing runs unless the cloud
+  fulfils the request before the cancel lands; then the fulfilled instances are terminated and
+  billed the minimum. Expected: ``REQUEST_FULFILLED_SHARE × count × spot price × minimum``.
+
+The planner spends that money where it buys the most:
 
 - **Markets in use are kept fresh.** A market a job may use (the DAG's ``job_zones``, or where a
   running job's instances are) is probed before its newest observation would pass
@@ -36,6 +42,16 @@ MIN_BILLED_HOURS = {"aws": 60.0 / 3600.0, "gcp": 60.0 / 3600.0, "simulated": 60.
 """The shortest time each cloud bills an instance for (AWS Linux and GCP: 60 s; the simulated
 cloud holds a probe's instances one simulated minute)."""
 
+PROBE_LAUNCH, PROBE_REQUEST = "launch", "request"  # the kinds of clouds/base.py (no cloud import here)
+REQUEST_PROBE_CLOUDS = frozenset({"aws"})
+"""Clouds whose API has a spot request that can be cancelled before anything runs (GCP has none:
+an insert that finds capacity has started a VM). Their probes are ``request`` by default."""
+REQUEST_FULFILLED_SHARE = 0.1
+"""The share of request probes' granted instances planned (and simulated) as launched before the
+cancel lands, each billed the minimum. AWS documents the race but not its odds; the probe polls
+every second and cancels at the first ``pending-fulfillment``. The probe-spend record holds the
+real share (request probes with ``usd > 0``); update this figure from it."""
+
 DEFAULT_BUDGET_USD_PER_DAY = 10.0
 RECENT_HOURS = 6.0  # the window in which observations and flips are counted
 DEAR_CADENCE_FACTOR = 6.0  # a market that cannot beat on-demand: probed this much less often
@@ -46,6 +62,30 @@ PACE_BURST = 2.0  # optional probes may spend up to this many runs' even share o
 def min_billed_hours(cloud: str) -> float:
     """The cloud's minimum billed time per instance, in hours (one minute when unknown)."""
     return MIN_BILLED_HOURS.get(cloud, 60.0 / 3600.0)
+
+
+def default_probe_kind(cloud: str) -> str:
+    """``request`` where the cloud allows a billing-free request-and-cancel, else ``launch``."""
+    return PROBE_REQUEST if cloud in REQUEST_PROBE_CLOUDS else PROBE_LAUNCH
+
+
+def probe_kind_for(cloud: str, wanted: str | None) -> str:
+    """The kind a target's probes use: `wanted` (a target's or connection's ``probe_kind``) when
+    set, else the cloud's default; a kind the cloud cannot do is refused here, before any probe."""
+    if not wanted:
+        return default_probe_kind(cloud)
+    if wanted not in (PROBE_LAUNCH, PROBE_REQUEST):
+        raise ValueError(f"probe_kind must be {PROBE_LAUNCH!r} or {PROBE_REQUEST!r}, got {wanted!r}")
+    if wanted == PROBE_REQUEST and cloud not in REQUEST_PROBE_CLOUDS:
+        raise ValueError(f"probe_kind {wanted!r}: the {cloud} cloud has no billing-free spot request (docs/probing.md)")
+    return wanted
+
+
+def expected_probe_usd(count: int, spot_usd_per_hour: float, cloud: str, kind: str) -> float:
+    """Most a launch probe can cost (every instance granted, billed the minimum); for a request
+    probe, that times the share fulfilled before the cancel (`REQUEST_FULFILLED_SHARE`)."""
+    most = count * spot_usd_per_hour * min_billed_hours(cloud)
+    return most * REQUEST_FULFILLED_SHARE if kind == PROBE_REQUEST else most
 
 
 @dataclass(frozen=True)
@@ -62,6 +102,7 @@ class ProbeMarket:
     :param observations: observations in the last `RECENT_HOURS`.
     :param flips: changes between up and down among them.
     :param up: whether the newest observation showed capacity for the gang.
+    :param probe_kind: how it is probed (``launch`` or ``request``), which sets its expected cost.
     """
 
     cloud: str
@@ -77,6 +118,7 @@ class ProbeMarket:
     observations: int = 0
     flips: int = 0
     up: bool | None = None
+    probe_kind: str = PROBE_LAUNCH
 
     @property
     def key(self) -> str:
@@ -127,7 +169,7 @@ class ProbePlan:
 
 
 class ProbePlanner:
-    """Choose this run's launch probes; see the module docstring for the rules.
+    """Choose this run's probes; see the module docstring for the rules.
 
     :param budget_usd_per_day: the most all probes of a UTC day may cost (≥ 0).
     :param max_market_age_hours: markets in use must never have an older newest observation.
@@ -148,10 +190,10 @@ class ProbePlanner:
     # -- pieces, each small enough to test alone ----------------------------------------------
 
     def expected_usd(self, market: ProbeMarket) -> float | None:
-        """Most a probe of `market` can cost: every instance granted, billed its minimum time."""
+        """What a probe of `market` is planned at, by its kind (`expected_probe_usd`)."""
         if market.spot_usd_per_hour is None:
             return None
-        return market.count * market.spot_usd_per_hour * min_billed_hours(market.cloud)
+        return expected_probe_usd(market.count, market.spot_usd_per_hour, market.cloud, market.probe_kind)
 
     def refresh_hours(self) -> float:
         """How old a used market's newest observation may be at a run: it must not pass

@@ -51,7 +51,7 @@ def _make_v3(url: str, rows: pd.DataFrame, deleted: int = 7, version: int = 3) -
     old = Table(
         "market_observations",
         meta,
-        *(Column(c.name, c.type, nullable=False) for c in market_observations.columns),
+        *(Column(c.name, c.type, nullable=False) for c in market_observations.columns if c.name != "probe_kind"),
         PrimaryKeyConstraint("zone", "instance_type", "observed_at", name="pk_market_observations"),
         Index("ix_market_observations_zone_observed_at", "zone", "observed_at"),
     )
