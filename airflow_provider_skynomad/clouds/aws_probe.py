@@ -119,13 +119,15 @@ def _request_args(cloud, region: str, zone: str, instance_type: str, count: int,
     groups = cloud.security_groups_for(region)
     if groups:
         spec["SecurityGroupIds"] = groups
-    return {
+    args = {
         "InstanceCount": int(count),
         "Type": "one-time",
         "InstanceInterruptionBehavior": "terminate",
         "LaunchSpecification": spec,
-        "TagSpecifications": [{"ResourceType": "spot-instances-request", "Tags": _tag_list(tags)}],
     }
+    if tags:
+        args["TagSpecifications"] = [{"ResourceType": "spot-instances-request", "Tags": _tag_list(tags)}]
+    return args
 
 
 def _image(cloud, region: str) -> str:

@@ -353,3 +353,118 @@ def test_checkpoint_store_is_the_jobs_regional_prefix_through_the_hooks_client(a
     assert store.uri == f"s3://ckpt-us-west-2/skynomad/{P}cs"
     assert store.complete_seqs() == [3] and store.read_progress()["step"] == 3
     assert AwsCloud().checkpoint_store("j", "us-west-2a") is None  # no bucket: no store
+
+
+# -- request-and-cancel probes -----------------------------------------------------------------
+# Moto fulfils a one-time spot request at once (request active, instance launched): the race a
+# real probe can lose. The other answers EC2 gives (held for capacity, about to be fulfilled) are
+# set on moto's request object by `spot_answer`; moto drops a request only when it is cancelled.
+
+
+@pytest.fixture
+def spot_log(monkeypatch):
+    """Every spot request moto creates and every cancel it receives, as they happened."""
+    from moto.ec2.models.spot_requests import SpotRequestBackend
+
+    log = {"created": [], "cancelled": []}
+    create, cancel = SpotRequestBackend.request_spot_instances, SpotRequestBackend.cancel_spot_instance_requests
+
+    def created(self, *args, **kwargs):
+        requests = create(self, *args, **kwargs)
+        log["created"] += requests
+        return requests
+
+    def cancelled(self, request_ids):
+        log["cancelled"] += list(request_ids)
+        return cancel(self, request_ids)
+
+    monkeypatch.setattr(SpotRequestBackend, "request_spot_instances", created)
+    monkeypatch.setattr(SpotRequestBackend, "cancel_spot_instance_requests", cancelled)
+    return log
+
+
+def spot_answer(monkeypatch, code: str) -> None:
+    """Moto's requests hold at `code` (request open, no instance) instead of being fulfilled."""
+    from moto.ec2.models.spot_requests import SpotInstanceRequest
+
+    init = SpotInstanceRequest.__init__
+
+    def held(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.state, self._status_code, self.status_message = "open", code, f"held: {code}"
+
+    monkeypatch.setattr(SpotInstanceRequest, "launch_instance", lambda self: None)
+    monkeypatch.setattr(SpotInstanceRequest, "instance_id", property(lambda self: getattr(self.instance, "id", None)))
+    monkeypatch.setattr(SpotInstanceRequest, "__init__", held)
+
+
+def test_a_request_fulfilled_before_the_cancel_is_terminated_and_billed_the_minimum(aws, spot_log):
+    job = f"{P}req-1"
+    result = aws.probe(REGION, ZONE, "g4dn.xlarge", 2, tags={"skynomad-job": job}, kind="request")
+    assert (result.kind, result.requested, result.available, result.billed) == ("request", 2, 2, 2)
+    assert result.usd == pytest.approx(2 * result.spot_usd_per_hour / 60, abs=1e-6)  # EC2's 60 s minimum
+    assert len(spot_log["created"]) == 2  # one one-time request per instance
+    assert sorted(spot_log["cancelled"]) == sorted(r.id for r in spot_log["created"])
+    request = spot_log["created"][0]
+    assert request.type == "one-time" and request.launch_specification.image_id == aws_image(aws)
+    tags = {t["key"]: t["value"] for t in request.get_tags()}
+    assert tags == {"skynomad-job": job, "skynomad:purpose": "probe", "skynomad-deployment": "default"}
+    launched = [r.instance.id for r in spot_log["created"]]  # EC2 puts a request's tags on it alone
+    client = boto3.client("ec2", region_name=REGION)
+    instances = [i for r in client.describe_instances(InstanceIds=launched)["Reservations"] for i in r["Instances"]]
+    assert len(instances) == 2 and all(i["State"]["Name"] in ("shutting-down", "terminated") for i in instances)
+    assert SECRET not in json.dumps([request.get_tags(), [i.get("Tags") for i in instances]], default=str)
+
+
+def test_a_request_cancelled_before_fulfilment_saw_capacity_and_billed_nothing(aws, spot_log, monkeypatch):
+    spot_answer(monkeypatch, "pending-fulfillment")
+    result = aws.probe(REGION, ZONE, "g4dn.xlarge", 3, tags={"skynomad-job": f"{P}req-2"}, kind="request")
+    assert (result.available, result.billed, result.usd) == (3, 0, 0.0)
+    assert sorted(spot_log["cancelled"]) == sorted(r.id for r in spot_log["created"])
+    assert [r.instance for r in spot_log["created"]] == [None] * 3  # nothing ran
+
+
+@pytest.mark.parametrize("code", ["capacity-not-available", "capacity-oversubscribed"])
+def test_a_request_held_for_capacity_is_zero_granted_and_cancelled(aws, spot_log, monkeypatch, code):
+    spot_answer(monkeypatch, code)
+    result = aws.probe(REGION, ZONE, "g4dn.xlarge", 1, tags={"skynomad-job": f"{P}req-3"}, kind="request")
+    assert (result.kind, result.available, result.billed, result.usd) == ("request", 0, 0, 0.0)
+    assert len(spot_log["cancelled"]) == 1 and spot_log["cancelled"] == [spot_log["created"][0].id]
+
+
+def test_a_request_without_an_answer_is_cancelled_and_not_recorded(aws, spot_log, monkeypatch):
+    from airflow_provider_skynomad.clouds.aws_probe import ProbeNoAnswer, request_probe
+
+    spot_answer(monkeypatch, "pending-evaluation")
+    waited = []
+    with pytest.raises(ProbeNoAnswer, match="did not answer"):
+        request_probe(
+            aws,
+            REGION,
+            ZONE,
+            "g4dn.xlarge",
+            1,
+            {},
+            wait_seconds=3,
+            sleep=waited.append,
+            clock=iter(range(100)).__next__,
+        )
+    assert waited == [1.0, 1.0]  # polled once a second until the deadline
+    assert spot_log["cancelled"] == [spot_log["created"][0].id]
+
+
+def test_a_request_probe_needs_an_image_and_launch_probes_keep_their_meaning(aws):
+    result = aws.probe(REGION, ZONE, "g4dn.xlarge", 1, tags={"skynomad-job": f"{P}req-4"})
+    assert (result.kind, result.billed_instances) == ("launch", result.available)
+    bare = AwsCloud(aws_conn_id="aws_default", subnets=aws.subnets)
+    with pytest.raises(ValueError, match="needs an image"):
+        bare.probe(REGION, ZONE, "g4dn.xlarge", 1, kind="request")
+    with pytest.raises(ValueError, match="cannot probe by 'offer'"):
+        aws.probe(REGION, ZONE, "g4dn.xlarge", 1, kind="offer")
+
+
+def aws_image(cloud: AwsCloud) -> str:
+    template, version = cloud.template_for(REGION)
+    key = "LaunchTemplateId" if template.startswith("lt-") else "LaunchTemplateName"
+    found = cloud.ec2(REGION).describe_launch_template_versions(**{key: template}, Versions=[version])
+    return found["LaunchTemplateVersions"][0]["LaunchTemplateData"]["ImageId"]
