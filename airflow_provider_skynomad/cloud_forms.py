@@ -88,6 +88,15 @@ CLOUD_FIELDS = {
             "description": "what the probe DAG asks for (read by ``operators.probe.probe_targets``).",
             "schema": {"type": ["array", "null"]},
         },
+        "probe_kind": {
+            "label": "AWS: Probe kind",
+            "description": "how the probe DAG probes this cloud's markets: ``request`` (default: "
+            "one-time spot requests cancelled as soon as EC2 answers; billed only "
+            "when EC2 fulfils one first) or ``launch`` (instances launched and "
+            "terminated, each billed the 60 s minimum); read by the probe DAG, "
+            "docs/probing.md.",
+            "schema": {"type": ["string", "null"], "default": "request"},
+        },
         "deployment_id": {
             "label": "AWS: Deployment ID",
             "description": "this Airflow's id (lowercase letters, digits, '-'; default "
@@ -208,6 +217,13 @@ CLOUD_FIELDS = {
             "``operators.probe.probe_targets``; listed here so it is an "
             "accepted ``cloud_options`` key).",
             "schema": {"type": ["array", "null"]},
+        },
+        "probe_kind": {
+            "label": "GCP: Probe kind",
+            "description": "how the probe DAG probes this cloud's markets: ``launch`` only "
+            "(Compute Engine has no spot request that can be cancelled before a "
+            "VM exists; docs/probing.md); read by the probe DAG.",
+            "schema": {"type": ["string", "null"], "default": "launch"},
         },
         "deployment_id": {
             "label": "GCP: Deployment ID",

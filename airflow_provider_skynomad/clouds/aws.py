@@ -105,6 +105,10 @@ class AwsCloud(Cloud):
     :param price_table: a price table file (``skynomad prices refresh --output``) instead of the
         refreshed or shipped one.
     :param probe_targets: what the probe DAG asks for (read by ``operators.probe.probe_targets``).
+    :param probe_kind: how the probe DAG probes this cloud's markets: ``request`` (default:
+        one-time spot requests cancelled as soon as EC2 answers; billed only when EC2 fulfils one
+        first) or ``launch`` (instances launched and terminated, each billed the 60 s minimum);
+        read by the probe DAG, docs/probing.md.
     :param deployment_id: this Airflow's id (lowercase letters, digits, '-'; default ``default``): a
         tag on every instance, volume, spot request and probe, and in every job's owner record
         (clouds/tags.py). `skynomad cleanup` touches nothing tagged with another; give each Airflow
@@ -133,6 +137,7 @@ class AwsCloud(Cloud):
         setup_commands: list[str] | None = None,
         price_table: str | None = None,
         probe_targets: list[dict] | None = None,
+        probe_kind: str = "request",
         deployment_id: str | None = None,
         checkpoint_signing_secret: str | None = None,
     ) -> None:
@@ -153,6 +158,8 @@ class AwsCloud(Cloud):
         self.setup_commands = tuple(setup_commands or ())
         self.price_table = price_table
         self.probe_targets = list(probe_targets or [])
+        check_probe_kind(self.name, probe_kind, self.probe_kinds)
+        self.probe_kind = probe_kind
         self._clients: dict[str, Any] = {}
         self._s3_clients: dict[str, Any] = {}
         self._prices = None

@@ -112,6 +112,9 @@ class GcpCloud(Cloud):
         from (docs/agent.md, "Checkpoint signatures"); without it manifests are not signed.
     :param probe_targets: what the probe DAG asks for (read from the connection by
         ``operators.probe.probe_targets``; listed here so it is an accepted ``cloud_options`` key).
+    :param probe_kind: how the probe DAG probes this cloud's markets: ``launch`` only (Compute
+        Engine has no spot request that can be cancelled before a VM exists; docs/probing.md);
+        read by the probe DAG.
     :param deployment_id: this Airflow's id (lowercase letters, digits, '-'; default ``default``): a
         label and a metadata item on every instance and probe, and in every job's owner record
         (clouds/tags.py). `skynomad cleanup` touches nothing carrying another; give each Airflow that
@@ -141,6 +144,7 @@ class GcpCloud(Cloud):
         hook: Any | None = None,
         gcs_hook: Any | None = None,
         probe_targets: list[dict] | None = None,
+        probe_kind: str = "launch",
         deployment_id: str | None = None,
         checkpoint_signing_secret: str | None = None,
     ) -> None:
@@ -164,6 +168,8 @@ class GcpCloud(Cloud):
         self._prices = None
         self.regions = list(regions) if regions else None
         self.probe_targets = list(probe_targets or [])
+        check_probe_kind(self.name, probe_kind, self.probe_kinds)
+        self.probe_kind = probe_kind
         self._hook = hook
         self._gcs_hook = gcs_hook
         self._store: GcsStore | None = None
