@@ -113,7 +113,7 @@ def after(trace: str, start_hours: float, home: Path, probe_kind: str | None) ->
 
 
 def main() -> int:
-    logging.disable(logging.INFO)
+    logging.disable(logging.WARNING)  # also Airflow's "execute cannot be called outside of the Task Runner"
     os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")  # the operators' own lines
     from airflow_provider_skynomad.hooks.skynomad import bundled_trace
     from airflow_provider_skynomad.market.observations import read_observations

@@ -325,6 +325,17 @@ def test_probe_costs_the_granted_vms_one_minute_each(compute, emulator):
     labels = compute.inserts[0]["instance_resource"]["labels"]
     assert labels["skynomad-purpose"] == "probe" and labels["skynomad-job"] == "j"
     assert items_of(compute.inserts[0])["startup-script"] == ""  # a probe runs nothing
+    assert (result.kind, result.billed_instances) == ("launch", 2)  # every VM that started is billed
+
+
+def test_gcp_has_no_billing_free_request_so_it_refuses_request_probes(compute, emulator):
+    cloud = make_cloud(compute)
+    compute.capacity["us-central1-a"] = 0
+    stocked_out = cloud.probe("us-central1", "us-central1-a", "a3-highgpu-1g", 1)
+    assert (stocked_out.available, stocked_out.usd) == (0, 0.0)  # a failed insert started nothing
+    with pytest.raises(ValueError, match="cannot probe by 'request'"):
+        cloud.probe("us-central1", "us-central1-a", "a3-highgpu-1g", 1, kind="request")
+    assert len(compute.inserts) == 1  # the refused probe asked Compute Engine for nothing
 
 
 def test_check_names_the_setting_without_launching(compute, emulator):
