@@ -91,8 +91,6 @@ def _configured_targets(config: SkyNomadConfig) -> list[dict]:
                 # the catalog is the trace: its dearest prices bound what a first probe can cost
                 "spot_usd_per_hour": float(rows["spot_price"].max()),
                 "on_demand_usd_per_hour": float(rows["on_demand_price"].max()),
-                # the replay probes each market the way its real cloud allows (docs/probing.md)
-                "probe_kind": config.cloud_options.get("probe_kind"),
             }
         )
     return out
