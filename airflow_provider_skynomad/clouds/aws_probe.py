@@ -82,7 +82,7 @@ def request_probe(
         after = {r["SpotInstanceRequestId"]: r for r in _describe(client, ids)}  # fulfilled in the race?
         instances = sorted({r["InstanceId"] for r in [*seen.values(), *after.values()] if r.get("InstanceId")})
         if instances:
-            client.terminate_instances(InstanceIds=instances)
+            _terminate(client, zone, instances)
     failed = [r for r in seen.values() if _code(r) in FAILED]
     if failed:
         raise RuntimeError(f"{zone}: EC2 refused the spot request ({_code(failed[0])}): {_message(failed[0])}")
@@ -146,6 +146,20 @@ def _image(cloud, region: str) -> str:
         f"aws cloud: a request probe in {region} needs an image: set cloud_options.image_id, give the launch "
         "template an image, or set probe_kind to launch"
     )
+
+
+def _terminate(client, zone: str, instances: list[str]) -> None:
+    """Terminate what EC2 launched before the cancel. EC2 does not copy a spot request's tags to
+    its instances, so these carry none: a refusal is raised naming them, never left unsaid."""
+    from botocore.exceptions import ClientError
+
+    try:
+        client.terminate_instances(InstanceIds=instances)
+    except ClientError as exc:
+        raise RuntimeError(
+            f"{zone}: EC2 launched {', '.join(instances)} before the probe's cancel and they could not be "
+            f"terminated ({exc.response.get('Error', {}).get('Code', exc)}); terminate them by hand"
+        ) from exc
 
 
 def _describe(client, ids: list[str]) -> list[dict]:
