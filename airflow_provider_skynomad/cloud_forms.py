@@ -91,8 +91,9 @@ CLOUD_FIELDS = {
         "probe_kind": {
             "label": "AWS: Probe kind",
             "description": "how the probe DAG probes this cloud's markets: ``request`` (default: "
-            "one-time spot requests cancelled as soon as EC2 answers; billed only "
-            "when EC2 fulfils one first) or ``launch`` (instances launched and "
+            "an EC2 Fleet of type request whose instances carry the probe's tags, "
+            "deleted as soon as EC2 answers; billed only for an instance read "
+            "running before the delete) or ``launch`` (instances launched and "
             "terminated, each billed the 60 s minimum); read by the probe DAG, "
             "docs/probing.md.",
             "schema": {"type": ["string", "null"], "default": "request"},
@@ -220,10 +221,12 @@ CLOUD_FIELDS = {
         },
         "probe_kind": {
             "label": "GCP: Probe kind",
-            "description": "how the probe DAG probes this cloud's markets: ``launch`` only "
-            "(Compute Engine has no spot request that can be cancelled before a "
-            "VM exists; docs/probing.md); read by the probe DAG.",
-            "schema": {"type": ["string", "null"], "default": "launch"},
+            "description": "how the probe DAG probes this cloud's markets: ``request`` (default: "
+            "insert, watch the status, delete at STAGING; billed only if the VM "
+            "was read RUNNING first, an assumption of docs/probing.md) or "
+            "``launch`` (insert, delete when the insert returns, each VM billed "
+            "the one-minute minimum); read by the probe DAG.",
+            "schema": {"type": ["string", "null"], "default": "request"},
         },
         "deployment_id": {
             "label": "GCP: Deployment ID",

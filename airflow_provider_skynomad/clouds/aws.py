@@ -17,8 +17,8 @@
   ``{region}``; a move copies the newest complete checkpoint, and a launch brings it into its
   region's bucket before the instances boot) or one bucket for all.
 - probe: by ``launch`` (asks for the gang size, terminates what it got at once; EC2 bills at least
-  60 s per instance) or by ``request`` (one-time spot requests cancelled as soon as EC2 answers:
-  clouds/aws_probe.py, docs/probing.md); on-demand prices come from the price table (market/prices.py).
+  60 s per instance) or by ``request`` (an EC2 Fleet of type request deleted as soon as EC2
+  answers: clouds/aws_probe.py, docs/probing.md); on-demand prices come from the price table (market/prices.py).
 - signals: spot placement scores and spot price history, both free.
 """
 
@@ -105,10 +105,11 @@ class AwsCloud(Cloud):
     :param price_table: a price table file (``skynomad prices refresh --output``) instead of the
         refreshed or shipped one.
     :param probe_targets: what the probe DAG asks for (read by ``operators.probe.probe_targets``).
-    :param probe_kind: how the probe DAG probes this cloud's markets: ``request`` (default:
-        one-time spot requests cancelled as soon as EC2 answers; billed only when EC2 fulfils one
-        first) or ``launch`` (instances launched and terminated, each billed the 60 s minimum);
-        read by the probe DAG, docs/probing.md.
+    :param probe_kind: how the probe DAG probes this cloud's markets: ``request`` (default: an EC2
+        Fleet of type request whose instances carry the probe's tags, deleted as soon as EC2
+        answers; billed only for an instance read running before the delete) or ``launch``
+        (instances launched and terminated, each billed the 60 s minimum); read by the probe DAG,
+        docs/probing.md.
     :param deployment_id: this Airflow's id (lowercase letters, digits, '-'; default ``default``): a
         tag on every instance, volume, spot request and probe, and in every job's owner record
         (clouds/tags.py). `skynomad cleanup` touches nothing tagged with another; give each Airflow
@@ -415,8 +416,8 @@ class AwsCloud(Cloud):
         """Ask for `count` spot instances, release at once what EC2 granted, say what it cost.
 
         ``launch``: one ``run_instances`` (at least one), every granted instance terminated and
-        billed EC2's 60 s minimum. ``request``: one-time spot requests cancelled as soon as EC2
-        answers (clouds/aws_probe.py): billed only for instances EC2 launched before the cancel.
+        billed EC2's 60 s minimum. ``request``: a request fleet deleted as soon as EC2 answers
+        (clouds/aws_probe.py): billed only for instances read running before the delete.
         """
         check_probe_kind(self.name, kind, self.probe_kinds)
         tags = {**(tags or {}), PURPOSE_TAG: "probe", DEPLOYMENT: self.deployment_id}

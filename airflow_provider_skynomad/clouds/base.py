@@ -84,9 +84,10 @@ PROBE_LAUNCH = "launch"
 """A probe that launches what it asks for and terminates what was granted: every granted instance
 is billed the cloud's minimum (docs/probing.md)."""
 PROBE_REQUEST = "request"
-"""A probe that submits a spot request and cancels it as soon as the cloud answers: nothing runs,
-and nothing is billed unless the cloud fulfils the request before the cancel lands (then the
-fulfilled instances are terminated at once and billed the minimum; docs/probing.md)."""
+"""A probe that asks for capacity and gives it back the moment the cloud has allocated it, before
+the instance runs (AWS: a request fleet deleted while its instances are ``pending``; GCP: a VM
+deleted at ``STAGING``): billed only for an instance read running before the delete, or seen only
+after it (docs/probing.md)."""
 PROBE_KINDS = (PROBE_LAUNCH, PROBE_REQUEST)
 
 
