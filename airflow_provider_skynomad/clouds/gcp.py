@@ -31,6 +31,7 @@ from typing import Any
 
 from .base import (
     PROBE_LAUNCH,
+    PROBE_REQUEST,
     CapacityError,
     Cloud,
     GroupHandle,
@@ -112,9 +113,10 @@ class GcpCloud(Cloud):
         from (docs/agent.md, "Checkpoint signatures"); without it manifests are not signed.
     :param probe_targets: what the probe DAG asks for (read from the connection by
         ``operators.probe.probe_targets``; listed here so it is an accepted ``cloud_options`` key).
-    :param probe_kind: how the probe DAG probes this cloud's markets: ``launch`` only (Compute
-        Engine has no spot request that can be cancelled before a VM exists; docs/probing.md);
-        read by the probe DAG.
+    :param probe_kind: how the probe DAG probes this cloud's markets: ``request`` (default: insert,
+        watch the status, delete at STAGING; billed only if the VM was read RUNNING first, an
+        assumption of docs/probing.md) or ``launch`` (insert, delete when the insert returns, each
+        VM billed the one-minute minimum); read by the probe DAG.
     :param deployment_id: this Airflow's id (lowercase letters, digits, '-'; default ``default``): a
         label and a metadata item on every instance and probe, and in every job's owner record
         (clouds/tags.py). `skynomad cleanup` touches nothing carrying another; give each Airflow that
@@ -122,6 +124,7 @@ class GcpCloud(Cloud):
     """
 
     name = "gcp"
+    probe_kinds = (PROBE_LAUNCH, PROBE_REQUEST)
 
     def __init__(
         self,
@@ -144,7 +147,7 @@ class GcpCloud(Cloud):
         hook: Any | None = None,
         gcs_hook: Any | None = None,
         probe_targets: list[dict] | None = None,
-        probe_kind: str = "launch",
+        probe_kind: str = "request",
         deployment_id: str | None = None,
         checkpoint_signing_secret: str | None = None,
     ) -> None:
@@ -330,19 +333,22 @@ class GcpCloud(Cloud):
         tags: dict[str, str] | None = None,
         kind: str = PROBE_LAUNCH,
     ) -> ProbeResult:
-        """Insert up to `count` spot VMs with no workload until a stock-out, delete them all at once.
+        """Insert up to `count` spot VMs with no workload until a stock-out, delete them at once.
 
-        Only ``launch``: Compute Engine has no spot request that can be cancelled before a VM
-        exists. A stock-out is an error of the insert itself (``ZONE_RESOURCE_POOL_EXHAUSTED``:
-        "The zone ... does not have enough resources available to fulfill the request",
-        https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-availability),
-        and creates nothing; an insert that succeeds has started a VM, and "Instance uptime is
-        measured as the number of seconds between when you start an instance and when you stop an
-        instance", with "All vCPUs, GPUs, and GB of memory ... charged a minimum of 1 minute"
-        (https://cloud.google.com/compute/vm-instance-pricing). So each VM is deleted as soon as its
-        insert returns, and counted at the one-minute minimum at the spot price (docs/probing.md).
+        ``request`` (clouds/gcp_probe.py): each VM is watched and deleted as soon as it reaches
+        STAGING ("All required resources have been allocated"); billed a minute only if it was read
+        RUNNING before the delete (an assumption: docs/probing.md). ``launch``: each VM is deleted
+        when its insert returns and billed the one-minute minimum ("Instance uptime is measured as
+        the number of seconds between when you start an instance and when you stop an instance",
+        https://cloud.google.com/compute/vm-instance-pricing). A stock-out
+        (``ZONE_RESOURCE_POOL_EXHAUSTED``) fails the insert and creates nothing.
         """
         check_probe_kind(self.name, kind, self.probe_kinds)
+        if kind == PROBE_REQUEST:
+            from .gcp_probe import request_probe
+
+            labels = {**(tags or {}), "skynomad-purpose": "probe"}
+            return request_probe(self, region, zone, instance_type, count, labels)
         token = f"probe-{uuid.uuid4().hex[:10]}"
         request = LaunchRequest(
             "gcp", region, zone, instance_type, count, True, token, tags={**(tags or {}), "skynomad-purpose": "probe"}

@@ -174,16 +174,16 @@ def test_aws_markets_are_probed_by_request_and_the_row_says_so(skynomad_home, mo
     }
 
 
-def test_the_operator_setting_overrides_the_kind_and_gcp_stays_launch(skynomad_home, monkeypatch):
+def test_the_operator_setting_overrides_the_kind_and_gcp_probes_by_request(skynomad_home, monkeypatch):
     cloud = RacingCloud(pd.Timestamp("2025-10-05T12:00:00Z"))
     monkeypatch.setattr("airflow_provider_skynomad.operators.probe.make_cloud", lambda config: cloud)
     aws = {"cloud": "aws", "region": "us-east-1", "zones": ["us-east-1a"], "instance_type": "t", "spot_usd_per_hour": 2}
     SkyNomadProbeOperator(task_id="a", target=aws, probe_budget_usd_per_day=1.0, probe_kind="launch").execute({})
     gcp = {"cloud": "gcp", "region": "us-east4", "zones": ["us-east4-a"], "instance_type": "t", "spot_usd_per_hour": 2}
     SkyNomadProbeOperator(task_id="g", target=gcp, probe_budget_usd_per_day=1.0).execute({})
-    assert cloud.probe_kinds_asked == ["launch", "launch"]
-    with pytest.raises(ValueError, match="gcp cloud has no billing-free spot request"):
-        SkyNomadProbeOperator(task_id="r", target=gcp, probe_budget_usd_per_day=1.0, probe_kind="request").execute({})
+    assert cloud.probe_kinds_asked == ["launch", "request"]
+    with pytest.raises(ValueError, match="probe_kind must be"):
+        SkyNomadProbeOperator(task_id="r", target=gcp, probe_budget_usd_per_day=1.0, probe_kind="offer").execute({})
 
 
 def test_a_zero_budget_probes_nothing(skynomad_home, monkeypatch):
