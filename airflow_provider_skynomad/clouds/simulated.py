@@ -93,9 +93,10 @@ PROBE_HOURS = 1.0 / 60.0  # a probe holds what it was granted for one simulated 
 
 
 def request_race_billed(zone: str, grid_hours: float, granted: int) -> int:
-    """How many of a request probe's `granted` instances the simulated cloud launches before the
-    cancel lands: each one with the chance `market.probing.REQUEST_FULFILLED_SHARE`, drawn from a
-    hash of (zone, time, instance) so a replay bills the same probes every time."""
+    """How many of a request probe's `granted` instances the simulated cloud bills because they ran
+    before the delete landed (the race): each one with the chance of the prior race share
+    `market.probing.REQUEST_FULFILLED_SHARE`, drawn from a hash of (zone, time, instance) so a
+    replay bills the same probes every time."""
     import zlib
 
     from ..market.probing import REQUEST_FULFILLED_SHARE

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .probing import ProbeMarket, ProbePlan, ProbePlanner, observation_stats, probe_kind_for
+from .probing import ProbeMarket, ProbePlan, ProbePlanner, observation_stats, probe_kind_for, race_shares
 
 LAST_PROBE_LOOKBACK = pd.Timedelta(days=7)  # how far back a market's last paid probe is looked up
 HISTORY = pd.Timedelta(hours=24)  # market rows read to judge each market
@@ -42,6 +42,7 @@ def gather_markets(target: dict, known: dict, now: pd.Timestamp, running: set[st
     prices = prices.groupby("zone")["value"].last().to_dict() if len(prices) else {}
     used = set(target.get("job_zones", zones)) | (running & set(zones))
     kind = probe_kind_for(target["cloud"], target.get("probe_kind"))
+    race_share = known.get("race_shares", {}).get(target["cloud"])
     out = []
     for zone in zones:
         seen = stats.get((zone, instance_type))
@@ -66,6 +67,7 @@ def gather_markets(target: dict, known: dict, now: pd.Timestamp, running: set[st
                 flips=int(seen.get("flips", 0)),
                 up=seen.get("up"),
                 probe_kind=kind,
+                race_share=race_share,
             )
         )
     return out
@@ -74,9 +76,12 @@ def gather_markets(target: dict, known: dict, now: pd.Timestamp, running: set[st
 def read_known(targets: list[dict], table, records, now: pd.Timestamp) -> dict:
     """One read of each table for all the targets' zones (a run reads each table once)."""
     zones = sorted({z for t in targets for z in t["zones"]})
+    spend = records.read_spend(zones=zones, since=now - LAST_PROBE_LOOKBACK)
+    kinds = table.probe_kinds(zones=zones, since=now - LAST_PROBE_LOOKBACK)
     return {
         "rows": table.read(zones=zones, since=now - HISTORY),
-        "spend": records.read_spend(zones=zones, since=now - LAST_PROBE_LOOKBACK),
+        "spend": spend,
+        "race_shares": race_shares(spend, kinds),  # each cloud's, from its request probes here
         "signals": records.read_signals(zones=zones, since=now - HISTORY),
         "latest": lambda zone: table.latest_observed_at([zone]),
     }

@@ -5,9 +5,11 @@ its kind (docs/probing.md):
 
 - **launch**: the cloud bills what it granted for its minimum billed time (one minute on AWS, GCP
   and the simulated cloud): at most ``count × spot price × minimum billed time``.
-- **request** (request-and-cancel, AWS one-time spot requests): nothing runs unless the cloud
-  fulfils the request before the cancel lands; then the fulfilled instances are terminated and
-  billed the minimum. Expected: ``REQUEST_FULFILLED_SHARE × count × spot price × minimum``.
+- **request** (request-and-cancel: AWS a request fleet deleted while its instances are
+  ``pending``, GCP a VM deleted at ``STAGING``): billed only when the instance was already running
+  before the delete (the race). Expected: ``race share × count × spot price × minimum``, the race
+  share measured per cloud from its own record (`race_shares`), `REQUEST_FULFILLED_SHARE` until
+  there are enough probes.
 
 The planner spends that money where it buys the most:
 
@@ -43,14 +45,17 @@ MIN_BILLED_HOURS = {"aws": 60.0 / 3600.0, "gcp": 60.0 / 3600.0, "simulated": 60.
 cloud holds a probe's instances one simulated minute)."""
 
 PROBE_LAUNCH, PROBE_REQUEST = "launch", "request"  # the kinds of clouds/base.py (no cloud import here)
-REQUEST_PROBE_CLOUDS = frozenset({"aws"})
-"""Clouds whose API has a spot request that can be cancelled before anything runs (GCP has none:
-an insert that finds capacity has started a VM). Their probes are ``request`` by default."""
+REQUEST_PROBE_CLOUDS = frozenset({"aws", "gcp", "simulated"})
+"""Clouds whose API lets a probe give capacity back before the instance runs (AWS: a request
+fleet deleted while ``pending``; GCP: a VM deleted at ``STAGING``). Their probes are ``request``
+by default."""
 REQUEST_FULFILLED_SHARE = 0.1
-"""The share of request probes' granted instances planned (and simulated) as launched before the
-cancel lands, each billed the minimum. AWS documents the race but not its odds; the probe polls
-every second and cancels at the first ``pending-fulfillment``. The probe-spend record holds the
-real share (request probes with ``usd > 0``); update this figure from it."""
+"""The prior race share: of the request probes that saw capacity, the share planned (and
+simulated) as billed a minute because the instance ran before the delete landed. Neither cloud
+documents the odds; `race_shares` replaces this with each cloud's measured share as probes add up."""
+RACE_PRIOR_PROBES = 20
+"""How many probes the prior counts as (a Beta prior): after 20 request probes that saw capacity,
+the measured share weighs as much as the prior; after 200, ten times as much."""
 
 DEFAULT_BUDGET_USD_PER_DAY = 10.0
 RECENT_HOURS = 6.0  # the window in which observations and flips are counted
@@ -81,11 +86,41 @@ def probe_kind_for(cloud: str, wanted: str | None) -> str:
     return wanted
 
 
-def expected_probe_usd(count: int, spot_usd_per_hour: float, cloud: str, kind: str) -> float:
+def expected_probe_usd(
+    count: int, spot_usd_per_hour: float, cloud: str, kind: str, race_share: float | None = None
+) -> float:
     """Most a launch probe can cost (every instance granted, billed the minimum); for a request
-    probe, that times the share fulfilled before the cancel (`REQUEST_FULFILLED_SHARE`)."""
+    probe, that times the race share (`race_share`, else the prior `REQUEST_FULFILLED_SHARE`)."""
     most = count * spot_usd_per_hour * min_billed_hours(cloud)
-    return most * REQUEST_FULFILLED_SHARE if kind == PROBE_REQUEST else most
+    if kind != PROBE_REQUEST:
+        return most
+    return most * (REQUEST_FULFILLED_SHARE if race_share is None else race_share)
+
+
+def race_shares(spend: pd.DataFrame, kinds: pd.DataFrame) -> dict[str, float]:
+    """Each cloud's race share from its own record: of its request probes that saw capacity, the
+    share that was billed (``usd > 0``), shrunk towards the prior `REQUEST_FULFILLED_SHARE` as if
+    `RACE_PRIOR_PROBES` probes had shown it: ``(billed + prior × n0) / (seen + n0)``.
+
+    `spend` is the probe-spend record (``probed_at, cloud, zone, instance_type, available, usd``),
+    `kinds` the market rows' kinds (`MarketTable.probe_kinds`); a probe's spend row and market row
+    share their time, zone and instance type. A cloud with no request probe gets no entry."""
+    if spend.empty or kinds.empty:
+        return {}
+    rows = kinds.rename(columns={"observed_at": "probed_at"})
+    spend = spend.assign(probed_at=_utc_ns(spend["probed_at"]))
+    rows = rows.assign(probed_at=_utc_ns(rows["probed_at"]))
+    joined = spend.merge(rows, on=["probed_at", "zone", "instance_type"], how="inner")
+    joined = joined[(joined["probe_kind"] == PROBE_REQUEST) & (joined["available"] > 0)]
+    out = {}
+    for cloud, probes in joined.groupby("cloud"):
+        billed = float((probes["usd"] > 0).sum())
+        out[str(cloud)] = (billed + REQUEST_FULFILLED_SHARE * RACE_PRIOR_PROBES) / (len(probes) + RACE_PRIOR_PROBES)
+    return out
+
+
+def _utc_ns(times: pd.Series) -> pd.Series:
+    return pd.to_datetime(times, utc=True).astype("datetime64[ns, UTC]")
 
 
 @dataclass(frozen=True)
@@ -103,6 +138,8 @@ class ProbeMarket:
     :param flips: changes between up and down among them.
     :param up: whether the newest observation showed capacity for the gang.
     :param probe_kind: how it is probed (``launch`` or ``request``), which sets its expected cost.
+    :param race_share: for a request probe, the share expected to be billed (its cloud's measured
+        race share, `race_shares`); None: the prior `REQUEST_FULFILLED_SHARE`.
     """
 
     cloud: str
@@ -119,6 +156,7 @@ class ProbeMarket:
     flips: int = 0
     up: bool | None = None
     probe_kind: str = PROBE_LAUNCH
+    race_share: float | None = None
 
     @property
     def key(self) -> str:
@@ -193,7 +231,9 @@ class ProbePlanner:
         """What a probe of `market` is planned at, by its kind (`expected_probe_usd`)."""
         if market.spot_usd_per_hour is None:
             return None
-        return expected_probe_usd(market.count, market.spot_usd_per_hour, market.cloud, market.probe_kind)
+        return expected_probe_usd(
+            market.count, market.spot_usd_per_hour, market.cloud, market.probe_kind, market.race_share
+        )
 
     def refresh_hours(self) -> float:
         """How old a used market's newest observation may be at a run: it must not pass
