@@ -10,9 +10,9 @@ fails its own task while every other region's rows still land. Each run:
    probe this run: markets in use before they pass ``max_market_age``, uncertain ones more often,
    calm or dear ones less, never above the day's budget.
 3. **Then the probes.** Each chosen zone is asked for the gang size (the target's ``count``, 1 by
-   default: set it to your largest job's ``instances``), by request-and-cancel where the cloud
-   allows it (AWS; nothing runs) or by launch-and-terminate (GCP), what was granted is released at
-   once, the observation is appended to the market table with the kind of probe that saw it, and
+   default: set it to your largest job's ``instances``), by request (AWS and GCP: the capacity
+   is given back the moment it is allocated, before it runs) or by launch-and-terminate, what was
+   granted is released at once, the observation is appended to the market table with the kind of probe that saw it, and
    the probe's real cost to the probe-spend record (docs/probing.md).
    Rows of the zones that answered are written first, then the task fails naming the zones that
    did not. Rows are stamped with the cloud's clock (the simulated cloud's replayed time).
@@ -138,10 +138,10 @@ class SkyNomadProbeOperator(BaseOperator):
     :param max_market_age: markets in use are probed before their newest observation is this old
         (the jobs' own ``max_market_age``).
     :param probe_interval: how often the probe DAG runs (the next chance to probe).
-    :param probe_kind: ``request`` (request-and-cancel: nothing runs unless the cloud fulfils the
-        request before the cancel) or ``launch`` (launch and terminate, billed the minimum); default
-        the target's, else the connection's ``cloud_options.probe_kind``, else ``request`` where the
-        cloud allows it (AWS) and ``launch`` elsewhere (GCP). See docs/probing.md.
+    :param probe_kind: ``request`` (given back the moment it is allocated: billed only if the
+        instance ran before the delete) or ``launch`` (launch and terminate, billed the minimum);
+        default the target's, else the connection's ``cloud_options.probe_kind``, else ``request``
+        where the cloud allows it (AWS, GCP) and ``launch`` elsewhere. See docs/probing.md.
     :return: the number of new observation rows written.
     """
 
