@@ -16,8 +16,9 @@
 - checkpoints (clouds/aws_store.py): one bucket per region (``checkpoint_bucket`` with
   ``{region}``; a move copies the newest complete checkpoint, and a launch brings it into its
   region's bucket before the instances boot) or one bucket for all.
-- probe: asks for the gang size, terminates what it got at once, and says what that cost (EC2
-  bills at least 60 s per instance); on-demand prices come from the price table (market/prices.py).
+- probe: by ``launch`` (asks for the gang size, terminates what it got at once; EC2 bills at least
+  60 s per instance) or by ``request`` (an EC2 Fleet of type request deleted as soon as EC2
+  answers: clouds/aws_probe.py, docs/probing.md); on-demand prices come from the price table (market/prices.py).
 - signals: spot placement scores and spot price history, both free.
 """
 
@@ -27,7 +28,19 @@ from typing import Any
 
 from .aws_boot import boot_script
 from .aws_store import JobStore
-from .base import CapacityError, Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult, Resource, Signal
+from .base import (
+    PROBE_LAUNCH,
+    PROBE_REQUEST,
+    CapacityError,
+    Cloud,
+    GroupHandle,
+    GroupStatus,
+    LaunchRequest,
+    ProbeResult,
+    Resource,
+    Signal,
+    check_probe_kind,
+)
 from .boot_env import job_checkpoint_key
 from .tags import DEPLOYMENT, OWNER_RECORD, check_deployment_id, owner_record
 from .zones import aws_region_of as region_of
@@ -92,6 +105,11 @@ class AwsCloud(Cloud):
     :param price_table: a price table file (``skynomad prices refresh --output``) instead of the
         refreshed or shipped one.
     :param probe_targets: what the probe DAG asks for (read by ``operators.probe.probe_targets``).
+    :param probe_kind: how the probe DAG probes this cloud's markets: ``request`` (default: an EC2
+        Fleet of type request whose instances carry the probe's tags, deleted as soon as EC2
+        answers; billed only for an instance read running before the delete) or ``launch``
+        (instances launched and terminated, each billed the 60 s minimum); read by the probe DAG,
+        docs/probing.md.
     :param deployment_id: this Airflow's id (lowercase letters, digits, '-'; default ``default``): a
         tag on every instance, volume, spot request and probe, and in every job's owner record
         (clouds/tags.py). `skynomad cleanup` touches nothing tagged with another; give each Airflow
@@ -101,6 +119,7 @@ class AwsCloud(Cloud):
     """
 
     name = "aws"
+    probe_kinds = (PROBE_LAUNCH, PROBE_REQUEST)
 
     def __init__(
         self,
@@ -119,6 +138,7 @@ class AwsCloud(Cloud):
         setup_commands: list[str] | None = None,
         price_table: str | None = None,
         probe_targets: list[dict] | None = None,
+        probe_kind: str = "request",
         deployment_id: str | None = None,
         checkpoint_signing_secret: str | None = None,
     ) -> None:
@@ -139,6 +159,8 @@ class AwsCloud(Cloud):
         self.setup_commands = tuple(setup_commands or ())
         self.price_table = price_table
         self.probe_targets = list(probe_targets or [])
+        check_probe_kind(self.name, probe_kind, self.probe_kinds)
+        self.probe_kind = probe_kind
         self._clients: dict[str, Any] = {}
         self._s3_clients: dict[str, Any] = {}
         self._prices = None
@@ -382,16 +404,33 @@ class AwsCloud(Cloud):
         return f"{self.store.uri(region_of(zone), job_id)}/output/"
 
     def probe(
-        self, region: str, zone: str, instance_type: str, count: int, *, tags: dict[str, str] | None = None
+        self,
+        region: str,
+        zone: str,
+        instance_type: str,
+        count: int,
+        *,
+        tags: dict[str, str] | None = None,
+        kind: str = PROBE_LAUNCH,
     ) -> ProbeResult:
-        """Ask for `count` spot instances (at least one), terminate what was granted at once.
+        """Ask for `count` spot instances, release at once what EC2 granted, say what it cost.
 
-        `usd` is what that costs: granted × spot price × EC2's 60 s minimum.
+        ``launch``: one ``run_instances`` (at least one), every granted instance terminated and
+        billed EC2's 60 s minimum. ``request``: a request fleet deleted as soon as EC2 answers
+        (clouds/aws_probe.py): billed only for instances read running before the delete.
         """
+        check_probe_kind(self.name, kind, self.probe_kinds)
+        tags = {**(tags or {}), PURPOSE_TAG: "probe", DEPLOYMENT: self.deployment_id}
+        if kind == PROBE_REQUEST:
+            from .aws_probe import request_probe
+
+            return request_probe(self, region, zone, instance_type, count, tags)
+        return self._launch_probe(region, zone, instance_type, count, tags)
+
+    def _launch_probe(self, region: str, zone: str, instance_type: str, count: int, tags: dict) -> ProbeResult:
         from botocore.exceptions import ClientError
 
         client = self.ec2(region)
-        tags = {**(tags or {}), PURPOSE_TAG: "probe", DEPLOYMENT: self.deployment_id}
         args = self._launch_args(region, zone, instance_type, tags, spot=True)
         granted: list[str] = []
         try:

@@ -10,8 +10,10 @@ fails its own task while every other region's rows still land. Each run:
    probe this run: markets in use before they pass ``max_market_age``, uncertain ones more often,
    calm or dear ones less, never above the day's budget.
 3. **Then the probes.** Each chosen zone is asked for the gang size (the target's ``count``, 1 by
-   default: set it to your largest job's ``instances``), what was granted is released at once, the
-   observation is appended to the market table and the probe's cost to the probe-spend record.
+   default: set it to your largest job's ``instances``), by request (AWS and GCP: the capacity
+   is given back the moment it is allocated, before it runs) or by launch-and-terminate, what was
+   granted is released at once, the observation is appended to the market table with the kind of probe that saw it, and
+   the probe's real cost to the probe-spend record (docs/probing.md).
    Rows of the zones that answered are written first, then the task fails naming the zones that
    did not. Rows are stamped with the cloud's clock (the simulated cloud's replayed time).
 """
@@ -67,7 +69,11 @@ def _configured_targets(config: SkyNomadConfig) -> list[dict]:
                 f"{config.cloud} cloud: list what to probe in the connection extra cloud_options.probe_targets "
                 "([{cloud, region, zones, instance_type, accelerator, accelerator_count, count}])"
             )
-        return [_with_list_price(dict(t, cloud=t.get("cloud", config.cloud))) for t in targets]
+        kind = config.cloud_options.get("probe_kind")
+        return [
+            _with_list_price(dict(t, cloud=t.get("cloud", config.cloud), probe_kind=t.get("probe_kind") or kind))
+            for t in targets
+        ]
     from ..market.observations import read_observations
 
     frame = read_observations(config.trace_path)
@@ -105,11 +111,16 @@ def _with_list_price(target: dict) -> dict:
     return target
 
 
-def _target(target: dict, count: int | None) -> dict:
+def _target(target: dict, count: int | None, probe_kind: str | None = None) -> dict:
+    """The target with its probe size and its probe kind (`probe_kind` overrides the target's;
+    default: ``request`` where the cloud allows it, else ``launch``)."""
+    from ..market.probing import probe_kind_for
+
     out = dict(target)
     out["count"] = int(out.get("count") or count or DEFAULT_PROBE_COUNT)
     if out["count"] < 1:
         raise ValueError(f"probe target {out.get('region')}: count must be ≥ 1, got {out['count']}")
+    out["probe_kind"] = probe_kind_for(out.get("cloud", ""), probe_kind or out.get("probe_kind"))
     return out
 
 
@@ -127,6 +138,10 @@ class SkyNomadProbeOperator(BaseOperator):
     :param max_market_age: markets in use are probed before their newest observation is this old
         (the jobs' own ``max_market_age``).
     :param probe_interval: how often the probe DAG runs (the next chance to probe).
+    :param probe_kind: ``request`` (given back the moment it is allocated: billed only if the
+        instance ran before the delete) or ``launch`` (launch and terminate, billed the minimum);
+        default the target's, else the connection's ``cloud_options.probe_kind``, else ``request``
+        where the cloud allows it (AWS, GCP) and ``launch`` elsewhere. See docs/probing.md.
     :return: the number of new observation rows written.
     """
 
@@ -140,6 +155,7 @@ class SkyNomadProbeOperator(BaseOperator):
         probe_budget_usd_per_day: float | None = None,
         max_market_age: timedelta = timedelta(hours=2),
         probe_interval: timedelta = timedelta(minutes=10),
+        probe_kind: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -148,6 +164,7 @@ class SkyNomadProbeOperator(BaseOperator):
         self.probe_budget_usd_per_day = probe_budget_usd_per_day
         self.max_market_age = max_market_age
         self.probe_interval = probe_interval
+        self.probe_kind = probe_kind
 
     def execute(self, context) -> int:
         from ..market.signals import SignalTable
@@ -155,7 +172,7 @@ class SkyNomadProbeOperator(BaseOperator):
 
         config = SkyNomadHook(self.skynomad_conn_id).get_config()
         cloud = make_cloud(config)
-        target = self.target = _target(self.target, None)
+        target = self.target = _target(self.target, None, self.probe_kind)
         budget = self._budget(config)
         with MarketTable(config.market_url) as table:
             records = SignalTable(market=table)
@@ -232,7 +249,7 @@ def plan_probes(
         out.append(
             {
                 **target,
-                "probe_zones": [{"zone": c.market.zone, "reason": c.reason, "usd": c.expected_usd} for c in mine],
+                "probe_zones": [_planned(c) for c in mine],
                 "probe_budget_usd": sum(c.expected_usd for c in mine),
                 "budget_usd_per_day": budget_usd_per_day,
                 "planned_at": plan.now.isoformat(),
@@ -258,6 +275,21 @@ def _hours(delta: timedelta) -> float:
     return delta.total_seconds() / 3600.0
 
 
+def _planned(choice) -> dict:
+    """One planned probe: its zone, why, what it is planned at (`usd`) and the most it can cost
+    (`most_usd`: a request probe whose instances were all launched before the cancel)."""
+    from ..market.probing import PROBE_LAUNCH, expected_probe_usd
+
+    m = choice.market
+    most = expected_probe_usd(m.count, m.spot_usd_per_hour or 0.0, m.cloud, PROBE_LAUNCH)
+    return {
+        "zone": m.zone,
+        "reason": choice.reason,
+        "usd": choice.expected_usd,
+        "most_usd": max(most, choice.expected_usd),
+    }
+
+
 class _Round:
     """One task's probes: carry out the zones planned for it, record each probe's cost and row."""
 
@@ -276,7 +308,7 @@ class _Round:
             self.log.debug("not probing %s: %s", choice.market.zone, choice.reason)
         for note in plan.notes:
             self.log.info("%s", note)
-        zones = [{"zone": c.market.zone, "reason": c.reason, "usd": c.expected_usd} for c in plan.probe]
+        zones = [_planned(c) for c in plan.probe]
         return zones, plan.expected_usd
 
     def spent_since(self, planned_at: str | None) -> float:
@@ -289,13 +321,19 @@ class _Round:
     def run(self, zones: list[dict], allowed_usd: float, budget: float) -> tuple[int, dict[str, str], int]:
         target = self.target
         rows, failures, paid = [], {}, 0.0
+        kind = target["probe_kind"]
+        # A request probe is planned at its expected cost; one that lost the race to fulfilment
+        # costs up to `most_usd`. One such loss per run is allowed for before probes are dropped.
+        race = max((float(z.get("most_usd", z["usd"])) - float(z["usd"]) for z in zones), default=0.0)
         for planned in zones:
             zone = planned["zone"]
-            if paid + float(planned["usd"]) > allowed_usd + 1e-9:  # the cloud billed more than planned
+            if paid + float(planned["usd"]) > allowed_usd + race + 1e-9:  # the cloud billed more than planned
                 self.log.info("not probing %s: it would pass the part of today's budget planned for it", zone)
                 continue
             try:
-                result = self.cloud.probe(target["region"], zone, target["instance_type"], int(target["count"]))
+                result = self.cloud.probe(
+                    target["region"], zone, target["instance_type"], int(target["count"]), kind=kind
+                )
             except Exception as exc:  # noqa: BLE001 - one zone's failure must not lose the others
                 failures[zone] = f"{type(exc).__name__}: {exc}"
                 continue
@@ -305,10 +343,12 @@ class _Round:
             self._record_spend(at, result, usd, planned["reason"])
             rows.append(self._row(at, result))
             self.log.info(
-                "%s: %d of %d spot instance(s) granted and released, cost $%.2f (%s)",
+                "%s: %s probe saw %d of %d spot instance(s), %d billed, cost $%.4f (%s)",
                 result.zone,
+                result.kind,
                 result.available,
                 result.requested,
+                result.billed_instances,
                 usd,
                 planned["reason"],
             )
@@ -330,12 +370,12 @@ class _Round:
 
     def _usd(self, result) -> float:
         """What the probe cost: the cloud's figure, or (a cloud that does not report one) what its
-        granted instances cost for the cloud's minimum billed time."""
+        billed instances cost for the cloud's minimum billed time."""
         from ..market.probing import min_billed_hours
 
-        if result.usd > 0 or result.available == 0:
+        if result.usd > 0 or result.billed_instances == 0:
             return float(result.usd)
-        return result.available * result.spot_usd_per_hour * min_billed_hours(self.target["cloud"])
+        return result.billed_instances * result.spot_usd_per_hour * min_billed_hours(self.target["cloud"])
 
     def _record_spend(self, at, result, usd: float, reason: str) -> None:
         from ..market.signals import ProbeSpend
@@ -368,4 +408,5 @@ class _Round:
             "available": int(result.available),
             "spot_price": float(result.spot_usd_per_hour),
             "on_demand_price": float(result.on_demand_usd_per_hour),
+            "probe_kind": result.kind,
         }
