@@ -293,8 +293,12 @@ class JobRun:
     def result(self) -> RunResult:
         return self.ledger.result
 
+    def planned(self, state: JobState) -> tuple[JobSpec, JobState]:
+        """The job and `state` as the policy sees them (the pace's bound; exactly as they are without a truth)."""
+        return self.truth.as_planned(self.job, state) if self.truth is not None else (self.job, state)
+
     def decide(self, state: JobState, view: MarketView, t: float) -> Decision:
-        seen_job, seen_state = self.truth.as_planned(self.job, state) if self.truth is not None else (self.job, state)
+        seen_job, seen_state = self.planned(state)
         return self.policy.decide(seen_job, seen_state, view, t)
 
     def check(self, k: int) -> None:
