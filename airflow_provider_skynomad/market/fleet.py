@@ -158,6 +158,12 @@ class Fleet:
             mine &= self.since < since
         return int(self.count[mine].sum())
 
+    @property
+    def wanting_spot(self) -> int:
+        """Instances the other jobs hold, launch or wait for on spot, in this view's markets."""
+        rows = (self._holding | (self.mode == WAITING)) & (self.market >= 0)
+        return int(self.count[rows].sum())
+
     def waited_for(self, slack_hours: float) -> np.ndarray:
         """Per market: instances other jobs with less slack than `slack_hours` wait for (claims to yield to)."""
         return self._per_market((self.mode == WAITING) & (self.market >= 0) & (self.slack_hours < slack_hours))

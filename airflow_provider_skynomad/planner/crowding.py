@@ -12,6 +12,15 @@ Three facts a fleet-aware planner prices, all from the view's history and the fl
   ``available ≥ held + gang``. Its expected stay is the trace's stay scaled by the ratio of mean
   up-runs of that series to the plain ``available ≥ gang`` one over recent history (the others'
   holdings taken as they are now). A running group counts only the groups older than it.
+- **Crowded supply.** Over the rest of the job a market supplies this job only the time it has
+  room for it after the others: its long-run up share is scaled by the share of recent history
+  with ``available ≥ held + gang`` over the share with ``available ≥ gang``, and never above
+  the fleet's share: the gangs the markets hold on average over recent history ÷ the gangs
+  that want spot (the others holding or waiting, and this job). A market down now and held by
+  no one is no reserve when the whole fleet waits for it. The value of
+  progress (planner.progress.supply_price) then counts on the spot the job can get, not on what
+  the trace shows every job: a job that believes in spot its fleet holds leaves on-demand to
+  wait for it, and pays a cold start to come back each time the wait runs out.
 - **Yielding.** A job leaves a market to other jobs with less slack that wait for it (their
   "waiting" claims): their counts come off what is left to it. The job with least slack takes
   the scarce market first; one with more slack can wait for the next that frees.
@@ -38,7 +47,8 @@ class Crowding:
 
     left: np.ndarray  # instances left to this job now (last seen capacity − others' holdings − claims it yields to)
     launchable: np.ndarray  # left ≥ gang, or this job's own running spot market
-    lifetime_share: np.ndarray  # (0, 1]: a group's expected stay there ÷ the trace's (youngest-first)
+    lifetime_share: np.ndarray  # [0, 1]: a group's expected stay there ÷ the trace's (youngest-first)
+    up_share: np.ndarray  # [0, 1]: the share of time the market has room for this job ÷ the trace's
 
 
 def slack_hours(job: JobSpec, state: JobState) -> float:
@@ -64,13 +74,17 @@ def crowding(job: JobSpec, state: JobState, view: MarketView, history_hours: flo
         i = view.index(running.market)
         launchable[i] = True
         ahead[i] = fleet.held_before(i, fleet.own_since)
-    share = np.ones(len(view.keys))
+    share, up = np.ones(len(view.keys)), np.ones(len(view.keys))
     for i in np.flatnonzero(ahead > 0):
         column = available[seen[:, i], i]
-        plain = _mean_up_run(column >= n)
-        if plain > 0:
-            share[i] = _mean_up_run(column >= ahead[i] + n) / plain
-    return Crowding(left, launchable, np.clip(share, 0.0, 1.0))
+        plain, crowded = column >= n, column >= ahead[i] + n
+        if plain.any():
+            share[i] = _mean_up_run(crowded) / _mean_up_run(plain)
+            up[i] = np.count_nonzero(crowded) / np.count_nonzero(plain)
+    gangs = float(np.nansum(_mean_seen(available // n, seen)))
+    fleet_share = min(1.0, gangs / (1.0 + fleet.wanting_spot / n))
+    up = np.minimum(up, fleet_share)
+    return Crowding(left, launchable, np.clip(share, 0.0, 1.0), np.clip(up, 0.0, 1.0))
 
 
 def _capacity(available: np.ndarray, seen: np.ndarray) -> np.ndarray:
@@ -81,6 +95,13 @@ def _capacity(available: np.ndarray, seen: np.ndarray) -> np.ndarray:
     counts = available[last, np.arange(seen.shape[1])].astype(float)
     most = np.where(seen, available, -1).max(axis=0, initial=-1).astype(float)
     return np.where(fresh, counts, np.where(most >= 0, most, np.inf))
+
+
+def _mean_seen(available: np.ndarray, seen: np.ndarray) -> np.ndarray:
+    """Per market: the mean over observed cells (nan where never seen)."""
+    counts = seen.sum(axis=0)
+    total = np.where(seen, available, 0).sum(axis=0)
+    return np.divide(total, counts, out=np.full(len(counts), np.nan), where=counts > 0)
 
 
 def _mean_up_run(up: np.ndarray) -> float:

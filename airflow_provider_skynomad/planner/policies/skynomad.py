@@ -96,7 +96,7 @@ class SkyNomadPolicy:
         crowd = crowding(job, state, view) if view.fleet is not None else None
         home = self._home(job, state, view) if self.home else None
         scores, residency = self._score(job, state, view, home, crowd)
-        value, why = self._value(job, state, view, scores, cheapest_od)
+        value, why = self._value(job, state, view, scores, cheapest_od, crowd)
         tries, here = self._tries(job, state, view, scores, residency, value, cheapest_od, crowd)
         reason = f"V={value:.2f} $/h ({why}), U_here={here:.2f}" + (f", home {home.market}" if home is not None else "")
         tried = {o.market for o in tries if o is not None}
@@ -140,7 +140,13 @@ class SkyNomadPolicy:
         return self.scarce if scarce else self.lifetimes
 
     def _value(
-        self, job: JobSpec, state: JobState, view: MarketView, scores: Scores, cheapest_od: float
+        self,
+        job: JobSpec,
+        state: JobState,
+        view: MarketView,
+        scores: Scores,
+        cheapest_od: float,
+        crowd: Crowding | None = None,
     ) -> tuple[float, str]:
         """V, what an hour of progress is worth now, and how it was settled (for the decision's reason).
 
@@ -150,7 +156,7 @@ class SkyNomadPolicy:
         """
         barrier = value_of_progress(job, state, cheapest_od, view.step_hours)
         if self.value == "supply":
-            anchor = self._supply(job, state, view, scores, cheapest_od)
+            anchor = self._supply(job, state, view, scores, cheapest_od, crowd)
         else:
             anchor = self._floor(state, view, scores)
         reference = min((1.0 + self.hysteresis_fraction) * anchor, cheapest_od)
@@ -259,14 +265,25 @@ class SkyNomadPolicy:
         after = state.advance(elapsed_hours=state.elapsed_hours + view.step_hours)
         return (1.0 - slack_urgency(job, after)) * back.utility_usd_per_hour * cycle
 
-    def _supply(self, job: JobSpec, state: JobState, view: MarketView, scores: Scores, cheapest_od: float) -> float:
+    def _supply(
+        self,
+        job: JobSpec,
+        state: JobState,
+        view: MarketView,
+        scores: Scores,
+        cheapest_od: float,
+        crowd: Crowding | None = None,
+    ) -> float:
         """The dearest cost per progress hour the job must accept to finish in time on spot (progress.supply_price).
 
         Up shares are the markets' long-run ones (forecasts.renewal): a market down right now
-        still supplies its share of the time left.
+        still supplies its share of the time left. With a fleet, only the share it has room for
+        this job (planner.crowding).
         """
         spells = self.lifetimes.spells(view)
         up_share = spells.up_hours / (spells.up_hours + spells.down_hours)
+        if crowd is not None:
+            up_share = up_share * crowd.up_share
         spot = scores.cost_per_progress_hour(Mode.SPOT)
         remaining = job.work_hours - state.progress_hours
         hours_left = job.deadline_hours - state.elapsed_hours - job.cold_start_hours
