@@ -68,8 +68,8 @@ class FleetJob:
     work_hours: float
     deadline_hours: float
 
-    def conf(self, policy: str | None, policy_params: dict | None) -> dict:
-        conf = {"work_hours": self.work_hours, "deadline_hours": self.deadline_hours}
+    def conf(self, policy: str | None, policy_params: dict | None, alone: bool = False) -> dict:
+        conf = {"work_hours": self.work_hours, "deadline_hours": self.deadline_hours, "fleet_aware": not alone}
         if policy:
             conf["policy"] = policy
         if policy_params:

@@ -27,7 +27,7 @@ COLD_START_HOURS = 0.2
 class FleetJob(SkyNomadOperator):
     """SkyNomadOperator whose planner can be chosen per run."""
 
-    template_fields = (*SkyNomadOperator.template_fields, "policy", "policy_params")
+    template_fields = (*SkyNomadOperator.template_fields, "policy", "policy_params", "fleet_aware")
 
 
 with DAG(
@@ -38,7 +38,7 @@ with DAG(
     max_active_runs=1000,
     max_active_tasks=1000,
     render_template_as_native_obj=True,
-    params={"work_hours": 3.0, "deadline_hours": 4.5, "policy": "skynomad", "policy_params": {}},
+    params={"work_hours": 3.0, "deadline_hours": 4.5, "policy": "skynomad", "policy_params": {}, "fleet_aware": True},
 ) as dag:
     FleetJob(
         task_id="train",
@@ -46,6 +46,7 @@ with DAG(
         deadline="{{ params.deadline_hours }}",
         policy="{{ params.policy }}",
         policy_params="{{ params.policy_params }}",
+        fleet_aware="{{ params.fleet_aware }}",
         command=[sys.executable, WORKLOAD, "{{ params.work_hours }}", "20"],
         instances=INSTANCES,
         accelerator="H100",
