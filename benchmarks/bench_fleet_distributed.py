@@ -95,9 +95,9 @@ def fleet_jobs(runs: int, stagger_hours: float) -> list[FleetJob]:
 class Stagger:
     """`wait_runs`'s `during` hook: triggers each job when the cloud's clock reaches its start."""
 
-    def __init__(self, cluster: Cluster, jobs: list[FleetJob], speed: float, policy, policy_params):
+    def __init__(self, cluster: Cluster, jobs: list[FleetJob], speed: float, policy, policy_params, alone=False):
         self.cluster, self.pending, self.speed = cluster, list(jobs), speed
-        self.policy, self.policy_params = policy, policy_params
+        self.policy, self.policy_params, self.alone = policy, policy_params, alone
         self.began = time.monotonic()
         self.triggered_wall: dict[str, float] = {}
 
@@ -107,7 +107,7 @@ class Stagger:
             if time.monotonic() - self.began < job.start_offset_hours * 3600.0 / self.speed:
                 return
             try:
-                self.cluster.trigger(DAG_ID, job.conf(self.policy, self.policy_params), run_id=job.run_id)
+                self.cluster.trigger(DAG_ID, job.conf(self.policy, self.policy_params, self.alone), run_id=job.run_id)
             except Exception as exc:  # noqa: BLE001 - a busy api-server: try again next second
                 if "409" not in str(exc):  # 409: the run exists (an earlier try got through)
                     return
@@ -262,6 +262,7 @@ def main() -> int:
     parser.add_argument("--trace-start-hours", type=float, default=90.0, help="the cloud's start, hours into the trace")
     parser.add_argument("--policy", default=None, help="planner for every job (default: the DAG's, skynomad)")
     parser.add_argument("--policy-params", type=json.loads, default=None, help="the planner's keyword arguments, JSON")
+    parser.add_argument("--alone", action="store_true", help="every job plans as if it were alone (fleet_aware=False)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the cluster's files (logs) in this directory")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the cluster on the way out
@@ -293,7 +294,7 @@ def main() -> int:
             )
             probes = list(cluster.run_states(PROBE_DAG)) or [cluster.trigger(PROBE_DAG)]
             cluster.wait_runs(PROBE_DAG, probes, 600)
-            stagger = Stagger(cluster, jobs, args.speed, args.policy, args.policy_params)
+            stagger = Stagger(cluster, jobs, args.speed, args.policy, args.policy_params, args.alone)
             timeout = 2 * span_hours * 3600.0 / args.speed + 600.0
             states = cluster.wait_runs(DAG_ID, [job.run_id for job in jobs], timeout, during=stagger)
             wall["runs"] = time.monotonic() - stagger.began
