@@ -9,18 +9,18 @@ import sys
 import time
 from pathlib import Path
 
-from .agent.cli import add_agent_command
-from .cli_common import UsageError, number
-from .clouds.cleanup_commands import add_cleanup_command
-from .demo import add_demo_command
-from .market.commands import add_market_commands
-from .market.egress import EgressModel, FlatEgress
-from .market.grid import build_grid, default_step_hours
-from .market.observations import TraceError, read_observations
-from .market.prices import add_prices_command
-from .plan_command import add_plan_command
-from .planner.job import JobSpec, JobSpecError
-from .simulation.evaluate import DEFAULT_POLICIES, Evaluation
+from airflow_provider_skynomad.agent.cli import add_agent_command
+from airflow_provider_skynomad.cli_common import UsageError, number
+from airflow_provider_skynomad.clouds.cleanup_commands import add_cleanup_command
+from airflow_provider_skynomad.demo import add_demo_command
+from airflow_provider_skynomad.market.commands import add_market_commands
+from airflow_provider_skynomad.market.egress import EgressModel, FlatEgress
+from airflow_provider_skynomad.market.grid import build_grid, default_step_hours
+from airflow_provider_skynomad.market.observations import TraceError, read_observations
+from airflow_provider_skynomad.market.prices import add_prices_command
+from airflow_provider_skynomad.plan_command import add_plan_command
+from airflow_provider_skynomad.planner.job import JobSpec, JobSpecError
+from airflow_provider_skynomad.simulation.evaluate import DEFAULT_POLICIES, Evaluation
 
 __all__ = ["UsageError", "build_parser", "main", "number"]
 
@@ -241,7 +241,7 @@ def run_evaluate(args) -> int:
     if args.output:
         args.output.write_text(json.dumps(report, indent=2, default=float))
     if args.plot:
-        from .simulation.plot import plot_costs
+        from airflow_provider_skynomad.simulation.plot import plot_costs
 
         plot_costs(report, args.plot)
     return 0

@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from .cli_common import UsageError, number
+from airflow_provider_skynomad.cli_common import UsageError, number
 
 DEFAULT_TRACE_START_HOURS = 90.0
 DEFAULT_SPEED = 600.0
@@ -156,7 +156,7 @@ def check_flags(args: argparse.Namespace) -> Path:
 
 def trace_hours() -> float:
     """Hours from the demo trace's first row to its last."""
-    from .market.observations import read_observations
+    from airflow_provider_skynomad.market.observations import read_observations
 
     times = read_observations(demo_trace())["observed_at"]
     return (times.max() - times.min()).total_seconds() / 3600.0
@@ -234,8 +234,8 @@ def _child(args: argparse.Namespace) -> int:
 
     # SKYNOMAD_DEMO_LOG_LEVEL=INFO shows the job's own log lines (the controller's decisions) too.
     logging.getLogger().setLevel(os.environ.get("SKYNOMAD_DEMO_LOG_LEVEL", "WARNING").upper())
-    from .market.observations import read_observations
-    from .market.table import MarketTable
+    from airflow_provider_skynomad.market.observations import read_observations
+    from airflow_provider_skynomad.market.table import MarketTable
 
     t0 = time.monotonic()
     workdir = Path(args.dir)
@@ -310,7 +310,7 @@ def task_result(dag_id: str, run_id: str, task_id: str):
 
 
 def format_summary(summary: dict) -> str:
-    from .jobs.summary import cost_line, hours_line
+    from airflow_provider_skynomad.jobs.summary import cost_line, hours_line
 
     lines = ["", "Zones timeline (cloud hours since the job started):"]
     for seg in summary["zones_timeline"]:
@@ -330,8 +330,8 @@ def format_summary(summary: dict) -> str:
 
 def model_is_bit_identical(summary: dict, workdir: Path) -> bool:
     """Train the same workload uninterrupted and compare the pickled models byte for byte."""
-    from .workload import default_steps
-    from .workload.train import MODEL_FILE, train
+    from airflow_provider_skynomad.workload import default_steps
+    from airflow_provider_skynomad.workload.train import MODEL_FILE, train
 
     produced = Path(summary["output_dir"]) / MODEL_FILE
     reference_dir = workdir / "reference"

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from .market.grid import build_grid
-from .market.observations import read_observations
-from .market.view import MarketView
-from .planner.actions import Mode, Option
-from .planner.explain import OptionRow, explain
-from .planner.job import JobSpec, JobState
-from .planner.policies.skynomad import SkyNomadPolicy
+from airflow_provider_skynomad.market.grid import build_grid
+from airflow_provider_skynomad.market.observations import read_observations
+from airflow_provider_skynomad.market.view import MarketView
+from airflow_provider_skynomad.planner.actions import Mode, Option
+from airflow_provider_skynomad.planner.explain import OptionRow, explain
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
+from airflow_provider_skynomad.planner.policies.skynomad import SkyNomadPolicy
 
 
 def add_plan_command(subparsers) -> None:
@@ -59,7 +59,7 @@ def _frame(args) -> pd.DataFrame:
         if args.at:
             frame = frame[frame["observed_at"] <= pd.Timestamp(args.at, tz="UTC")]
         return frame
-    from .market.table import MarketTable
+    from airflow_provider_skynomad.market.table import MarketTable
 
     table = MarketTable(args.url)
     try:

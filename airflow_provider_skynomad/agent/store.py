@@ -27,8 +27,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
-from .backends import Backend, StoreError, open_backend
-from .signing import sign, verify
+from airflow_provider_skynomad.agent.backends import Backend, StoreError, open_backend
+from airflow_provider_skynomad.agent.signing import sign, verify
 
 FORMAT = 1
 CHECKPOINTS = "checkpoints/"

@@ -25,12 +25,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from .aws_boot import boot_script
-from .aws_store import JobStore
-from .base import CapacityError, Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult, Resource, Signal
-from .boot_env import job_checkpoint_key
-from .tags import DEPLOYMENT, OWNER_RECORD, check_deployment_id, owner_record
-from .zones import aws_region_of as region_of
+from airflow_provider_skynomad.clouds.aws_boot import boot_script
+from airflow_provider_skynomad.clouds.aws_store import JobStore
+from airflow_provider_skynomad.clouds.base import (
+    CapacityError,
+    Cloud,
+    GroupHandle,
+    GroupStatus,
+    LaunchRequest,
+    ProbeResult,
+    Resource,
+    Signal,
+)
+from airflow_provider_skynomad.clouds.boot_env import job_checkpoint_key
+from airflow_provider_skynomad.clouds.tags import DEPLOYMENT, OWNER_RECORD, check_deployment_id, owner_record
+from airflow_provider_skynomad.clouds.zones import aws_region_of as region_of
 
 CAPACITY_CODES = {
     "InsufficientInstanceCapacity",
@@ -58,7 +67,7 @@ def _per_region(value, region: str):
 def _retrying(hook):
     """The botocore config for a hook's client: the connection's own, with client-side retries
     (adaptive mode) unless the connection's ``config_kwargs`` set ``retries`` themselves."""
-    from .retry import botocore_retry_config
+    from airflow_provider_skynomad.clouds.retry import botocore_retry_config
 
     return botocore_retry_config(hook.conn_config.botocore_config)
 
@@ -198,7 +207,7 @@ class AwsCloud(Cloud):
     def on_demand_usd_per_hour(self, region: str, instance_type: str) -> float:
         """From the price table (market/prices.py); 0.0 when the table has no such row."""
         if self._prices is None:
-            from ..market.prices import load_prices
+            from airflow_provider_skynomad.market.prices import load_prices
 
             self._prices = load_prices("aws", self.price_table)
         return float(self._prices.usd_per_hour(region, instance_type) or 0.0)
@@ -365,8 +374,8 @@ class AwsCloud(Cloud):
         """The job's store in `zone`'s region through the S3Hook's client (for a copy to another cloud)."""
         if not self.store.configured or not job_id:
             return None
-        from ..agent.backends import open_backend
-        from ..agent.store import CheckpointStore
+        from airflow_provider_skynomad.agent.backends import open_backend
+        from airflow_provider_skynomad.agent.store import CheckpointStore
 
         region = region_of(zone)
         uri = self.store.uri(region, job_id)
@@ -477,7 +486,7 @@ class AwsCloud(Cloud):
 
     def check(self, zones: list[str] | None = None, instance_type: str | None = None) -> list[str]:
         """See clouds/aws_check.py: describe calls only, every problem naming its setting."""
-        from .aws_check import check_aws
+        from airflow_provider_skynomad.clouds.aws_check import check_aws
 
         return check_aws(self, zones, instance_type)
 

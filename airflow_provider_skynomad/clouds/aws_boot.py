@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import shlex
 
-from .boot_env import UnsafeEnvError, agent_key_prefix, export_lines
+from airflow_provider_skynomad.clouds.boot_env import UnsafeEnvError, agent_key_prefix, export_lines
 
 CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
 MAX_USER_DATA_BYTES = 16 * 1024  # EC2's limit, before base64

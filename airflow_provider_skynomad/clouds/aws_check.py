@@ -13,7 +13,7 @@ import contextlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .base import Cloud
+    from airflow_provider_skynomad.clouds.base import Cloud
 
 
 def _code(exc) -> str:
@@ -23,7 +23,7 @@ def _code(exc) -> str:
 def check_aws(cloud: Cloud, zones: list[str] | None, instance_type: str | None) -> list[str]:
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from .zones import aws_region_of as region_of
+    from airflow_provider_skynomad.clouds.zones import aws_region_of as region_of
 
     zones = list(zones) if zones else cloud.configured_zones()
     regions = list(dict.fromkeys(region_of(z) for z in zones)) or cloud.configured_regions()

@@ -94,7 +94,7 @@ class JobStore:
     def owner(self, region: str, job_id: str) -> dict[str, str]:
         """The job's owner record (clouds/tags.py) as tags; {"skynomad-job": job_id} when it has none
         or it names another job."""
-        from .tags import JOB, OWNER_RECORD
+        from airflow_provider_skynomad.clouds.tags import JOB, OWNER_RECORD
 
         record = self.read_json(region, job_id, OWNER_RECORD)
         if not isinstance(record, dict) or record.get(JOB) != job_id:

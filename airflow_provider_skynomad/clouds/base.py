@@ -188,7 +188,7 @@ class Cloud(abc.ABC):
     def deployments(self) -> dict[str, str]:
         """This deployment's id per cloud (``cloud_options.deployment_id``): every resource the cloud
         creates carries it, and `skynomad cleanup` touches no resource carrying another."""
-        from .tags import DEFAULT_DEPLOYMENT
+        from airflow_provider_skynomad.clouds.tags import DEFAULT_DEPLOYMENT
 
         return {self.name: getattr(self, "deployment_id", None) or DEFAULT_DEPLOYMENT}
 

@@ -13,7 +13,7 @@ import re
 import shlex
 from collections.abc import Mapping
 
-from ..agent.signing import KEY_ENV, derive_job_key
+from airflow_provider_skynomad.agent.signing import KEY_ENV, derive_job_key
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """A POSIX shell variable name: what ``export NAME=value`` takes without any quoting."""

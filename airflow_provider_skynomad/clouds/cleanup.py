@@ -28,8 +28,8 @@ from datetime import timedelta
 
 import pandas as pd
 
-from .base import Resource
-from .tags import Owner
+from airflow_provider_skynomad.clouds.base import Resource
+from airflow_provider_skynomad.clouds.tags import Owner
 
 LIVE_STATES = frozenset(
     {"running", "deferred", "queued", "scheduled", "up_for_retry", "up_for_reschedule", "restarting", "none"}

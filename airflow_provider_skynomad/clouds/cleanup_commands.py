@@ -25,8 +25,8 @@ from datetime import timedelta
 
 import pandas as pd
 
-from .base import Cloud, Resource
-from .cleanup import (
+from airflow_provider_skynomad.clouds.base import Cloud, Resource
+from airflow_provider_skynomad.clouds.cleanup import (
     DEFAULT_CHECKPOINT_RETENTION,
     DEFAULT_GRACE,
     CleanupPlan,
@@ -35,7 +35,7 @@ from .cleanup import (
     is_live,
     plan_cleanup,
 )
-from .tags import DEFAULT_DEPLOYMENT, Owner
+from airflow_provider_skynomad.clouds.tags import DEFAULT_DEPLOYMENT, Owner
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -230,7 +230,7 @@ def add_cleanup_command(subparsers) -> argparse.ArgumentParser:
 
 
 def run_cleanup(args: argparse.Namespace) -> int:
-    from ..hooks.skynomad import DEFAULT_CONN_ID, SkyNomadHook, make_cloud
+    from airflow_provider_skynomad.hooks.skynomad import DEFAULT_CONN_ID, SkyNomadHook, make_cloud
 
     cloud = make_cloud(SkyNomadHook(args.conn_id or DEFAULT_CONN_ID).get_config())
     try:

@@ -22,9 +22,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .base import CapacityError, Cloud
-from .retry import TransientCloudError
-from .wrapped import ApiCall, T, WrappedCloud
+from airflow_provider_skynomad.clouds.base import CapacityError, Cloud
+from airflow_provider_skynomad.clouds.retry import TransientCloudError
+from airflow_provider_skynomad.clouds.wrapped import ApiCall, T, WrappedCloud
 
 KINDS = ("throttle", "timeout", "lost_reply", "capacity")
 METHODS = ("find", "launch", "poll", "terminate", "progress", "probe", "copy_checkpoint", "bill")

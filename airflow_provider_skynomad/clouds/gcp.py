@@ -29,9 +29,17 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from .base import CapacityError, Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult, Resource
-from .boot_env import job_checkpoint_key
-from .gcp_boot import (
+from airflow_provider_skynomad.clouds.base import (
+    CapacityError,
+    Cloud,
+    GroupHandle,
+    GroupStatus,
+    LaunchRequest,
+    ProbeResult,
+    Resource,
+)
+from airflow_provider_skynomad.clouds.boot_env import job_checkpoint_key
+from airflow_provider_skynomad.clouds.gcp_boot import (
     CREDENTIAL_NAME,
     JOB_LABEL,
     SIZE_LABEL,
@@ -42,9 +50,9 @@ from .gcp_boot import (
     metadata_items,
     run_id,
 )
-from .gcp_storage import GcsStore
-from .tags import DEPLOYMENT, check_deployment_id, owner_record
-from .zones import gcp_region_of as region_of
+from airflow_provider_skynomad.clouds.gcp_storage import GcsStore
+from airflow_provider_skynomad.clouds.tags import DEPLOYMENT, check_deployment_id, owner_record
+from airflow_provider_skynomad.clouds.zones import gcp_region_of as region_of
 
 CAPACITY_MARKERS = ("ZONE_RESOURCE_POOL_EXHAUSTED", "STOCKOUT", "does not have enough resources", "QUOTA_EXCEEDED")
 PREEMPTED_OPERATION = "compute.instances.preempted"
@@ -56,7 +64,7 @@ CONSOLE_URL = "https://console.cloud.google.com/compute/instancesDetail/zones/{z
 
 def make_compute_hook(gcp_conn_id: str):
     """The Compute Engine hook a GcpCloud uses when none is given (tests replace this function)."""
-    from .gcp_hook import GceHook
+    from airflow_provider_skynomad.clouds.gcp_hook import GceHook
 
     return GceHook(gcp_conn_id=gcp_conn_id)
 
@@ -337,7 +345,7 @@ class GcpCloud(Cloud):
     def on_demand_usd_per_hour(self, region: str, instance_type: str) -> float:
         """From the price table (market/prices.py); 0.0 when the table has no such row."""
         if self._prices is None:
-            from ..market.prices import load_prices
+            from airflow_provider_skynomad.market.prices import load_prices
 
             self._prices = load_prices("gcp", self.price_table)
         return float(self._prices.usd_per_hour(region, instance_type) or 0.0)
@@ -365,8 +373,8 @@ class GcpCloud(Cloud):
         """The job's store in `zone`'s region, through the GCSHook's client (for a copy to another cloud)."""
         if self.store is None:
             return None
-        from ..agent.backends import open_backend
-        from ..agent.store import CheckpointStore
+        from airflow_provider_skynomad.agent.backends import open_backend
+        from airflow_provider_skynomad.agent.store import CheckpointStore
 
         uri = self.store.uri(region_of(zone), job_id)
         return CheckpointStore(
@@ -389,12 +397,12 @@ class GcpCloud(Cloud):
         return f"{url}?project={self.project_id}" if self.project_id else url
 
     def check(self, zones: list[str] | None = None, instance_type: str | None = None) -> list[str]:
-        from .gcp_check import check
+        from airflow_provider_skynomad.clouds.gcp_check import check
 
         return check(self, zones, instance_type)
 
     def resources(self, tags: dict[str, str] | None = None) -> list[Resource]:
-        from .gcp_check import resources
+        from airflow_provider_skynomad.clouds.gcp_check import resources
 
         return resources(self, tags)
 

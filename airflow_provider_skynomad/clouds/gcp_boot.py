@@ -11,12 +11,12 @@ import re
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from .base import LaunchRequest
-from .boot_env import agent_key_prefix, export_lines
-from .tags import DEPLOYMENT, exact_metadata
+from airflow_provider_skynomad.clouds.base import LaunchRequest
+from airflow_provider_skynomad.clouds.boot_env import agent_key_prefix, export_lines
+from airflow_provider_skynomad.clouds.tags import DEPLOYMENT, exact_metadata
 
 if TYPE_CHECKING:
-    from .base import Cloud
+    from airflow_provider_skynomad.clouds.base import Cloud
 
 TOKEN_LABEL = "skynomad-client-token"  # label values are lowercased and cut: the exact token is in metadata
 JOB_LABEL = "skynomad-job-id"

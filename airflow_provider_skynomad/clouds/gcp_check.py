@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from .base import Resource
+from airflow_provider_skynomad.clouds.base import Resource
 
 if TYPE_CHECKING:
-    from .base import Cloud
+    from airflow_provider_skynomad.clouds.base import Cloud
 
 TEMPLATE_PATH = re.compile(
     r"^(?:https://www\.googleapis\.com/compute/v1/)?(?:projects/(?P<project>[^/]+)/)?"
@@ -40,7 +40,7 @@ def _reason(exc: Exception) -> str:
 
 def check(cloud: Cloud, zones: list[str] | None, instance_type: str | None) -> list[str]:
     """Problems that would stop a launch in `zones` (None: every configured region); [] means ready."""
-    from .zones import gcp_region_of as region_of
+    from airflow_provider_skynomad.clouds.zones import gcp_region_of as region_of
 
     try:
         cloud.hook.get_credentials()
@@ -160,9 +160,15 @@ def _check_bucket(cloud: Cloud, region: str | None) -> list[str]:
 
 def resources(cloud: Cloud, tags: dict[str, str] | None) -> list[Resource]:
     """SkyNomad's instances (any zone, by label) and job stores (per configured region's bucket)."""
-    from .gcp_boot import JOB_LABEL, MANAGED_LABEL, label_key, label_value, metadata_items
-    from .tags import EXACT_KEYS, JOB
-    from .zones import gcp_region_of as region_of
+    from airflow_provider_skynomad.clouds.gcp_boot import (
+        JOB_LABEL,
+        MANAGED_LABEL,
+        label_key,
+        label_value,
+        metadata_items,
+    )
+    from airflow_provider_skynomad.clouds.tags import EXACT_KEYS, JOB
+    from airflow_provider_skynomad.clouds.zones import gcp_region_of as region_of
 
     wanted = {label_key(k): label_value(v) for k, v in (tags or {}).items()}
     query = " AND ".join(f'(labels.{k} = "{v}")' for k, v in {MANAGED_LABEL: "true", **wanted}.items())

@@ -126,7 +126,7 @@ class GcsStore:
     def owner(self, bucket: str, job_id: str) -> dict[str, str]:
         """The job's owner record (clouds/tags.py) as tags; {"skynomad-job": job_id} when it has none
         or it names another job."""
-        from .tags import JOB, OWNER_RECORD
+        from airflow_provider_skynomad.clouds.tags import JOB, OWNER_RECORD
 
         record = self.read_json(bucket, f"{self.base(job_id)}/{OWNER_RECORD}")
         if not isinstance(record, dict) or record.get(JOB) != job_id:
@@ -135,7 +135,7 @@ class GcsStore:
 
     def write_owner(self, region: str, job_id: str, record: dict) -> None:
         """Write the job's owner record beside its checkpoints in `region`'s bucket (at launch)."""
-        from .tags import OWNER_RECORD
+        from airflow_provider_skynomad.clouds.tags import OWNER_RECORD
 
         blob = self.hook.get_conn().bucket(self.bucket(region)).blob(f"{self.base(job_id)}/{OWNER_RECORD}")
         blob.upload_from_string(json.dumps(record, sort_keys=True), content_type="application/json")

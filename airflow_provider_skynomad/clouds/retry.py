@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .base import CapacityError, Cloud
-from .wrapped import ApiCall, WrappedCloud
+from airflow_provider_skynomad.clouds.base import CapacityError, Cloud
+from airflow_provider_skynomad.clouds.wrapped import ApiCall, WrappedCloud
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

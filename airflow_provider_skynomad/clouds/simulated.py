@@ -66,12 +66,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..agent.notice import NOTICE_SECONDS_ENV
-from ..market.capacity import Holding, left
-from ..market.egress import EgressModel
-from .base import CapacityError, Cloud, GroupHandle, GroupStatus, LaunchRequest, ProbeResult, Resource
-from .simulated_clock import SimClock, open_shared_clock, read_shared_settings
-from .simulated_groups import (
+from airflow_provider_skynomad.agent.notice import NOTICE_SECONDS_ENV
+from airflow_provider_skynomad.clouds.base import (
+    CapacityError,
+    Cloud,
+    GroupHandle,
+    GroupStatus,
+    LaunchRequest,
+    ProbeResult,
+    Resource,
+)
+from airflow_provider_skynomad.clouds.simulated_clock import SimClock, open_shared_clock, read_shared_settings
+from airflow_provider_skynomad.clouds.simulated_groups import (
     CLIENT_TOKEN_TAG,
     NOT_ENDED,
     SPAWNING,
@@ -81,9 +87,17 @@ from .simulated_groups import (
     new_record,
     same_request,
 )
-from .simulated_launcher import WORK_DIR, group_alive, log_tail, spawn_group
-from .simulated_market import TraceMarket
-from .simulated_store import StateStore, default_state_url, display_url, exclusive, open_database
+from airflow_provider_skynomad.clouds.simulated_launcher import WORK_DIR, group_alive, log_tail, spawn_group
+from airflow_provider_skynomad.clouds.simulated_market import TraceMarket
+from airflow_provider_skynomad.clouds.simulated_store import (
+    StateStore,
+    default_state_url,
+    display_url,
+    exclusive,
+    open_database,
+)
+from airflow_provider_skynomad.market.capacity import Holding, left
+from airflow_provider_skynomad.market.egress import EgressModel
 
 COLD_START_ENV = "SKYNOMAD_COLD_START_HOURS"
 DEFAULT_COLD_START_HOURS = 0.2
@@ -144,7 +158,7 @@ class SimulatedCloud(Cloud):
         state_url: str | None = None,
         deployment_id: str | None = None,
     ):
-        from .tags import check_deployment_id
+        from airflow_provider_skynomad.clouds.tags import check_deployment_id
 
         self.deployment_id = check_deployment_id(deployment_id)
         if not (isinstance(speed, (int, float)) and math.isfinite(speed) and speed > 0):
@@ -515,7 +529,7 @@ class SimulatedCloud(Cloud):
         (kind ``checkpoint``, id = ``<job_id>/<zone>``, tagged like the job's latest group).
 
         A state directory serves one deployment: whatever it holds carries this cloud's deployment id."""
-        from .tags import DEPLOYMENT
+        from airflow_provider_skynomad.clouds.tags import DEPLOYMENT
 
         wanted = (tags or {}).items()
         found: list[Resource] = []
@@ -675,7 +689,7 @@ class SimulatedCloud(Cloud):
 
     def checkpoint_store(self, job_id: str, zone: str):
         """The job's store in `zone` as the agent sees it (a `file://` CheckpointStore), for copies across clouds."""
-        from ..agent.store import CheckpointStore
+        from airflow_provider_skynomad.agent.store import CheckpointStore
 
         self.market.zone(zone)
         return CheckpointStore(self.checkpoint_dir(job_id, zone).as_uri())

@@ -41,8 +41,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files import atomic_write_json
-from ..market.capacity import first_loss
+from airflow_provider_skynomad.files import atomic_write_json
+from airflow_provider_skynomad.market.capacity import first_loss
 
 CLAIM_FILE = "capacity.json"
 ENDED_FILE = "ended.json"

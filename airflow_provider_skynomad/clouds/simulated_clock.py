@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..files import atomic_write_json
-from .simulated_store import exclusive
+from airflow_provider_skynomad.clouds.simulated_store import exclusive
+from airflow_provider_skynomad.files import atomic_write_json
 
 SECONDS_PER_HOUR = 3600.0
 CONFIG_FILE = "cloud.json"

@@ -21,11 +21,11 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from .base import GroupHandle, GroupStatus, LaunchRequest
-from .simulated_capacity import Loss, has_claim, loss, mark_ended, write_claim
-from .simulated_clock import SECONDS_PER_HOUR, SimClock
-from .simulated_launcher import group_alive, read_exit, read_pgid, signal_group
-from .simulated_market import TraceMarket
+from airflow_provider_skynomad.clouds.base import GroupHandle, GroupStatus, LaunchRequest
+from airflow_provider_skynomad.clouds.simulated_capacity import Loss, has_claim, loss, mark_ended, write_claim
+from airflow_provider_skynomad.clouds.simulated_clock import SECONDS_PER_HOUR, SimClock
+from airflow_provider_skynomad.clouds.simulated_launcher import group_alive, read_exit, read_pgid, signal_group
+from airflow_provider_skynomad.clouds.simulated_market import TraceMarket
 
 LIVE = "live"  # stored state of a group that has not ended; STARTING vs RUNNING is derived from the clock
 SPAWNING = "spawning"  # recorded, its processes being started (or their launcher crashed): STARTING

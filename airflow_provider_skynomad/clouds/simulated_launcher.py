@@ -46,8 +46,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..files import atomic_write_json
-from .simulated_capacity import has_claim, loss_wall
+from airflow_provider_skynomad.clouds.simulated_capacity import has_claim, loss_wall
+from airflow_provider_skynomad.files import atomic_write_json
 
 SPEC_FILE = "launch.json"
 EXIT_FILE = "exit.json"

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..market.grid import Market, MarketGrid, build_grid
-from ..market.observations import read_observations
+from airflow_provider_skynomad.market.grid import Market, MarketGrid, build_grid
+from airflow_provider_skynomad.market.observations import read_observations
 
 _EPSILON_TICKS = 1e-9  # a time exactly on a tick boundary belongs to that tick despite float rounding
 

@@ -50,7 +50,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import make_url
 
-from ..sqlite import use_wal
+from airflow_provider_skynomad.sqlite import use_wal
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 60.0
 STATE_DB_FILE = "state.db"

@@ -34,8 +34,8 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from ..clouds.base import Cloud
-from ..extras import require_extra
+from airflow_provider_skynomad.clouds.base import Cloud
+from airflow_provider_skynomad.extras import require_extra
 
 CLOUD_CHOICES = ("simulated", "aws", "gcp")
 """What a `skynomad` connection's ``cloud`` field may say."""
@@ -169,7 +169,7 @@ class SkyNomadConfig:
         wall = pd.Timestamp.now(tz="UTC")
         if self.cloud != "simulated":
             return wall
-        from ..clouds.simulated_clock import SimClock, read_shared_settings
+        from airflow_provider_skynomad.clouds.simulated_clock import SimClock, read_shared_settings
 
         try:
             settings = read_shared_settings(Path(self.state_dir).expanduser())
@@ -187,7 +187,7 @@ class SkyNomadConfig:
 
     @classmethod
     def default(cls) -> SkyNomadConfig:
-        from ..market.table import default_market_url
+        from airflow_provider_skynomad.market.table import default_market_url
 
         return cls(market_url=default_market_url())
 
@@ -196,7 +196,7 @@ class SkyNomadConfig:
         """Read a `skynomad`, `skynomad_aws` or `skynomad_gcp` Connection (standard fields + extra),
         see the module docstring. `parts`: the configs of the connections its ``cloud_connections``
         lists, already read (the hook reads them)."""
-        from ..market.table import default_market_url
+        from airflow_provider_skynomad.market.table import default_market_url
 
         extra = _extra_of(conn)
         conn_type = getattr(conn, "conn_type", None) or "skynomad"
@@ -318,22 +318,22 @@ def make_cloud(config: SkyNomadConfig) -> Cloud:
     import inspect
 
     if config.cloud == "multi":
-        from ..clouds.multi import MultiCloud
+        from airflow_provider_skynomad.clouds.multi import MultiCloud
 
         return MultiCloud({part.cloud: make_cloud(part) for part in config.parts})
     require_extra(config.cloud)  # aws / gcp without their extra: say which to install
     if config.cloud == "simulated":
-        from ..clouds.simulated import SimulatedCloud as cls
+        from airflow_provider_skynomad.clouds.simulated import SimulatedCloud as cls
 
         fixed = {"trace_path": config.trace_path, "state_dir": config.state_dir, "speed": config.speed}
         fields = {"trace_path": "trace_path", "state_dir": "state_dir", "speed": "speed"}
     elif config.cloud == "aws":
-        from ..clouds.aws import AwsCloud as cls
+        from airflow_provider_skynomad.clouds.aws import AwsCloud as cls
 
         fields = CONFIG_FIELDS["aws"]
         fixed = {arg: getattr(config, name) for arg, name in fields.items()}
     else:
-        from ..clouds.gcp import GcpCloud as cls
+        from airflow_provider_skynomad.clouds.gcp import GcpCloud as cls
 
         fields = CONFIG_FIELDS["gcp"]
         fixed = {arg: getattr(config, name) for arg, name in fields.items()}
@@ -354,7 +354,7 @@ def make_cloud(config: SkyNomadConfig) -> Cloud:
             f"skynomad connection: the {config.cloud} cloud does not accept cloud_options "
             f"{', '.join(repr(n) for n in unknown)}; accepted: {', '.join(accepted) or 'none'}"
         )
-    from ..clouds.retry import with_retries
+    from airflow_provider_skynomad.clouds.retry import with_retries
 
     return with_retries(cls(**fixed, **options))  # every caller gets bounded API retries (clouds/retry.py)
 
@@ -463,7 +463,7 @@ class SkyNomadHook(BaseHook):
         return make_cloud(self.get_config())
 
     def get_market_table(self):
-        from ..market.table import MarketTable
+        from airflow_provider_skynomad.market.table import MarketTable
 
         return MarketTable(self.get_config().market_url)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 from sqlalchemy import Float, Integer, and_, case, cast, func, select
 
-from .table import MarketTable, market_observations
+from airflow_provider_skynomad.market.table import MarketTable, market_observations
 
 T = market_observations
 
@@ -75,7 +75,7 @@ def buckets(
 def latest_rows(table: MarketTable, since: pd.Timestamp, until: pd.Timestamp | None = None) -> pd.DataFrame:
     """The newest observation (up to `until`) of every market seen since `since`, in the
     market-observation columns."""
-    from .observations import COLUMNS
+    from airflow_provider_skynomad.market.observations import COLUMNS
 
     newest = (
         select(T.c.zone, T.c.instance_type, func.max(T.c.observed_at).label("last"))

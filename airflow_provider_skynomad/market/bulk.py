@@ -26,7 +26,7 @@ from sqlalchemy import Connection, column, exists, select
 from sqlalchemy import table as sql_table
 from sqlalchemy.exc import DBAPIError
 
-from .observations import COLUMNS, KEY, TIME_ORDER
+from airflow_provider_skynomad.market.observations import COLUMNS, KEY, TIME_ORDER
 
 COPY_MIN_ROWS = 5_000
 """Below this many rows, PostgreSQL inserts use executemany too: a staging table per probe round

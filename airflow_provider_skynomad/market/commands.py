@@ -21,8 +21,13 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from .observations import TraceError, iter_observations, open_trace_for_writing, write_observations
-from .table import MarketSchemaError, MarketTable, default_market_url
+from airflow_provider_skynomad.market.observations import (
+    TraceError,
+    iter_observations,
+    open_trace_for_writing,
+    write_observations,
+)
+from airflow_provider_skynomad.market.table import MarketSchemaError, MarketTable, default_market_url
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -70,7 +75,7 @@ def add_market_commands(subparsers) -> argparse.ArgumentParser:
     squeeze.add_argument("--dry-run", action="store_true", help="count the rows that would go; delete nothing")
     squeeze.set_defaults(func=run_compact)
 
-    from .show import add_show_arguments
+    from airflow_provider_skynomad.market.show import add_show_arguments
 
     show = commands.add_parser("show", help="each market now: capacity, prices, forecast lifetime, last probe age")
     add_show_arguments(show, url_help)
@@ -79,7 +84,7 @@ def add_market_commands(subparsers) -> argparse.ArgumentParser:
 
 def run_compact(args: argparse.Namespace) -> int:
     """Delete old rows that repeat their market's previous row (docs/market.md#retention)."""
-    from .retention import MIN_KEEP_FULL_DAYS, compact
+    from airflow_provider_skynomad.market.retention import MIN_KEEP_FULL_DAYS, compact
 
     days = args.keep_full_days
     if not days >= MIN_KEEP_FULL_DAYS or days == float("inf"):
@@ -109,7 +114,7 @@ def run_compact(args: argparse.Namespace) -> int:
 
 def run_spend(args: argparse.Namespace) -> int:
     """Print the probe-spend record: USD and probes per UTC day per market, and each day's total."""
-    from .signals import SignalTable
+    from airflow_provider_skynomad.market.signals import SignalTable
 
     table = _open(args.url, "spend")
     if isinstance(table, int):

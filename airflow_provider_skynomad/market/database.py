@@ -38,7 +38,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.schema import CreateIndex, CreateTable
 from sqlalchemy.types import TypeDecorator
 
-from ..sqlite import use_wal
+from airflow_provider_skynomad.sqlite import use_wal
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 60.0
 # pg_advisory_xact_lock key shared by every process creating a schema (any fixed int64).

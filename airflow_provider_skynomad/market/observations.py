@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .trace_lines import LineBoundError, line_of, open_bounded
+from airflow_provider_skynomad.market.trace_lines import LineBoundError, line_of, open_bounded
 
 COLUMNS = [
     "observed_at",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .probing import ProbeMarket, ProbePlan, ProbePlanner, observation_stats
+from airflow_provider_skynomad.market.probing import ProbeMarket, ProbePlan, ProbePlanner, observation_stats
 
 LAST_PROBE_LOOKBACK = pd.Timedelta(days=7)  # how far back a market's last paid probe is looked up
 HISTORY = pd.Timedelta(hours=24)  # market rows read to judge each market

@@ -302,7 +302,7 @@ def probe_cost_for(markets, start, end, *, url: str | None = None, sharing_jobs:
         equal share (1: this job alone).
     :return: USD; 0.0 when nothing was probed (or the probe-spend table does not exist yet).
     """
-    from .signals import SignalTable
+    from airflow_provider_skynomad.market.signals import SignalTable
 
     if sharing_jobs < 1:
         raise ValueError(f"sharing_jobs must be ≥ 1, got {sharing_jobs!r}")

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import pandas as pd
 from sqlalchemy import String, delete, func, select, tuple_
 
-from .database import INSERT
-from .table import DELETED, MarketTable, _utc, market_changes, market_observations
+from airflow_provider_skynomad.market.database import INSERT
+from airflow_provider_skynomad.market.table import DELETED, MarketTable, _utc, market_changes, market_observations
 
 DEFAULT_KEEP_FULL_DAYS = 7.0
 """Full resolution for a week: twice the default 72 h lookback, so a default job never reads a compacted row."""

@@ -15,8 +15,8 @@ import argparse
 import pandas as pd
 from sqlalchemy.exc import SQLAlchemyError
 
-from .overview import DEFAULT_MAX_AGE_HOURS, FORECAST_DAYS, market_rows
-from .table import MarketSchemaError, MarketTable
+from airflow_provider_skynomad.market.overview import DEFAULT_MAX_AGE_HOURS, FORECAST_DAYS, market_rows
+from airflow_provider_skynomad.market.table import MarketSchemaError, MarketTable
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -52,7 +52,7 @@ def run_show(args: argparse.Namespace) -> int:
     if args.days <= 0 or args.max_age_hours <= 0:
         print("skynomad market show: --days and --max-age-hours must be > 0", file=sys.stderr)
         return EXIT_BAD_INPUT
-    from ..hooks.skynomad import DEFAULT_CONN_ID, SkyNomadConfigError, SkyNomadHook
+    from airflow_provider_skynomad.hooks.skynomad import DEFAULT_CONN_ID, SkyNomadConfigError, SkyNomadHook
 
     try:
         config = SkyNomadHook(args.conn_id or DEFAULT_CONN_ID).get_config()

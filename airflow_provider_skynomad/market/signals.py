@@ -36,8 +36,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import URL
 
-from .database import INSERT, MarketDatabase, UtcDateTime, utc
-from .table import MarketTable
+from airflow_provider_skynomad.market.database import INSERT, MarketDatabase, UtcDateTime, utc
+from airflow_provider_skynomad.market.table import MarketTable
 
 SCHEMA_VERSION = 1
 """Bump when either table's layout changes, and teach `create()` to migrate from the old one."""

@@ -21,9 +21,9 @@ from datetime import timedelta
 
 import pandas as pd
 
-from .egress import EgressModel
-from .grid import Market, MarketGrid, build_grid, extend_grid
-from .view import MarketView
+from airflow_provider_skynomad.market.egress import EgressModel
+from airflow_provider_skynomad.market.grid import Market, MarketGrid, build_grid, extend_grid
+from airflow_provider_skynomad.market.view import MarketView
 
 KEY = ["zone", "instance_type", "observed_at"]
 # Later reads go back this far before the newest row held: a probe task that stamped its rows at

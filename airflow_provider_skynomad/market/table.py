@@ -37,8 +37,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 
-from . import bulk, migration
-from .database import (
+from airflow_provider_skynomad.market import bulk, migration
+from airflow_provider_skynomad.market.database import (
     INSERT,
     SQLITE_BUSY_TIMEOUT_SECONDS,
     MarketDatabase,
@@ -48,8 +48,8 @@ from .database import (
     metadata,
     schema_version,
 )
-from .database import utc as _utc
-from .observations import COLUMNS, TIME_ORDER, validate_observations
+from airflow_provider_skynomad.market.database import utc as _utc
+from airflow_provider_skynomad.market.observations import COLUMNS, TIME_ORDER, validate_observations
 
 __all__ = [
     "SCHEMA_VERSION",

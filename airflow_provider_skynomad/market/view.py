@@ -15,8 +15,8 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from .egress import EgressModel
-from .grid import Market, MarketGrid
+from airflow_provider_skynomad.market.egress import EgressModel
+from airflow_provider_skynomad.market.grid import Market, MarketGrid
 
 
 class MarketView:

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 from airflow.sdk import BaseOperator
 
-from ..hooks.skynomad import DEFAULT_CONN_ID, SkyNomadConfig, SkyNomadHook, make_cloud
+from airflow_provider_skynomad.hooks.skynomad import DEFAULT_CONN_ID, SkyNomadConfig, SkyNomadHook, make_cloud
 
 DEFAULT_PROBE_COUNT = 1
 
@@ -68,7 +68,7 @@ def _configured_targets(config: SkyNomadConfig) -> list[dict]:
                 "([{cloud, region, zones, instance_type, accelerator, accelerator_count, count}])"
             )
         return [_with_list_price(dict(t, cloud=t.get("cloud", config.cloud))) for t in targets]
-    from ..market.observations import read_observations
+    from airflow_provider_skynomad.market.observations import read_observations
 
     frame = read_observations(config.trace_path)
     out = []
@@ -95,7 +95,7 @@ def _with_list_price(target: dict) -> dict:
     none: a first probe, before any spot price is known, is planned at it (spot costs less)."""
     if target.get("on_demand_usd_per_hour") is None and target.get("cloud") in ("aws", "gcp"):
         try:
-            from ..market.prices import load_prices
+            from airflow_provider_skynomad.market.prices import load_prices
 
             price = load_prices(target["cloud"]).usd_per_hour(target["region"], target["instance_type"])
         except Exception:  # noqa: BLE001 - no table: the planner says it has no price
@@ -150,8 +150,8 @@ class SkyNomadProbeOperator(BaseOperator):
         self.probe_interval = probe_interval
 
     def execute(self, context) -> int:
-        from ..market.signals import SignalTable
-        from ..market.table import MarketTable
+        from airflow_provider_skynomad.market.signals import SignalTable
+        from airflow_provider_skynomad.market.table import MarketTable
 
         config = SkyNomadHook(self.skynomad_conn_id).get_config()
         cloud = make_cloud(config)
@@ -175,7 +175,7 @@ class SkyNomadProbeOperator(BaseOperator):
         return written
 
     def _budget(self, config: SkyNomadConfig) -> float:
-        from ..market.probing import DEFAULT_BUDGET_USD_PER_DAY
+        from airflow_provider_skynomad.market.probing import DEFAULT_BUDGET_USD_PER_DAY
 
         for budget in (self.target.get("budget_usd_per_day"), self.probe_budget_usd_per_day):
             if budget is not None:
@@ -211,10 +211,10 @@ def plan_probes(
     the most it may cost) and ``probe_budget_usd`` (the sum: the mapped task never spends more), so
     tasks running side by side together stay within ``budget_usd_per_day``.
     """
-    from ..market.probe_state import plan_round
-    from ..market.probing import ProbePlanner
-    from ..market.signals import SignalTable
-    from ..market.table import MarketTable
+    from airflow_provider_skynomad.market.probe_state import plan_round
+    from airflow_provider_skynomad.market.probing import ProbePlanner
+    from airflow_provider_skynomad.market.signals import SignalTable
+    from airflow_provider_skynomad.market.table import MarketTable
 
     cloud = make_cloud(config)
     planner = ProbePlanner(budget_usd_per_day, _hours(max_market_age), _hours(probe_interval))
@@ -267,8 +267,8 @@ class _Round:
 
     def plan(self, budget: float) -> tuple[list[dict], float]:
         """The target's own plan, when the DAG did not plan for it (the operator used alone)."""
-        from ..market.probe_state import plan_round
-        from ..market.probing import ProbePlanner
+        from airflow_provider_skynomad.market.probe_state import plan_round
+        from airflow_provider_skynomad.market.probing import ProbePlanner
 
         planner = ProbePlanner(budget, _hours(self.op.max_market_age), _hours(self.op.probe_interval))
         plan, _ = plan_round([self.target], self.cloud, self.table, self.records, planner)
@@ -331,14 +331,14 @@ class _Round:
     def _usd(self, result) -> float:
         """What the probe cost: the cloud's figure, or (a cloud that does not report one) what its
         granted instances cost for the cloud's minimum billed time."""
-        from ..market.probing import min_billed_hours
+        from airflow_provider_skynomad.market.probing import min_billed_hours
 
         if result.usd > 0 or result.available == 0:
             return float(result.usd)
         return result.available * result.spot_usd_per_hour * min_billed_hours(self.target["cloud"])
 
     def _record_spend(self, at, result, usd: float, reason: str) -> None:
-        from ..market.signals import ProbeSpend
+        from airflow_provider_skynomad.market.signals import ProbeSpend
 
         target = self.target
         spend = ProbeSpend(

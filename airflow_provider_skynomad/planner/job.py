@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
-from .actions import Option
+from airflow_provider_skynomad.planner.actions import Option
 
 
 class JobSpecError(ValueError):

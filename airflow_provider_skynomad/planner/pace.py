@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .job import JobSpec
+from airflow_provider_skynomad.planner.job import JobSpec
 
 PRIOR_CV = 0.02  # relative spread of the pace over one productive hour, before the job shows its own
 PRIOR_INTERVALS = 4.0  # how many checkpoint intervals the prior spread weighs

@@ -12,10 +12,10 @@ import logging
 
 import pandas as pd
 
-from ..market.overview import Heatmap, MarketRow
-from . import svg
-from .facts import JobFacts, dashboard_row
-from .render import render, usd
+from airflow_provider_skynomad.market.overview import Heatmap, MarketRow
+from airflow_provider_skynomad.plugin import svg
+from airflow_provider_skynomad.plugin.facts import JobFacts, dashboard_row
+from airflow_provider_skynomad.plugin.render import render, usd
 
 log = logging.getLogger(__name__)
 REFRESH_SECONDS = 10  # a running job's page reloads itself: live while the task is deferred

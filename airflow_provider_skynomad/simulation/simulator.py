@@ -28,14 +28,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..market.egress import EgressModel
-from ..market.grid import MarketGrid
-from ..market.view import MarketView
-from ..planner.actions import Decision, Mode, Option
-from ..planner.base import Policy
-from ..planner.job import JobSpec, JobState
-from ..planner.pace import Pace
-from .result import RunResult, Segment
+from airflow_provider_skynomad.market.egress import EgressModel
+from airflow_provider_skynomad.market.grid import MarketGrid
+from airflow_provider_skynomad.market.view import MarketView
+from airflow_provider_skynomad.planner.actions import Decision, Mode, Option
+from airflow_provider_skynomad.planner.base import Policy
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
+from airflow_provider_skynomad.planner.pace import Pace
+from airflow_provider_skynomad.simulation.result import RunResult, Segment
 
 EPS = 1e-9
 

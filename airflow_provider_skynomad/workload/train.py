@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..files import atomic_write
+from airflow_provider_skynomad.files import atomic_write
 
 CHECKPOINT_FILE = "checkpoint.pkl"
 PROGRESS_FILE = "progress.json"

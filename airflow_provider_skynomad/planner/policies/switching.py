@@ -26,14 +26,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...forecasts.scenarios import ScenarioSampler
-from ...market.view import MarketView
-from ..actions import Decision, Mode, Option
-from ..job import JobSpec, JobState
-from ..safety import spare_slack_hours
-from .lookahead import _signature, still_current
-from .skynomad import SkyNomadPolicy
-from .uniform_progress import EagerFailoverPolicy
+from airflow_provider_skynomad.forecasts.scenarios import ScenarioSampler
+from airflow_provider_skynomad.market.view import MarketView
+from airflow_provider_skynomad.planner.actions import Decision, Mode, Option
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
+from airflow_provider_skynomad.planner.policies.lookahead import _signature, still_current
+from airflow_provider_skynomad.planner.policies.skynomad import SkyNomadPolicy
+from airflow_provider_skynomad.planner.policies.uniform_progress import EagerFailoverPolicy
+from airflow_provider_skynomad.planner.safety import spare_slack_hours
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +123,9 @@ class SwitchingPolicy:
 
     def _compare(self, job: JobSpec, state: JobState, view: MarketView) -> str:
         """Both policies from `state` on the same K futures; the one with the lower mean cost of the rest."""
-        from ...simulation.simulator import rollout  # the simulator's loop; imported late (it imports the planner)
+        from airflow_provider_skynomad.simulation.simulator import (
+            rollout,  # the simulator's loop; imported late (it imports the planner)
+        )
 
         self.comparisons += 1
         dt = view.step_hours
