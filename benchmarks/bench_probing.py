@@ -64,18 +64,19 @@ class SteppedClock:
 
 def after(trace: str, start_hours: float, home: Path) -> dict:
     """A day of the new DAG on the simulated cloud over `trace`."""
-    from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+    from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
     from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig, SkyNomadHook, bundled_trace
-    from airflow_provider_skynomad.market.probing import DEFAULT_BUDGET_USD_PER_DAY
-    from airflow_provider_skynomad.market.signals import SignalTable
-    from airflow_provider_skynomad.market.table import MarketTable
+    from airflow_provider_skynomad.market.store.signals import SignalTable
+    from airflow_provider_skynomad.market.store.table import MarketTable
     from airflow_provider_skynomad.operators import probe as probe_module
     from airflow_provider_skynomad.operators.probe import SkyNomadProbeOperator, plan_probes, probe_targets
+    from airflow_provider_skynomad.probing import round as round_module
+    from airflow_provider_skynomad.probing.plan import DEFAULT_BUDGET_USD_PER_DAY
 
     path = bundled_trace(trace)
     cloud = SimulatedCloud(path, home / "cloud", speed=1.0, trace_start=start_hours)
     cloud.clock = SteppedClock(cloud.clock.now() - pd.Timedelta(hours=cloud.clock.now_hours()))
-    probe_module.make_cloud = lambda config: cloud
+    probe_module.make_cloud = round_module.make_cloud = lambda config: cloud
     config = SkyNomadConfig(market_url=f"sqlite:///{home / 'probing.db'}", trace_path=path)
     SkyNomadHook.get_config = lambda self: config
     targets = probe_targets(config, count=1)

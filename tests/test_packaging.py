@@ -134,7 +134,7 @@ def test_connection_fields_are_the_ones_the_hook_reads():
 
 
 def test_the_generated_cloud_forms_are_current():
-    from airflow_provider_skynomad.cloud_forms import CLOUD_FIELDS
+    from airflow_provider_skynomad.hooks.cloud_forms import CLOUD_FIELDS
     from airflow_provider_skynomad.hooks.forms import all_cloud_fields
 
     assert all_cloud_fields() == CLOUD_FIELDS, "run: python -m airflow_provider_skynomad.hooks.forms"

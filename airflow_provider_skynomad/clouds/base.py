@@ -17,6 +17,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
+from airflow_provider_skynomad.exceptions import CapacityError as CapacityError
+
 
 class GroupStatus(str, Enum):
     STARTING = "starting"
@@ -25,10 +27,6 @@ class GroupStatus(str, Enum):
     SUCCEEDED = "succeeded"  # the workload exited 0: the job is done
     FAILED = "failed"
     TERMINATED = "terminated"
-
-
-class CapacityError(RuntimeError):
-    """The zone had no capacity for the whole gang; nothing is left running or billed."""
 
 
 @dataclass(frozen=True)

@@ -23,19 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from airflow_provider_skynomad.clouds.base import CapacityError, Cloud
-from airflow_provider_skynomad.clouds.retry import TransientCloudError
 from airflow_provider_skynomad.clouds.wrapped import ApiCall, T, WrappedCloud
+from airflow_provider_skynomad.exceptions import InjectedTimeout, ThrottledError
 
 KINDS = ("throttle", "timeout", "lost_reply", "capacity")
 METHODS = ("find", "launch", "poll", "terminate", "progress", "probe", "copy_checkpoint", "bill")
-
-
-class ThrottledError(TransientCloudError):
-    """Injected: the API refused the call (rate exceeded)."""
-
-
-class InjectedTimeout(TransientCloudError, TimeoutError):
-    """Injected: the call or its answer timed out."""
 
 
 @dataclass

@@ -587,7 +587,7 @@ class JobRunner:
     def _probing_cost(self, record: JobRecord, elapsed: float) -> float:
         """What the probe DAG spent on the markets this job considered while it ran (shared
         infrastructure: reported beside the job's own cost, not in it)."""
-        from airflow_provider_skynomad.market.probing import probe_cost_for
+        from airflow_provider_skynomad.probing.plan import probe_cost_for
 
         end = self.cloud.now_timestamp()
         try:

@@ -26,7 +26,7 @@ from sqlalchemy.engine import URL
 
 from airflow_provider_skynomad.jobs.errors import ControlLost
 from airflow_provider_skynomad.jobs.record import JobRecord
-from airflow_provider_skynomad.market.database import MarketDatabase, UtcDateTime
+from airflow_provider_skynomad.market.store.database import MarketDatabase, UtcDateTime
 
 SCHEMA_VERSION = 1
 

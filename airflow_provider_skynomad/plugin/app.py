@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 PREFIX = "/skynomad"
 PROBE_DAG_ID = "skynomad_probe"
 DEFAULT_CONN_ID = "skynomad_default"
-DEFAULT_MAX_AGE_HOURS = 2.0  # SkyNomadOperator's default max_market_age (market/overview.py has the same)
+DEFAULT_MAX_AGE_HOURS = 2.0  # SkyNomadOperator's default max_market_age (plugin/overview.py has the same)
 
 # No /docs or /openapi.json: they would be the only routes outside the auth manager.
 app = FastAPI(title="SkyNomad", docs_url=None, redoc_url=None, openapi_url=None)
@@ -115,12 +115,13 @@ def markets(
 ) -> HTMLResponse:
     """The market table behind `conn_id`: availability heatmap, prices, probe ages, forecasts, probe spend.
 
-    Heatmap and prices come from the database's GROUP BY (market/aggregate.py), the forecast from the
+    Heatmap and prices come from the database's GROUP BY (market/store/aggregate.py), the forecast from the
     last `FORECAST_DAYS` of rows, so the page costs about the same for a week or a month of probes.
     """
     import pandas as pd
 
-    from airflow_provider_skynomad.market.table import MarketTable
+    from airflow_provider_skynomad.clouds.factory import market_now
+    from airflow_provider_skynomad.market.store.table import MarketTable
     from airflow_provider_skynomad.plugin import pages
     from airflow_provider_skynomad.plugin.markets import (
         daily_probe_spend,
@@ -131,7 +132,7 @@ def markets(
 
     config = market_config(conn_id, lambda conn: may_read_connection(user, conn))
     url = config.market_url
-    now = config.market_now()  # the simulated cloud's rows are on its replayed trace's clock
+    now = market_now(config)  # the simulated cloud's rows are on its replayed trace's clock
     since = now - pd.Timedelta(days=days)
     table = MarketTable(url)
     try:

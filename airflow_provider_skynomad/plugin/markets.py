@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 from fastapi import HTTPException
 
-from airflow_provider_skynomad.market import aggregate
-from airflow_provider_skynomad.market.overview import (
+from airflow_provider_skynomad.market.store import aggregate
+from airflow_provider_skynomad.plugin.overview import (
     FORECAST_DAYS,
     bucket_hours_for,
     forecast_lifetimes,
@@ -81,9 +81,9 @@ def market_summary(table, since: pd.Timestamp, now: pd.Timestamp, max_age_hours:
 
 
 def daily_probe_spend(url: str, since: pd.Timestamp) -> list[tuple[str, float]] | None:
-    """USD of paid probes per UTC day from the probe-spend record (market/signals.py), None when unreadable."""
+    """USD of paid probes per UTC day from the probe-spend record (market/store/signals.py), None when unreadable."""
     try:
-        from airflow_provider_skynomad.market.signals import SignalTable
+        from airflow_provider_skynomad.market.store.signals import SignalTable
     except ImportError:
         return None
     try:

@@ -1,6 +1,6 @@
 """The plugin's HTML pages: a job page, a markets page and a jobs dashboard, plain words first, numbers in tables.
 
-Pure rendering from plain data (facts.py, market/overview.py): no I/O. This module works out what
+Pure rendering from plain data (facts.py, plugin/overview.py): no I/O. This module works out what
 each page says (words, totals, chart geometry through svg.py); the templates in templates/ lay it
 out, escaping every value (render.py). Nothing here ever sees a connection: the markets page gets
 the market table's URL already stripped of its password.
@@ -12,9 +12,9 @@ import logging
 
 import pandas as pd
 
-from airflow_provider_skynomad.market.overview import Heatmap, MarketRow
 from airflow_provider_skynomad.plugin import svg
 from airflow_provider_skynomad.plugin.facts import JobFacts, dashboard_row
+from airflow_provider_skynomad.plugin.overview import Heatmap, MarketRow
 from airflow_provider_skynomad.plugin.render import render, usd
 
 log = logging.getLogger(__name__)

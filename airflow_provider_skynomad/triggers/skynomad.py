@@ -59,7 +59,7 @@ class SkyNomadTrigger(BaseTrigger):
         try:
             outcome = await self._control(controller, config)
         finally:
-            from airflow_provider_skynomad.market.table import release_shared
+            from airflow_provider_skynomad.market.store.table import release_shared
 
             release_shared(table)  # also when the generator is closed after its loop has ended
         if outcome is None:
@@ -117,7 +117,7 @@ class SkyNomadTrigger(BaseTrigger):
 
     def _open(self, config):
         from airflow_provider_skynomad.jobs.controller import Controller
-        from airflow_provider_skynomad.market.table import release_shared, shared_table
+        from airflow_provider_skynomad.market.store.table import release_shared, shared_table
 
         cloud = _hooks.make_cloud(config)
         table = shared_table(config.market_url)  # one per triggerer process, not one per trigger

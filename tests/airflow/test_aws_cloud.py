@@ -17,8 +17,8 @@ moto = pytest.importorskip("moto")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clouds"))
 from aws_fixtures import BUCKET, account, put_checkpoint  # noqa: E402
 
-from airflow_provider_skynomad.clouds.aws import AwsCloud  # noqa: E402
-from airflow_provider_skynomad.clouds.aws_boot import UserDataError  # noqa: E402
+from airflow_provider_skynomad.clouds.aws.boot import UserDataError  # noqa: E402
+from airflow_provider_skynomad.clouds.aws.cloud import AwsCloud  # noqa: E402
 from airflow_provider_skynomad.clouds.base import CapacityError, GroupStatus, LaunchRequest  # noqa: E402
 
 REGION, ZONE, WEST = "us-east-1", "us-east-1a", "us-west-2"

@@ -9,9 +9,10 @@ from datetime import timedelta
 import pandas as pd
 import pytest
 
+from airflow_provider_skynomad.cli.cleanup import _duration
 from airflow_provider_skynomad.clouds.base import Cloud, GroupHandle, GroupStatus, LaunchRequest, Resource
 from airflow_provider_skynomad.clouds.cleanup import JobFact, is_live, plan_cleanup
-from airflow_provider_skynomad.clouds.cleanup_commands import _duration, cleanup, jobs_from_task_api
+from airflow_provider_skynomad.clouds.cleanup_run import cleanup, jobs_from_task_api
 from airflow_provider_skynomad.jobs.record import job_id_for
 
 NOW = pd.Timestamp("2025-10-08T12:00:00Z")
@@ -200,7 +201,7 @@ def test_older_than_parses_durations():
 
 
 def test_the_simulated_cloud_s_leftover_group_is_ended_and_a_live_one_kept(tmp_path, monkeypatch):
-    from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+    from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
     from airflow_provider_skynomad.hooks.skynomad import bundled_trace
 
     monkeypatch.setenv("SKYNOMAD_COLD_START_HOURS", "0")

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from airflow_provider_skynomad.clouds.base import CapacityError, GroupStatus, LaunchRequest
-from airflow_provider_skynomad.clouds.gcp import GcpCloud
+from airflow_provider_skynomad.clouds.gcp.cloud import GcpCloud
 
 from .gcp_fakes import EmulatorGcsHook, FakeCompute, FakeGceHook, anonymous_storage_client, gcs_emulator
 

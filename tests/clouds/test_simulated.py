@@ -20,10 +20,10 @@ import pandas as pd
 import pytest
 
 from airflow_provider_skynomad.agent.store import CheckpointStore
-from airflow_provider_skynomad.clouds import simulated
 from airflow_provider_skynomad.clouds.base import CapacityError, GroupHandle, GroupStatus, LaunchRequest
-from airflow_provider_skynomad.clouds.simulated import CLIENT_TOKEN_TAG, SimulatedCloud, TraceEndedError
-from airflow_provider_skynomad.clouds.simulated_launcher import group_alive
+from airflow_provider_skynomad.clouds.simulated import cloud as simulated
+from airflow_provider_skynomad.clouds.simulated.cloud import CLIENT_TOKEN_TAG, SimulatedCloud, TraceEndedError
+from airflow_provider_skynomad.clouds.simulated.launcher import group_alive
 from airflow_provider_skynomad.market.egress import EgressModel
 from airflow_provider_skynomad.market.grid import Market
 from airflow_provider_skynomad.market.observations import read_observations
@@ -258,7 +258,7 @@ def test_another_process_sees_the_same_clock_and_groups(cloud, trace):
         f"""
         import json, sys
         from airflow_provider_skynomad.clouds.base import GroupHandle
-        from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+        from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
         cloud = SimulatedCloud.attach({str(cloud.state_dir)!r})
         handle = GroupHandle.from_dict(json.loads(sys.argv[1]))
         print(json.dumps({{"now_hours": cloud.now_hours(), "status": cloud.poll(handle).value,
@@ -666,7 +666,7 @@ def test_a_failure_after_the_processes_started_leaves_a_tracked_group(cloud, mon
 CRASHING_LAUNCHER = textwrap.dedent(
     """
     import json, os, sys
-    from airflow_provider_skynomad.clouds import simulated
+    from airflow_provider_skynomad.clouds.simulated import cloud as simulated
     from airflow_provider_skynomad.clouds.base import LaunchRequest
 
     cloud = simulated.SimulatedCloud.attach(sys.argv[1])

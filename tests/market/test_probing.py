@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from airflow_provider_skynomad.market.probing import ProbeMarket, ProbePlanner, observation_stats, probe_cost_for
-from airflow_provider_skynomad.market.signals import ProbeSpend, SignalTable
+from airflow_provider_skynomad.market.store.signals import ProbeSpend, SignalTable
+from airflow_provider_skynomad.probing.plan import ProbeMarket, ProbePlanner, observation_stats, probe_cost_for
 
 NOW = pd.Timestamp("2025-10-05T06:00:00Z")
 H100_SPOT, H100_OD = 2.3724, 10.3157
