@@ -48,7 +48,7 @@ TRACE = "gcp-h100-2025-first-week.csv.gz"
 FINE_TUNE_DEADLINE_HOURS = 10.0
 FINE_TUNE_COLD_START_HOURS = 0.2
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parents[1]  # the package (cli/ is one level down)
 
 
 def add_demo_command(subparsers) -> None:

@@ -100,7 +100,7 @@ def _fake_task_api(monkeypatch, states_by_run, run_ends=None):
     """The API server as the probe DAG's task sees it: states only for the exact ids asked about."""
     from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
-    from airflow_provider_skynomad.clouds import cleanup_commands
+    from airflow_provider_skynomad.clouds import cleanup_run
 
     calls = []
 
@@ -109,7 +109,7 @@ def _fake_task_api(monkeypatch, states_by_run, run_ends=None):
         return {run: found for run, found in states_by_run.items() if run in kwargs["run_ids"]}
 
     monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(states))
-    monkeypatch.setattr(cleanup_commands, "dag_run_end", lambda dag_id, run_id: (run_ends or {}).get(run_id))
+    monkeypatch.setattr(cleanup_run, "dag_run_end", lambda dag_id, run_id: (run_ends or {}).get(run_id))
     return calls
 
 

@@ -25,13 +25,13 @@ def fake_task_api(monkeypatch, states_by_run):
     """The API server as the probe DAG's task sees it: states only for the exact run ids asked about."""
     from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
-    from airflow_provider_skynomad.clouds import cleanup_commands
+    from airflow_provider_skynomad.clouds import cleanup_run
 
     def states(**kwargs):
         return {run: found for run, found in states_by_run.items() if run in kwargs["run_ids"]}
 
     monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(states))
-    monkeypatch.setattr(cleanup_commands, "dag_run_end", lambda dag_id, run_id: None, raising=False)
+    monkeypatch.setattr(cleanup_run, "dag_run_end", lambda dag_id, run_id: None, raising=False)
 
 
 def test_break_1_the_probe_dag_keeps_a_running_gcp_job_whose_run_id_labels_mangle(monkeypatch):

@@ -20,8 +20,8 @@ Launched the way GCP users run GPU jobs:
 Watching a gang costs one instance list (by the token's label) and one ``progress.json`` read
 per decision step, whatever the gang size; the agent's run record and the zone's
 ``compute.instances.preempted`` operations are read only once a member has stopped or gone.
-Instance bodies and the startup script are built in `gcp_boot`, checkpoints and progress live in
-GCS (`gcp_storage.GcsStore`), `check` and `resources` are in `gcp_check`.
+Instance bodies and the startup script are built in `boot.py`, checkpoints and progress live in
+GCS (`storage.GcsStore`), `check` and `resources` are in `check.py`.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ from airflow_provider_skynomad.utils.files import atomic_write_json
 
 CLAIM_FILE = "capacity.json"
 ENDED_FILE = "ended.json"
-EXIT_FILE = "exit.json"  # written by the group's supervisor (simulated_launcher)
+EXIT_FILE = "exit.json"  # written by the group's supervisor (launcher.py)
 SECONDS_PER_HOUR = 3600.0
 _SAME_INSTANT_HOURS = 1e-9  # two groups' steps come from one grid: equal but for float noise
 

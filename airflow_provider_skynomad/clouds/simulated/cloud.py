@@ -11,7 +11,7 @@ that launches, the triggerer that polls, a retried task and a test in another pr
 see one cloud. Group status is derived, not sampled: a preemption happens at the trace's
 capacity-loss instant and billing stops there, however late someone polls.
 
-Spot capacity is shared (`market.capacity`, `simulated_capacity`): a zone's capacity at an instant
+Spot capacity is shared (`market.capacity`, `capacity.py`): a zone's capacity at an instant
 is the trace's `available`, every running spot group of the zone and instance type holds its
 count of it, a launch beyond what is left is refused (`CapacityError`), a probe is granted only
 what is left, and when the trace drops below what is held the youngest groups are taken back
@@ -22,11 +22,11 @@ Layout of `state_dir`::
     cloud.json, cloud.lock     clock epoch, speed, trace, the cloud's id and where its state is
                                (written once, under the lock; every process reads it)
     state.db                   groups, client tokens, probes, egress: a SQLite database, one row
-                               per group (`simulated_store`), unless `state_url` names another
+                               per group (`store.py`), unless `state_url` names another
     launches/<hash>.lock       one per client token: one launcher at a time; held by a new group's
                                supervisor until its pgid.json exists (see `SimulatedCloud.launch`)
     capacity/<hash>.lock       one per zone and instance type: one spot launch's capacity check at a time
-    groups/<id>/               a spot group's capacity.json (its claim) and ended.json (`simulated_capacity`);
+    groups/<id>/               a spot group's capacity.json (its claim) and ended.json (`capacity.py`);
                                the supervisor's launch.json, pgid.json, exit.json, alive.lock,
                                workload.log (the agent's and the workload's stdout and stderr),
                                home/ (its HOME), work/ (the instance's local disk: the workload's

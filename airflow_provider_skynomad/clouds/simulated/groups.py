@@ -2,7 +2,7 @@
 
 A spot group is preempted at the first trace instant after its launch at which its zone has
 fewer instances than the gang needs beside what the groups launched before it still hold there
-(`simulated_capacity`: the youngest groups are taken back first), however late anyone polls;
+(`capacity.py`: the youngest groups are taken back first), however late anyone polls;
 alone in its zone, that is the trace's first shortfall. It succeeded or failed when
 its workload exited, whichever of the two came first. Billing runs from launch to that end
 at the zone's price, following price changes. Deriving rather than sampling is what makes
@@ -172,7 +172,7 @@ class GroupTracker:
             record["exit_code"], record["killed"] = code, True
 
     def claim(self, record: dict, older: list[str]) -> None:
-        """Write a new spot group's claim on its zone's capacity (`simulated_capacity`).
+        """Write a new spot group's claim on its zone's capacity (`capacity.py`).
 
         :param older: the ids of the spot groups of its zone and instance type alive at its launch.
         """

@@ -16,7 +16,7 @@ Why a supervisor rather than launching the command directly:
   workload said, not the agent's code for it; the agent's own code is kept beside it;
 - **preempted on time** — the group's capacity loss as known at launch is the earliest it can
   be (groups launched before it can only end sooner than assumed, which moves it later,
-  `simulated_capacity`); at that instant the supervisor derives it again from the group
+  `capacity.py`); at that instant the supervisor derives it again from the group
   directories and either SIGTERMs the group (SIGKILL after the notice) or sleeps until the new
   instant, so the workload makes no progress the trace would not allow, however rarely anyone
   polls, and stops at the instant the cloud's records say;

@@ -9,10 +9,10 @@ one lock, and a poll that changes nothing writes nothing.
 
 The default is a SQLite file in the state directory (``state.db``); a ``state_url`` (any
 SQLAlchemy URL, e.g. PostgreSQL) puts the rows in a real server. Every row carries its cloud's
-id (made once with the clock, `simulated_clock`), so clouds of different state directories
+id (made once with the clock, `clock.py`), so clouds of different state directories
 can share one database without seeing each other's groups.
 
-A group's row holds its whole record (plain JSON, see `simulated_groups`) beside the columns
+A group's row holds its whole record (plain JSON, see `groups.py`) beside the columns
 it is looked up by; a client token is unique per cloud, which is what makes a launch
 idempotent across processes (one launcher per token at a time is the token's lock file, see
 `SimulatedCloud.launch`).
