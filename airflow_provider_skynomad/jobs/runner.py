@@ -23,7 +23,7 @@ import pandas as pd
 
 from airflow_provider_skynomad.clouds.base import Cloud
 from airflow_provider_skynomad.clouds.tags import job_tags
-from airflow_provider_skynomad.jobs.carry_out import Workload, carry_out, recover_pending
+from airflow_provider_skynomad.jobs.carry_out import Workload, carry_out, on_demand_by_price, recover_pending
 from airflow_provider_skynomad.jobs.contract import (
     ControllerArgs,
     Outcome,
@@ -409,7 +409,30 @@ class JobRunner:
         carry_out(record, self.cloud, view, decision, elapsed, self.store, self._workload(), self._observe)
         words = decision_words(decision)
         self._tell(before, view, state, record.state.running, elapsed, words, quiet=("decide", "stay"))
-        self._publish(elapsed)
+        self._publish(self._net_after_refusals(view, decision) or elapsed)
+
+    def _net_after_refusals(self, view: MarketView, decision: Decision) -> float | None:
+        """Every spot try was refused, and asking took cloud time: if waiting idle for the next step is
+        no longer safe *now*, start on-demand now rather than a step late.
+
+        The planner judged idle safe at the decision's moment; refusals each cost an API round trip
+        (many zones on a crowded account, a fast simulated clock), and the job must not pay for them
+        with its deadline.
+        """
+        record = self.record
+        if record.group is not None or not any(o is not None and o.mode is Mode.SPOT for o in decision.try_in_order):
+            return None
+        now = self.cloud.now_hours() - record.job_start_hours
+        if is_safe(record.job, record.state.advance(elapsed_hours=now), view, None):
+            return None
+        rescue = Decision(on_demand_by_price(view)[:1], reason="no spot capacity where it asked")
+        why = "no spot capacity in any zone it tried, and waiting for the next step would be too late"
+        self._say(record.note(now, "deadline pressure", why=why))
+        record.on_safety_net = True
+        before = len(record.timeline)
+        carry_out(record, self.cloud, view, rescue, now, self.store, self._workload(), self._observe)
+        self._tell(before, view, record.state, record.state.running, now, why, quiet=("decide", "stay"))
+        return now
 
     def _tell(self, before: int, view: MarketView, state: JobState, option, at: float, plain: str, quiet=()) -> None:
         """Say the timeline's items from index `before` on (but the `quiet` events); a move from
