@@ -48,6 +48,10 @@ class MarketSchemaError(SkyNomadError, RuntimeError):
     """The database holds a market schema this code cannot use (e.g. written by a newer release)."""
 
 
+class FleetRowError(SkyNomadError, ValueError):
+    """A live job-table row cannot be read as a fleet claim (which row, which field, what to do)."""
+
+
 # -- the planner --------------------------------------------------------------------------------
 
 
@@ -128,6 +132,11 @@ class UnsafeEnvError(SkyNomadError, ValueError):
 class UserDataError(SkyNomadError, ValueError):
     """The boot script cannot be built as asked (a credential in it, an env name that is not a shell
     variable name, or too long for EC2)."""
+
+
+class ProbeNoAnswer(SkyNomadError, RuntimeError):
+    """A request probe got no capacity answer in time (EC2's fleet, or a Compute Engine VM neither
+    allocated nor refused); what it asked for was deleted and the zone is not recorded."""
 
 
 class TraceEndedError(SkyNomadError, RuntimeError):

@@ -9,12 +9,19 @@ every zone a job may use (``job_zones`` unset), ``max_market_age`` 2 h, no conne
   granted instance at least 60 s).
 - **before, granted**: the same, billed only for what the trace says a probe of 16 got (GCP trace
   only: it was recorded with 16-instance probes; the AWS trace's probes asked for 1).
-- **after**: a day of the new DAG replayed on the simulated cloud over the same trace (the same
-  planner, operator and tables as under Airflow; the clock stepped 10 minutes per run): what the
-  probes really cost (the simulated cloud bills what it granted for one minute), how many probes,
-  and the oldest any zone's newest observation got before a run.
+- **after, launch**: a day of the new DAG replayed on the simulated cloud over the same trace (the
+  same planner, operator and tables as under Airflow; the clock stepped 10 minutes per run), every
+  probe a launch probe: what the probes really cost (the simulated cloud bills what it granted
+  for one minute), how many probes, and the oldest any zone's newest observation got before a run.
+- **after, request-and-cancel**: the same day with every market probed by request (docs/probing.md:
+  AWS a request fleet deleted while its instances are ``pending``, GCP a VM deleted at
+  ``STAGING``), under the documented assumptions: a probe that saw capacity is billed a minute only
+  when it lost the race (the instance ran before the delete), which the replay draws with the prior
+  race share `REQUEST_FULFILLED_SHARE` (10 %); the planner plans with each cloud's measured share.
+- **request, worst case**: the same probes if *every* one that saw capacity had been billed a
+  minute (the GCP assumption that a VM deleted at STAGING is free wrong, every AWS delete late).
 
-Run: ``python benchmarks/bench_probing.py`` (a few minutes on 2 busy cores).
+Run: ``python benchmarks/bench_probing.py`` (several minutes on 2 busy cores).
 """
 
 from __future__ import annotations
@@ -62,8 +69,9 @@ class SteppedClock:
         return (self.start + pd.Timedelta(hours=self.hours)).floor("us")
 
 
-def after(trace: str, start_hours: float, home: Path) -> dict:
-    """A day of the new DAG on the simulated cloud over `trace`."""
+def after(trace: str, start_hours: float, home: Path, probe_kind: str | None) -> dict:
+    """A day of the new DAG on the simulated cloud over `trace`; `probe_kind` None: each market's
+    cloud default (request where the cloud allows it)."""
     from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
     from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig, SkyNomadHook, bundled_trace
     from airflow_provider_skynomad.market.store.signals import SignalTable
@@ -71,7 +79,8 @@ def after(trace: str, start_hours: float, home: Path) -> dict:
     from airflow_provider_skynomad.operators import probe as probe_module
     from airflow_provider_skynomad.operators.probe import SkyNomadProbeOperator, plan_probes, probe_targets
     from airflow_provider_skynomad.probing import round as round_module
-    from airflow_provider_skynomad.probing.plan import DEFAULT_BUDGET_USD_PER_DAY
+    from airflow_provider_skynomad.probing.plan import DEFAULT_BUDGET_USD_PER_DAY, race_shares
+    from airflow_provider_skynomad.probing.targets import target_with_count
 
     path = bundled_trace(trace)
     cloud = SimulatedCloud(path, home / "cloud", speed=1.0, trace_start=start_hours)
@@ -79,7 +88,7 @@ def after(trace: str, start_hours: float, home: Path) -> dict:
     probe_module.make_cloud = round_module.make_cloud = lambda config: cloud
     config = SkyNomadConfig(market_url=f"sqlite:///{home / 'probing.db'}", trace_path=path)
     SkyNomadHook.get_config = lambda self: config
-    targets = probe_targets(config, count=1)
+    targets = [target_with_count(t, 1, probe_kind) for t in probe_targets(config, count=1)]
     zones = [z for t in targets for z in t["zones"]]
     log = logging.getLogger("bench")
     worst = pd.Timedelta(0)
@@ -95,9 +104,22 @@ def after(trace: str, start_hours: float, home: Path) -> dict:
                 if target["probe_zones"]:
                     SkyNomadProbeOperator(task_id=f"probe_{run}", target=target).execute({})
         spend = SignalTable(market=table).read_spend()
+        kinds_frame = table.probe_kinds()
+        kinds = kinds_frame["probe_kind"].value_counts().to_dict()
+        rows = table.read()
+    seen = spend.merge(
+        rows.rename(columns={"observed_at": "probed_at"})[["probed_at", "zone", "instance_type", "spot_price"]],
+        on=["probed_at", "zone", "instance_type"],
+    )
+    # every probe that saw capacity billed its instances a minute at the observed spot price
+    worst_usd = float((seen["available"] * seen["spot_price"] / 60.0).sum())
     return {
         "usd": float(spend["usd"].sum()),
+        "worst_usd": max(worst_usd, float(spend["usd"].sum())),
+        "race_shares": race_shares(spend, kinds_frame),
         "probes": len(spend),
+        "kinds": kinds,
+        "billed": int((spend["usd"] > 0).sum()),
         "budget": DEFAULT_BUDGET_USD_PER_DAY,
         "worst_age": worst,
         "wall_seconds": time.perf_counter() - started,
@@ -106,25 +128,55 @@ def after(trace: str, start_hours: float, home: Path) -> dict:
 
 
 def main() -> int:
-    logging.disable(logging.INFO)
+    logging.disable(logging.WARNING)  # also Airflow's "execute cannot be called outside of the Task Runner"
     os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")  # the operators' own lines
     from airflow_provider_skynomad.hooks.skynomad import bundled_trace
     from airflow_provider_skynomad.market.observations import read_observations
+    from airflow_provider_skynomad.probing.plan import REQUEST_FULFILLED_SHARE
 
-    print(f"{'GPU':<36} {'before, asked':>14} {'before, granted':>16} {'after':>8}  after: probes, oldest zone")
+    heads = ["before, asked", "before, granted", "after, launch", "after, request", "request, worst"]
+    print(f"{'GPU':<36} {heads[0]:>14} {heads[1]:>16} {heads[2]:>14} {heads[3]:>15} {heads[4]:>15}")
+    totals = {"before": 0.0, "launch": 0.0, "request": 0.0, "worst": 0.0}
+    details = []
     for label, (trace, start_hours) in TRACES.items():
-        with tempfile.TemporaryDirectory(prefix="bench-probing-") as tmp:
-            home = Path(tmp)
-            os.environ["SKYNOMAD_HOME"] = str(home)  # an empty market table: the DAG's first day
-            new = after(trace, start_hours, home)
-            old = before(read_observations(bundled_trace(trace)), new["start"])
+        runs = {}
+        for kind, name in (("launch", "launch"), (None, "request")):
+            with tempfile.TemporaryDirectory(prefix="bench-probing-") as tmp:
+                home = Path(tmp)
+                os.environ["SKYNOMAD_HOME"] = str(home)  # an empty market table: the DAG's first day
+                runs[name] = after(trace, start_hours, home, kind)
+        old = before(read_observations(bundled_trace(trace)), runs["launch"]["start"])
         granted = "-" if old["granted"] is None else f"${old['granted']:,.2f}"
-        print(
-            f"{label:<36} {'$' + format(old['asked'], ',.2f'):>14} {granted:>16} {'$' + format(new['usd'], '.2f'):>8}"
-            f"  {new['probes']} probes (of {old['zones'] * RUNS_PER_DAY} before), oldest {new['worst_age']}, "
-            f"budget ${new['budget']:.0f}/day ({new['wall_seconds']:.0f} s)"
-        )
-    print(f"per day; before = {OLD_COUNT} instances per zone every 10 min, each billed a minimum minute")
+        cells = [
+            f"${old['asked']:,.2f}",
+            granted,
+            f"${runs['launch']['usd']:.2f}",
+            f"${runs['request']['usd']:.2f}",
+            f"${runs['request']['worst_usd']:.2f}",
+        ]
+        print(f"{label:<36} {cells[0]:>14} {cells[1]:>16} {cells[2]:>14} {cells[3]:>15} {cells[4]:>15}")
+        totals["worst"] += runs["request"]["worst_usd"]
+        totals["before"] += old["granted"] if old["granted"] is not None else old["asked"]
+        totals["launch"] += runs["launch"]["usd"]
+        totals["request"] += runs["request"]["usd"]
+        for name, new in runs.items():
+            details.append(
+                f"  {label}, after {name}: {new['probes']} probes (of {old['zones'] * RUNS_PER_DAY} before), "
+                f"{new['billed']} billed, kinds {new['kinds']}, oldest zone {new['worst_age']}, "
+                f"race share planned with at the end {new['race_shares'] or '-'}, "
+                f"budget ${new['budget']:.0f}/day ({new['wall_seconds']:.0f} s)"
+            )
+    print(
+        f"{'both (13 GCP + 9 AWS markets)':<36} {'':>14} {'$' + format(totals['before'], ',.2f'):>16} "
+        f"{'$' + format(totals['launch'], '.2f'):>14} {'$' + format(totals['request'], '.2f'):>15} "
+        f"{'$' + format(totals['worst'], '.2f'):>15}"
+    )
+    print("\n".join(details))
+    print(
+        f"per day; before = {OLD_COUNT} instances per zone every 10 min, each billed a minimum minute (granted where "
+        f"the trace says, else asked); after request: every market by request, {REQUEST_FULFILLED_SHARE:.0%} of the "
+        "probes that saw capacity drawn as losing the race (billed a minute); worst case: all of them billed"
+    )
     return 0
 
 

@@ -78,9 +78,31 @@ class GroupHandle:
         return cls(**{**data, "instance_ids": tuple(data["instance_ids"])})
 
 
+PROBE_LAUNCH = "launch"
+"""A probe that launches what it asks for and terminates what was granted: every granted instance
+is billed the cloud's minimum (docs/probing.md)."""
+PROBE_REQUEST = "request"
+"""A probe that asks for capacity and gives it back the moment the cloud has allocated it, before
+the instance runs (AWS: a request fleet deleted while its instances are ``pending``; GCP: a VM
+deleted at ``STAGING``): billed only for an instance read running before the delete, or seen only
+after it (docs/probing.md)."""
+PROBE_KINDS = (PROBE_LAUNCH, PROBE_REQUEST)
+REQUEST_FULFILLED_SHARE = 0.1
+"""The prior race share: of the request probes that saw capacity, the share planned (and
+simulated) as billed a minute because the instance ran before the delete landed. Neither cloud
+documents the odds; the probe planner (probing/plan.py `race_shares`) replaces this with each
+cloud's measured share as probes add up. Here, beside the kind, because the simulated cloud bills
+by it too (clouds sit below probing)."""
+
+
 @dataclass(frozen=True)
 class ProbeResult:
-    """What one launch probe saw, and what it cost (`usd`: the instances' minimum billed time)."""
+    """What one probe saw, how (`kind`), and what it really cost.
+
+    `usd` is the bill: the instances that ran (`billed`; None: every granted one, as a launch
+    probe bills) for the cloud's minimum billed time each. A request probe that was cancelled
+    before fulfilment saw `available` instances and billed none.
+    """
 
     zone: str
     instance_type: str
@@ -89,6 +111,21 @@ class ProbeResult:
     spot_usd_per_hour: float
     on_demand_usd_per_hour: float
     usd: float = 0.0
+    kind: str = PROBE_LAUNCH
+    billed: int | None = None
+
+    @property
+    def billed_instances(self) -> int:
+        """How many instances the cloud bills for this probe."""
+        return self.available if self.billed is None else self.billed
+
+
+def check_probe_kind(cloud: str, kind: str, supported: tuple[str, ...]) -> None:
+    """Refuse a probe kind the cloud cannot do, naming the ones it can."""
+    if kind not in supported:
+        raise ValueError(
+            f"the {cloud} cloud cannot probe by {kind!r}; it can: {', '.join(supported)} (docs/probing.md)"
+        )
 
 
 @dataclass(frozen=True)
@@ -131,6 +168,9 @@ class Cloud(abc.ABC):
     """Launch, watch and stop gangs; probe capacity; move a job's checkpoints between zones."""
 
     name: str
+    probe_kinds: tuple[str, ...] = (PROBE_LAUNCH,)
+    """The probe kinds this cloud can do (`PROBE_REQUEST` only where the cloud has a request that
+    can be cancelled before anything runs)."""
 
     # -- clock: real clouds run on the wall clock; the simulated cloud replays a trace faster ----
 
@@ -219,11 +259,19 @@ class Cloud(abc.ABC):
 
     @abc.abstractmethod
     def probe(
-        self, region: str, zone: str, instance_type: str, count: int, *, tags: dict[str, str] | None = None
+        self,
+        region: str,
+        zone: str,
+        instance_type: str,
+        count: int,
+        *,
+        tags: dict[str, str] | None = None,
+        kind: str = PROBE_LAUNCH,
     ) -> ProbeResult:
         """Ask for `count` spot instances, release what was granted at once, report how many.
 
         `tags` (e.g. the job's) go on whatever the probe creates, so its cost is attributed like a launch's.
+        `kind` is one of `probe_kinds` (`PROBE_LAUNCH` or `PROBE_REQUEST`); another raises ValueError.
         """
 
     @abc.abstractmethod

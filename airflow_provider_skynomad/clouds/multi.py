@@ -13,6 +13,8 @@ internet egress (market/egress.py).
 from __future__ import annotations
 
 from airflow_provider_skynomad.clouds.base import (
+    PROBE_KINDS,
+    PROBE_LAUNCH,
     Cloud,
     GroupHandle,
     GroupStatus,
@@ -28,6 +30,7 @@ class MultiCloud(Cloud):
     """Route each call to one of `clouds` (``{"aws": AwsCloud(...), "gcp": GcpCloud(...)}``)."""
 
     name = "multi"
+    probe_kinds = PROBE_KINDS  # each zone's own cloud checks the kind
 
     def __init__(self, clouds: dict[str, Cloud]) -> None:
         if not clouds:
@@ -73,9 +76,17 @@ class MultiCloud(Cloud):
         return self.for_zone(handle.zone).progress(handle)
 
     def probe(
-        self, region: str, zone: str, instance_type: str, count: int, *, tags: dict[str, str] | None = None
+        self,
+        region: str,
+        zone: str,
+        instance_type: str,
+        count: int,
+        *,
+        tags: dict[str, str] | None = None,
+        kind: str = PROBE_LAUNCH,
     ) -> ProbeResult:
-        return self.for_zone(zone).probe(region, zone, instance_type, count, tags=tags)
+        """The zone's own cloud probes it, and refuses a kind it cannot do."""
+        return self.for_zone(zone).probe(region, zone, instance_type, count, tags=tags, kind=kind)
 
     def signals(self, region: str, zones: list[str], instance_type: str, count: int) -> list[Signal]:
         if not zones:

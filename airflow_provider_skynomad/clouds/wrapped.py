@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from airflow_provider_skynomad.clouds.base import Cloud, GroupHandle, LaunchRequest, ProbeResult
+from airflow_provider_skynomad.clouds.base import PROBE_LAUNCH, Cloud, GroupHandle, LaunchRequest, ProbeResult
 
 T = TypeVar("T")
 
@@ -92,9 +92,15 @@ class WrappedCloud(Cloud):
         call = ApiCall("progress", handle.zone, handle.spot, (handle,), f"a progress read in {handle.zone}")
         return self.api(call, lambda: self.inner.progress(handle))
 
-    def probe(self, region: str, zone: str, instance_type: str, count: int, *, tags=None) -> ProbeResult:
+    @property
+    def probe_kinds(self) -> tuple[str, ...]:
+        return self.inner.probe_kinds
+
+    def probe(
+        self, region: str, zone: str, instance_type: str, count: int, *, tags=None, kind: str = PROBE_LAUNCH
+    ) -> ProbeResult:
         call = ApiCall("probe", zone, True, (region, zone), f"a probe of {zone}")
-        return self.api(call, lambda: self.inner.probe(region, zone, instance_type, count, tags=tags))
+        return self.api(call, lambda: self.inner.probe(region, zone, instance_type, count, tags=tags, kind=kind))
 
     def copy_checkpoint(self, source_zone: str, target_zone: str, size_gb: float, *, job_id: str, tags=None) -> bool:
         words = f"a checkpoint copy {source_zone} → {target_zone}"

@@ -88,6 +88,16 @@ CLOUD_FIELDS = {
             "description": "what the probe DAG asks for (read by ``operators.probe.probe_targets``).",
             "schema": {"type": ["array", "null"]},
         },
+        "probe_kind": {
+            "label": "AWS: Probe kind",
+            "description": "how the probe DAG probes this cloud's markets: ``request`` (default: "
+            "an EC2 Fleet of type request whose instances carry the probe's tags, "
+            "deleted as soon as EC2 answers; billed only for an instance read "
+            "running before the delete) or ``launch`` (instances launched and "
+            "terminated, each billed the 60 s minimum); read by the probe DAG, "
+            "docs/probing.md.",
+            "schema": {"type": ["string", "null"], "default": "request"},
+        },
         "deployment_id": {
             "label": "AWS: Deployment ID",
             "description": "this Airflow's id (lowercase letters, digits, '-'; default "
@@ -208,6 +218,15 @@ CLOUD_FIELDS = {
             "``operators.probe.probe_targets``; listed here so it is an "
             "accepted ``cloud_options`` key).",
             "schema": {"type": ["array", "null"]},
+        },
+        "probe_kind": {
+            "label": "GCP: Probe kind",
+            "description": "how the probe DAG probes this cloud's markets: ``request`` (default: "
+            "insert, watch the status, delete at STAGING; billed only if the VM "
+            "was read RUNNING first, an assumption of docs/probing.md) or "
+            "``launch`` (insert, delete when the insert returns, each VM billed "
+            "the one-minute minimum); read by the probe DAG.",
+            "schema": {"type": ["string", "null"], "default": "request"},
         },
         "deployment_id": {
             "label": "GCP: Deployment ID",

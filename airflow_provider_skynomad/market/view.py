@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from airflow_provider_skynomad.market.egress import EgressModel
+from airflow_provider_skynomad.market.fleet import Fleet
 from airflow_provider_skynomad.market.grid import Market, MarketGrid
 
 
@@ -31,6 +32,7 @@ class MarketView:
         egress_usd_per_gb: np.ndarray | None = None,
         table: np.ndarray | None = None,
         source_key: tuple | None = None,
+        fleet: Fleet | None = None,
     ):
         """:param seen: cells someone observed (default: all); unseen cells mean nothing.
         :param table: availability the shared market table shows where `seen` is False (the probe
@@ -38,6 +40,8 @@ class MarketView:
         :param source_key: what the history is, by content (e.g. the market table window's origin,
             markets and step), for a history rebuilt from the same rows again and again; caches
             then survive the rebuilds. Default: the grid object's identity.
+        :param fleet: what this deployment's other jobs hold and claim in each market now
+            (market.fleet); None: the job plans as if it were alone.
         """
         if not 0 <= tick < grid.ticks:
             raise IndexError(f"tick {tick} outside the grid's {grid.ticks} ticks")
@@ -52,6 +56,7 @@ class MarketView:
         self._seen = seen if seen is not None else np.ones(grid.available.shape, dtype=bool)
         self._table = table
         self.source_key = source_key
+        self.fleet = fleet
 
     @property
     def markets(self) -> tuple[Market, ...]:
@@ -104,6 +109,19 @@ class MarketView:
         if self._table is not None:
             return np.where(seen, available, self._table[first:stop]) >= self.gang_size, np.ones_like(seen)
         return available >= self.gang_size, seen
+
+    def available_history(self, hours: float) -> tuple[np.ndarray, np.ndarray]:
+        """(available, seen) over the last `hours` (ticks × markets, this tick last): counts, and which were observed.
+
+        What a fleet-aware planner needs beyond "usable": how many instances a market had, to
+        subtract what the job's own deployment holds of them (market.fleet).
+        """
+        first = max(0, self.tick + 1 - max(1, int(round(hours / self.step_hours))))
+        stop = self.tick + 1
+        available, seen = self._grid.available[first:stop], self._seen[first:stop]
+        if self._table is not None:
+            return np.where(seen, available, self._table[first:stop]), np.ones_like(seen)
+        return available, seen
 
     def price_history(self, hours: float) -> np.ndarray:
         """Spot prices over the last `hours` (ticks × markets), the current tick last."""

@@ -25,7 +25,7 @@ __all__ = ["DEFAULT_PROBE_COUNT", "SkyNomadProbeError", "SkyNomadProbeOperator",
 
 
 class SkyNomadProbeOperator(BaseOperator):
-    """Store one region's free signals, then launch-probe the zones the probe planner picks.
+    """Store one region's free signals, then probe the zones the probe planner picks.
 
     :param target: ``{cloud, region, zones, instance_type, accelerator, accelerator_count, count}``
         (see ``probe_targets``), optionally ``job_zones`` (zones jobs may use; default all),
@@ -38,6 +38,10 @@ class SkyNomadProbeOperator(BaseOperator):
     :param max_market_age: markets in use are probed before their newest observation is this old
         (the jobs' own ``max_market_age``).
     :param probe_interval: how often the probe DAG runs (the next chance to probe).
+    :param probe_kind: ``request`` (given back the moment it is allocated: billed only if the
+        instance ran before the delete) or ``launch`` (launch and terminate, billed the minimum);
+        default the target's, else the connection's ``cloud_options.probe_kind``, else ``request``
+        where the cloud allows it (AWS, GCP) and ``launch`` elsewhere. See docs/probing.md.
     :return: the number of new observation rows written.
     """
 
@@ -51,6 +55,7 @@ class SkyNomadProbeOperator(BaseOperator):
         probe_budget_usd_per_day: float | None = None,
         max_market_age: timedelta = timedelta(hours=2),
         probe_interval: timedelta = timedelta(minutes=10),
+        probe_kind: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -59,6 +64,7 @@ class SkyNomadProbeOperator(BaseOperator):
         self.probe_budget_usd_per_day = probe_budget_usd_per_day
         self.max_market_age = max_market_age
         self.probe_interval = probe_interval
+        self.probe_kind = probe_kind
 
     def execute(self, context) -> int:
         from airflow_provider_skynomad.market.store.signals import SignalTable
@@ -66,7 +72,7 @@ class SkyNomadProbeOperator(BaseOperator):
 
         config = SkyNomadHook(self.skynomad_conn_id).get_config()
         cloud = make_cloud(config)
-        target = self.target = target_with_count(self.target, None)
+        target = self.target = target_with_count(self.target, None, self.probe_kind)
         budget = self._budget(config)
         with MarketTable(config.market_url) as table:
             records = SignalTable(market=table)

@@ -45,11 +45,15 @@ class Decision:
     (it is already running, no new cold start), on-demand always launches, spot launches
     only if the market has capacity, `IDLE` always succeeds. If nothing launches the job
     is idle. `probes` are markets to probe (launch and terminate at once) before that.
+    `wants` is a spot market the job would rather run in but leaves to its own deployment's
+    other jobs for now (it is full of them, or one with less slack waits for it): the driver
+    publishes it as the job's claim (market.fleet, mode "waiting").
     """
 
     try_in_order: tuple[Option | None, ...] = ()
     probes: tuple[str, ...] = ()
     reason: str = ""
+    wants: str | None = None
 
     @property
     def first(self) -> Option | None:
@@ -61,11 +65,14 @@ class Decision:
         return self.first != running
 
     def to_dict(self) -> dict:
-        return {
+        data = {
             "try_in_order": [o.to_dict() if o else None for o in self.try_in_order],
             "probes": list(self.probes),
             "reason": self.reason,
         }
+        if self.wants is not None:
+            data["wants"] = self.wants
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> Decision:
@@ -73,4 +80,5 @@ class Decision:
             try_in_order=tuple(Option.from_dict(o) if o else None for o in data["try_in_order"]),
             probes=tuple(data.get("probes", ())),
             reason=data.get("reason", ""),
+            wants=data.get("wants"),
         )

@@ -1,9 +1,17 @@
-"""The probe planner: which markets to pay a launch probe for this run, within a daily budget.
+"""The probe planner: which markets to pay a probe for this run, within a daily budget.
 
-A launch probe is the only way to learn whether a zone has spot capacity *now*, and it is paid:
-the cloud bills what it granted for its minimum billed time (one minute on AWS, GCP and the
-simulated cloud), so a probe of `count` instances is expected to cost at most
-``count × spot price × minimum billed time``. The planner spends that money where it buys the most:
+A probe is the only way to learn whether a zone has spot capacity *now*. What it costs depends on
+its kind (docs/probing.md):
+
+- **launch**: the cloud bills what it granted for its minimum billed time (one minute on AWS, GCP
+  and the simulated cloud): at most ``count × spot price × minimum billed time``.
+- **request** (request-and-cancel: AWS a request fleet deleted while its instances are
+  ``pending``, GCP a VM deleted at ``STAGING``): billed only when the instance was already running
+  before the delete (the race). Expected: ``race share × count × spot price × minimum``, the race
+  share measured per cloud from its own record (`race_shares`), `REQUEST_FULFILLED_SHARE` until
+  there are enough probes.
+
+The planner spends that money where it buys the most:
 
 - **Markets in use are kept fresh.** A market a job may use (the DAG's ``job_zones``, or where a
   running job's instances are) is probed before its newest observation would pass
@@ -32,9 +40,20 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+# the probe kinds and the prior race share are the clouds' (the simulated cloud bills by the prior too)
+from airflow_provider_skynomad.clouds.base import PROBE_LAUNCH, PROBE_REQUEST, REQUEST_FULFILLED_SHARE
+
 MIN_BILLED_HOURS = {"aws": 60.0 / 3600.0, "gcp": 60.0 / 3600.0, "simulated": 60.0 / 3600.0}
 """The shortest time each cloud bills an instance for (AWS Linux and GCP: 60 s; the simulated
 cloud holds a probe's instances one simulated minute)."""
+
+REQUEST_PROBE_CLOUDS = frozenset({"aws", "gcp", "simulated"})
+"""Clouds whose API lets a probe give capacity back before the instance runs (AWS: a request
+fleet deleted while ``pending``; GCP: a VM deleted at ``STAGING``). Their probes are ``request``
+by default."""
+RACE_PRIOR_PROBES = 20
+"""How many probes the prior counts as (a Beta prior): after 20 request probes that saw capacity,
+the measured share weighs as much as the prior; after 200, ten times as much."""
 
 DEFAULT_BUDGET_USD_PER_DAY = 10.0
 RECENT_HOURS = 6.0  # the window in which observations and flips are counted
@@ -46,6 +65,60 @@ PACE_BURST = 2.0  # optional probes may spend up to this many runs' even share o
 def min_billed_hours(cloud: str) -> float:
     """The cloud's minimum billed time per instance, in hours (one minute when unknown)."""
     return MIN_BILLED_HOURS.get(cloud, 60.0 / 3600.0)
+
+
+def default_probe_kind(cloud: str) -> str:
+    """``request`` where the cloud allows a billing-free request-and-cancel, else ``launch``."""
+    return PROBE_REQUEST if cloud in REQUEST_PROBE_CLOUDS else PROBE_LAUNCH
+
+
+def probe_kind_for(cloud: str, wanted: str | None) -> str:
+    """The kind a target's probes use: `wanted` (a target's or connection's ``probe_kind``) when
+    set, else the cloud's default; a kind the cloud cannot do is refused here, before any probe."""
+    if not wanted:
+        return default_probe_kind(cloud)
+    if wanted not in (PROBE_LAUNCH, PROBE_REQUEST):
+        raise ValueError(f"probe_kind must be {PROBE_LAUNCH!r} or {PROBE_REQUEST!r}, got {wanted!r}")
+    if wanted == PROBE_REQUEST and cloud not in REQUEST_PROBE_CLOUDS:
+        raise ValueError(f"probe_kind {wanted!r}: the {cloud} cloud has no billing-free spot request (docs/probing.md)")
+    return wanted
+
+
+def expected_probe_usd(
+    count: int, spot_usd_per_hour: float, cloud: str, kind: str, race_share: float | None = None
+) -> float:
+    """Most a launch probe can cost (every instance granted, billed the minimum); for a request
+    probe, that times the race share (`race_share`, else the prior `REQUEST_FULFILLED_SHARE`)."""
+    most = count * spot_usd_per_hour * min_billed_hours(cloud)
+    if kind != PROBE_REQUEST:
+        return most
+    return most * (REQUEST_FULFILLED_SHARE if race_share is None else race_share)
+
+
+def race_shares(spend: pd.DataFrame, kinds: pd.DataFrame) -> dict[str, float]:
+    """Each cloud's race share from its own record: of its request probes that saw capacity, the
+    share that was billed (``usd > 0``), shrunk towards the prior `REQUEST_FULFILLED_SHARE` as if
+    `RACE_PRIOR_PROBES` probes had shown it: ``(billed + prior × n0) / (seen + n0)``.
+
+    `spend` is the probe-spend record (``probed_at, cloud, zone, instance_type, available, usd``),
+    `kinds` the market rows' kinds (`MarketTable.probe_kinds`); a probe's spend row and market row
+    share their time, zone and instance type. A cloud with no request probe gets no entry."""
+    if spend.empty or kinds.empty:
+        return {}
+    rows = kinds.rename(columns={"observed_at": "probed_at"})
+    spend = spend.assign(probed_at=_utc_ns(spend["probed_at"]))
+    rows = rows.assign(probed_at=_utc_ns(rows["probed_at"]))
+    joined = spend.merge(rows, on=["probed_at", "zone", "instance_type"], how="inner")
+    joined = joined[(joined["probe_kind"] == PROBE_REQUEST) & (joined["available"] > 0)]
+    out = {}
+    for cloud, probes in joined.groupby("cloud"):
+        billed = float((probes["usd"] > 0).sum())
+        out[str(cloud)] = (billed + REQUEST_FULFILLED_SHARE * RACE_PRIOR_PROBES) / (len(probes) + RACE_PRIOR_PROBES)
+    return out
+
+
+def _utc_ns(times: pd.Series) -> pd.Series:
+    return pd.to_datetime(times, utc=True).astype("datetime64[ns, UTC]")
 
 
 @dataclass(frozen=True)
@@ -62,6 +135,9 @@ class ProbeMarket:
     :param observations: observations in the last `RECENT_HOURS`.
     :param flips: changes between up and down among them.
     :param up: whether the newest observation showed capacity for the gang.
+    :param probe_kind: how it is probed (``launch`` or ``request``), which sets its expected cost.
+    :param race_share: for a request probe, the share expected to be billed (its cloud's measured
+        race share, `race_shares`); None: the prior `REQUEST_FULFILLED_SHARE`.
     """
 
     cloud: str
@@ -77,6 +153,8 @@ class ProbeMarket:
     observations: int = 0
     flips: int = 0
     up: bool | None = None
+    probe_kind: str = PROBE_LAUNCH
+    race_share: float | None = None
 
     @property
     def key(self) -> str:
@@ -127,7 +205,7 @@ class ProbePlan:
 
 
 class ProbePlanner:
-    """Choose this run's launch probes; see the module docstring for the rules.
+    """Choose this run's probes; see the module docstring for the rules.
 
     :param budget_usd_per_day: the most all probes of a UTC day may cost (≥ 0).
     :param max_market_age_hours: markets in use must never have an older newest observation.
@@ -148,10 +226,12 @@ class ProbePlanner:
     # -- pieces, each small enough to test alone ----------------------------------------------
 
     def expected_usd(self, market: ProbeMarket) -> float | None:
-        """Most a probe of `market` can cost: every instance granted, billed its minimum time."""
+        """What a probe of `market` is planned at, by its kind (`expected_probe_usd`)."""
         if market.spot_usd_per_hour is None:
             return None
-        return market.count * market.spot_usd_per_hour * min_billed_hours(market.cloud)
+        return expected_probe_usd(
+            market.count, market.spot_usd_per_hour, market.cloud, market.probe_kind, market.race_share
+        )
 
     def refresh_hours(self) -> float:
         """How old a used market's newest observation may be at a run: it must not pass

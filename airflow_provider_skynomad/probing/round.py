@@ -7,12 +7,14 @@ round:
 1. **Free signals first.** The cloud's free signals (AWS spot placement scores and spot price
    history; none on GCP and the simulated cloud) are stored in the signals table beside the market
    table (market/store/signals.py). They cost nothing.
-2. **Then a plan.** The probe planner (probing/plan.py) picks which zones are worth a paid launch
+2. **Then a plan.** The probe planner (probing/plan.py) picks which zones are worth a paid
    probe this run: markets in use before they pass ``max_market_age``, uncertain ones more often,
    calm or dear ones less, never above the day's budget.
 3. **Then the probes.** Each chosen zone is asked for the gang size (the target's ``count``, 1 by
-   default: set it to your largest job's ``instances``), what was granted is released at once, the
-   observation is appended to the market table and the probe's cost to the probe-spend record.
+   default: set it to your largest job's ``instances``), by request (AWS and GCP: the capacity
+   is given back the moment it is allocated, before it runs) or by launch-and-terminate, what was
+   granted is released at once, the observation is appended to the market table with the kind of
+   probe that saw it, and the probe's real cost to the probe-spend record (docs/probing.md).
    Rows of the zones that answered are written first, then the task fails naming the zones that
    did not. Rows are stamped with the cloud's clock (the simulated cloud's replayed time).
 """
@@ -63,7 +65,7 @@ def plan_probes(
         out.append(
             {
                 **target,
-                "probe_zones": [{"zone": c.market.zone, "reason": c.reason, "usd": c.expected_usd} for c in mine],
+                "probe_zones": [_planned(c) for c in mine],
                 "probe_budget_usd": sum(c.expected_usd for c in mine),
                 "budget_usd_per_day": budget_usd_per_day,
                 "planned_at": plan.now.isoformat(),
@@ -89,6 +91,21 @@ def _hours(delta: timedelta) -> float:
     return delta.total_seconds() / 3600.0
 
 
+def _planned(choice) -> dict:
+    """One planned probe: its zone, why, what it is planned at (`usd`) and the most it can cost
+    (`most_usd`: a request probe whose instances were all launched before the cancel)."""
+    from airflow_provider_skynomad.probing.plan import PROBE_LAUNCH, expected_probe_usd
+
+    m = choice.market
+    most = expected_probe_usd(m.count, m.spot_usd_per_hour or 0.0, m.cloud, PROBE_LAUNCH)
+    return {
+        "zone": m.zone,
+        "reason": choice.reason,
+        "usd": choice.expected_usd,
+        "most_usd": max(most, choice.expected_usd),
+    }
+
+
 class ProbeRound:
     """One task's probes of one target: carry out the zones planned for it, record each probe's cost and row.
 
@@ -111,7 +128,7 @@ class ProbeRound:
             self.log.debug("not probing %s: %s", choice.market.zone, choice.reason)
         for note in plan.notes:
             self.log.info("%s", note)
-        zones = [{"zone": c.market.zone, "reason": c.reason, "usd": c.expected_usd} for c in plan.probe]
+        zones = [_planned(c) for c in plan.probe]
         return zones, plan.expected_usd
 
     def spent_since(self, planned_at: str | None) -> float:
@@ -124,13 +141,19 @@ class ProbeRound:
     def run(self, zones: list[dict], allowed_usd: float, budget: float) -> tuple[int, dict[str, str], int]:
         target = self.target
         rows, failures, paid = [], {}, 0.0
+        kind = target["probe_kind"]
+        # A request probe is planned at its expected cost; one that lost the race to fulfilment
+        # costs up to `most_usd`. One such loss per run is allowed for before probes are dropped.
+        race = max((float(z.get("most_usd", z["usd"])) - float(z["usd"]) for z in zones), default=0.0)
         for planned in zones:
             zone = planned["zone"]
-            if paid + float(planned["usd"]) > allowed_usd + 1e-9:  # the cloud billed more than planned
+            if paid + float(planned["usd"]) > allowed_usd + race + 1e-9:  # the cloud billed more than planned
                 self.log.info("not probing %s: it would pass the part of today's budget planned for it", zone)
                 continue
             try:
-                result = self.cloud.probe(target["region"], zone, target["instance_type"], int(target["count"]))
+                result = self.cloud.probe(
+                    target["region"], zone, target["instance_type"], int(target["count"]), kind=kind
+                )
             except Exception as exc:  # noqa: BLE001 - one zone's failure must not lose the others
                 failures[zone] = f"{type(exc).__name__}: {exc}"
                 continue
@@ -140,10 +163,12 @@ class ProbeRound:
             self._record_spend(at, result, usd, planned["reason"])
             rows.append(self._row(at, result))
             self.log.info(
-                "%s: %d of %d spot instance(s) granted and released, cost $%.2f (%s)",
+                "%s: %s probe saw %d of %d spot instance(s), %d billed, cost $%.4f (%s)",
                 result.zone,
+                result.kind,
                 result.available,
                 result.requested,
+                result.billed_instances,
                 usd,
                 planned["reason"],
             )
@@ -165,12 +190,12 @@ class ProbeRound:
 
     def _usd(self, result) -> float:
         """What the probe cost: the cloud's figure, or (a cloud that does not report one) what its
-        granted instances cost for the cloud's minimum billed time."""
+        billed instances cost for the cloud's minimum billed time."""
         from airflow_provider_skynomad.probing.plan import min_billed_hours
 
-        if result.usd > 0 or result.available == 0:
+        if result.usd > 0 or result.billed_instances == 0:
             return float(result.usd)
-        return result.available * result.spot_usd_per_hour * min_billed_hours(self.target["cloud"])
+        return result.billed_instances * result.spot_usd_per_hour * min_billed_hours(self.target["cloud"])
 
     def _record_spend(self, at, result, usd: float, reason: str) -> None:
         from airflow_provider_skynomad.market.store.signals import ProbeSpend
@@ -203,4 +228,5 @@ class ProbeRound:
             "available": int(result.available),
             "spot_price": float(result.spot_usd_per_hour),
             "on_demand_price": float(result.on_demand_usd_per_hour),
+            "probe_kind": result.kind,
         }

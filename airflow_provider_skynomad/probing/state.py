@@ -3,15 +3,23 @@ tables, and the cloud: the I/O side of `probing.plan` (which stays pure).
 
 A *target* is one cloud region's probe description (``operators.probe.probe_targets``): cloud,
 region, zones, instance type, ``count`` (instances per probe), optionally ``job_zones`` (zones jobs
-may use; default all) and ``spot_usd_per_hour`` / ``on_demand_usd_per_hour`` (prices to plan with
-before the first observation; a market with no spot price at all is planned at on-demand).
+may use; default all), ``spot_usd_per_hour`` / ``on_demand_usd_per_hour`` (prices to plan with
+before the first observation; a market with no spot price at all is planned at on-demand) and
+``probe_kind`` (``request`` or ``launch``; default by cloud, `probing.default_probe_kind`).
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from airflow_provider_skynomad.probing.plan import ProbeMarket, ProbePlan, ProbePlanner, observation_stats
+from airflow_provider_skynomad.probing.plan import (
+    ProbeMarket,
+    ProbePlan,
+    ProbePlanner,
+    observation_stats,
+    probe_kind_for,
+    race_shares,
+)
 
 LAST_PROBE_LOOKBACK = pd.Timedelta(days=7)  # how far back a market's last paid probe is looked up
 HISTORY = pd.Timedelta(hours=24)  # market rows read to judge each market
@@ -40,6 +48,8 @@ def gather_markets(target: dict, known: dict, now: pd.Timestamp, running: set[st
     prices = signals[(signals["kind"] == "spot_price") & (signals["instance_type"] == instance_type)]
     prices = prices.groupby("zone")["value"].last().to_dict() if len(prices) else {}
     used = set(target.get("job_zones", zones)) | (running & set(zones))
+    kind = probe_kind_for(target["cloud"], target.get("probe_kind"))
+    race_share = known.get("race_shares", {}).get(target["cloud"])
     out = []
     for zone in zones:
         seen = stats.get((zone, instance_type))
@@ -63,6 +73,8 @@ def gather_markets(target: dict, known: dict, now: pd.Timestamp, running: set[st
                 observations=int(seen.get("observations", 0)),
                 flips=int(seen.get("flips", 0)),
                 up=seen.get("up"),
+                probe_kind=kind,
+                race_share=race_share,
             )
         )
     return out
@@ -71,9 +83,12 @@ def gather_markets(target: dict, known: dict, now: pd.Timestamp, running: set[st
 def read_known(targets: list[dict], table, records, now: pd.Timestamp) -> dict:
     """One read of each table for all the targets' zones (a run reads each table once)."""
     zones = sorted({z for t in targets for z in t["zones"]})
+    spend = records.read_spend(zones=zones, since=now - LAST_PROBE_LOOKBACK)
+    kinds = table.probe_kinds(zones=zones, since=now - LAST_PROBE_LOOKBACK)
     return {
         "rows": table.read(zones=zones, since=now - HISTORY),
-        "spend": records.read_spend(zones=zones, since=now - LAST_PROBE_LOOKBACK),
+        "spend": spend,
+        "race_shares": race_shares(spend, kinds),  # each cloud's, from its request probes here
         "signals": records.read_signals(zones=zones, since=now - HISTORY),
         "latest": lambda zone: table.latest_observed_at([zone]),
     }

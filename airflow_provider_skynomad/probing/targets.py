@@ -1,4 +1,4 @@
-"""What the probe DAG probes: one target per (cloud, region), its zones, instance type and gang size.
+"""What the probe DAG probes: one target per (cloud, region), its zones, instance type, gang size and probe kind.
 
 The simulated cloud's catalog is its trace; real clouds list theirs in the connection
 (``cloud_options["probe_targets"]``).
@@ -45,7 +45,11 @@ def _configured_targets(config: SkyNomadConfig) -> list[dict]:
                 f"{config.cloud} cloud: list what to probe in the connection extra cloud_options.probe_targets "
                 "([{cloud, region, zones, instance_type, accelerator, accelerator_count, count}])"
             )
-        return [_with_list_price(dict(t, cloud=t.get("cloud", config.cloud))) for t in targets]
+        kind = config.cloud_options.get("probe_kind")
+        return [
+            _with_list_price(dict(t, cloud=t.get("cloud", config.cloud), probe_kind=t.get("probe_kind") or kind))
+            for t in targets
+        ]
     from airflow_provider_skynomad.market.observations import read_observations
 
     frame = read_observations(config.trace_path)
@@ -83,9 +87,14 @@ def _with_list_price(target: dict) -> dict:
     return target
 
 
-def target_with_count(target: dict, count: int | None) -> dict:
+def target_with_count(target: dict, count: int | None, probe_kind: str | None = None) -> dict:
+    """The target with its probe size and its probe kind (`probe_kind` overrides the target's;
+    default: ``request`` where the cloud allows it, else ``launch``)."""
+    from airflow_provider_skynomad.probing.plan import probe_kind_for
+
     out = dict(target)
     out["count"] = int(out.get("count") or count or DEFAULT_PROBE_COUNT)
     if out["count"] < 1:
         raise ValueError(f"probe target {out.get('region')}: count must be ≥ 1, got {out['count']}")
+    out["probe_kind"] = probe_kind_for(out.get("cloud", ""), probe_kind or out.get("probe_kind"))
     return out

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -206,77 +206,180 @@ def _run(
 
     `truth` None (a rollout inside a policy): the job is exactly as `job` says.
     """
-    dt = grid.step_hours
-    n = job.instances
-    usable = grid.usable(n)
-    index = {key: i for i, key in enumerate(grid.keys)}
-    ticks = min(window_ticks(job, dt), grid.ticks - start_tick)
-    lag = reaction_steps(job, dt)
-    if lag:
-        job = replace(job, reaction_hours=lag * dt)  # the policy plans with the lag it will get
-    pending: tuple[int, Decision | None] | None = None  # (step it is carried out at, decision or decide then)
-    work = truth.work_hours if truth is not None else job.work_hours
+    run = JobRun(policy, job, grid, start_tick, first_step, state, seen, egress, table, truth)
+    for k in range(first_step, run.ticks):
+        run.check(k)
+        run.act(k)
+        if run.bill(k):
+            break
+    return run.close()
 
-    def decide(state: JobState, view: MarketView, t: float) -> Decision:
-        seen_job, seen_state = truth.as_planned(job, state) if truth is not None else (job, state)
-        return policy.decide(seen_job, seen_state, view, t)
 
-    ledger = _Ledger()
-    result = ledger.result
-    for k in range(first_step, ticks):
-        g, t = start_tick + k, k * dt
+class Capacity(Protocol):
+    """Who gets spot capacity: the trace alone (one job), or the trace shared by a fleet (simulation.fleet)."""
+
+    def keeps(self, run: JobRun, g: int, i: int) -> bool:
+        """The run's spot group in market `i` still has its capacity at grid tick `g`."""
+        ...
+
+    def grants(self, run: JobRun, g: int, i: int) -> bool:
+        """A spot launch of the run's gang in market `i` at grid tick `g` gets capacity."""
+        ...
+
+    def changed(self, run: JobRun, before: Option | None, after: Option | None, g: int) -> None:
+        """The run stopped `before` and now runs `after` (either may be None) from grid tick `g`."""
+        ...
+
+
+class TraceCapacity:
+    """One job alone: a market has capacity for the gang when the trace shows `available ≥ N`."""
+
+    def __init__(self, usable: np.ndarray):
+        self.usable = usable
+
+    def keeps(self, run: JobRun, g: int, i: int) -> bool:
+        return bool(self.usable[g, i])
+
+    def grants(self, run: JobRun, g: int, i: int) -> bool:
+        return bool(self.usable[g, i])
+
+    def changed(self, run: JobRun, before: Option | None, after: Option | None, g: int) -> None:
+        pass
+
+
+class JobRun:
+    """One job's loop, a step at a time: the one accounting every simulated job goes through.
+
+    A step is `check` (a running spot group without capacity is preempted), `act` (the policy
+    decides, or a lagged decision is carried out) and `bill` (the step is billed and progress
+    made). `simulate` runs one job through it; the fleet simulator (simulation.fleet) interleaves
+    many, with a `Capacity` that shares the trace among them. Billing, preemption, lost work,
+    pace and truth, and the reaction lag live here only.
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        job: JobSpec,
+        grid: MarketGrid,
+        start_tick: int,
+        first_step: int,
+        state: JobState,
+        seen: np.ndarray,
+        egress: np.ndarray,
+        table: np.ndarray | None,
+        truth: _Truth | None = None,
+        capacity: Capacity | None = None,
+    ):
+        self.policy, self.grid, self.start_tick, self.state = policy, grid, start_tick, state
+        self.seen, self.egress, self.table, self.truth = seen, egress, table, truth
+        self.dt = grid.step_hours
+        self.n = job.instances
+        self.usable = grid.usable(self.n)
+        self.capacity = capacity if capacity is not None else TraceCapacity(self.usable)
+        self.index = {key: i for i, key in enumerate(grid.keys)}
+        self.ticks = min(window_ticks(job, self.dt), grid.ticks - start_tick)
+        self.lag = reaction_steps(job, self.dt)
+        if self.lag:
+            job = replace(job, reaction_hours=self.lag * self.dt)  # the policy plans with the lag it will get
+        self.job = job
+        # (step it is carried out at, decision or decide then)
+        self.pending: tuple[int, Decision | None] | None = None
+        self.work = truth.work_hours if truth is not None else job.work_hours
+        self.ledger = _Ledger()
+        self.decision: Decision | None = None  # the latest decision carried out (None: none this step)
+
+    @property
+    def result(self) -> RunResult:
+        return self.ledger.result
+
+    def planned(self, state: JobState) -> tuple[JobSpec, JobState]:
+        """The job and `state` as the policy sees them (the pace's bound; exactly as they are without a truth)."""
+        return self.truth.as_planned(self.job, state) if self.truth is not None else (self.job, state)
+
+    def decide(self, state: JobState, view: MarketView, t: float) -> Decision:
+        seen_job, seen_state = self.planned(state)
+        return self.policy.decide(seen_job, seen_state, view, t)
+
+    def check(self, k: int) -> None:
+        """Step `k` begins: the running group is observed, and a spot group without capacity is preempted."""
+        state, job, result = self.state, self.job, self.ledger.result
+        g = self.start_tick + k
         if state.running is not None:
-            i = index[state.running.market]
-            seen[g, i] = True
-            if state.running.mode is Mode.SPOT and not usable[g, i]:
+            i = self.index[state.running.market]
+            self.seen[g, i] = True
+            if state.running.mode is Mode.SPOT and not self.capacity.keeps(self, g, i):
                 result.preemptions += 1
-                ledger.close("preempted")
+                self.ledger.close("preempted")
                 if job.loses_work:
                     result.lost_work_hours += state.unsaved_hours
                     state = state.lost()
+                lost = state.running
                 state = state.advance(running=None, warmup_left_hours=0.0, last_preempted_market=state.running.market)
-                if lag and pending is None:
-                    pending = (k + lag, None)  # the worker wakes `lag` later and decides then
-        state = state.advance(elapsed_hours=t)
-        view = MarketView(grid, g, n, seen, egress, table)
-        decision = None
-        if pending is not None:
-            if k >= pending[0]:
-                decision = pending[1] if pending[1] is not None else decide(state, view, t)
-                pending = None
+                self.capacity.changed(self, lost, None, g)
+                if self.lag and self.pending is None:
+                    self.pending = (k + self.lag, None)  # the worker wakes `lag` later and decides then
+        self.state = state
+
+    def act(self, k: int, fleet=None) -> None:
+        """The policy decides at step `k` (with the lag: a decision made earlier is carried out), seeing `fleet`."""
+        g, t = self.start_tick + k, k * self.dt
+        state = self.state.advance(elapsed_hours=t)
+        if fleet is None:
+            view = MarketView(self.grid, g, self.n, self.seen, self.egress, self.table)
         else:
-            fresh = decide(state, view, t)
-            if not lag or k == 0:  # the first decision is made and carried out by the same worker
+            view = MarketView(self.grid, g, self.n, self.seen, self.egress, self.table, fleet=fleet)
+        decision = None
+        if self.pending is not None:
+            if k >= self.pending[0]:
+                decision = self.pending[1] if self.pending[1] is not None else self.decide(state, view, t)
+                self.pending = None
+        else:
+            fresh = self.decide(state, view, t)
+            if not self.lag or k == 0:  # the first decision is made and carried out by the same worker
                 decision = fresh
             elif fresh.wants_change(state.running):
-                pending = (k + lag, fresh)  # the trigger's event; the worker carries it out `lag` later
+                self.pending = (k + self.lag, fresh)  # the trigger's event; the worker carries it out `lag` later
+        self.decision = decision
         if decision is not None:
-            state = _carry_out(decision, state, job, _Step(grid, g, t, usable, seen, index, egress), ledger)
+            step = _Step(self.grid, g, t, self.usable, self.seen, self.index, self.egress)
+            state = _carry_out(decision, state, self.job, step, self.ledger, self)
+        self.state = state
 
+    def bill(self, k: int) -> bool:
+        """Bill step `k` and make its progress; True when the job finished in it."""
+        state, result = self.state, self.ledger.result
         if state.running is None:
-            continue
-        i = index[state.running.market]
-        prices = grid.spot_usd_per_hour if state.running.mode is Mode.SPOT else grid.on_demand_usd_per_hour
-        price = prices[g, i] * n
+            return False
+        dt, job, work = self.dt, self.job, self.work
+        g, t = self.start_tick + k, k * dt
+        i = self.index[state.running.market]
+        prices = self.grid.spot_usd_per_hour if state.running.mode is Mode.SPOT else self.grid.on_demand_usd_per_hour
+        price = prices[g, i] * self.n
         warm = min(state.warmup_left_hours, dt)
         remaining = work - state.progress_hours
         used = dt if dt - warm < remaining - EPS else warm + remaining
-        ledger.bill(state.running, t, used, price * used)
+        self.ledger.bill(state.running, t, used, price * used)
         state = state.progressed(
             state.progress_hours + used - warm,
             warmup_left_hours=state.warmup_left_hours - warm,
             unsaved_hours=job.unsaved_after(state.unsaved_hours, used - warm),
         )
-        if truth is not None:
-            truth.checkpointed(state)
+        if self.truth is not None:
+            self.truth.checkpointed(state)
+        self.state = state
         if used < dt or state.progress_hours >= work - EPS:
             result.finish_hours = t + used
-            break
+            return True
+        return False
 
-    ledger.close("finished" if result.finish_hours is not None else "deadline")
-    result.met_deadline = result.finish_hours is not None and result.finish_hours <= job.deadline_hours + 1e-6
-    result.unfinished_work_hours = max(0.0, work - state.progress_hours)
-    return result
+    def close(self) -> RunResult:
+        """The run is over (finished, or out of window): close the books."""
+        result, state = self.ledger.result, self.state
+        self.ledger.close("finished" if result.finish_hours is not None else "deadline")
+        result.met_deadline = result.finish_hours is not None and result.finish_hours <= self.job.deadline_hours + 1e-6
+        result.unfinished_work_hours = max(0.0, self.work - state.progress_hours)
+        return result
 
 
 def reaction_steps(job: JobSpec, step_hours: float) -> int:
@@ -296,14 +399,16 @@ class _Step(NamedTuple):
     egress: np.ndarray
 
 
-def _carry_out(decision: Decision, state: JobState, job: JobSpec, step: _Step, ledger: _Ledger) -> JobState:
+def _carry_out(
+    decision: Decision, state: JobState, job: JobSpec, step: _Step, ledger: _Ledger, run: JobRun
+) -> JobState:
     """Pay the decision's probes, try its options in order, launch the first that gets capacity."""
     result, n = ledger.result, job.instances
     grid, g, t, usable, seen, index, egress = step
     for key in decision.probes:
         i = index[key]
         seen[g, i] = True
-        if usable[g, i]:
+        if run.capacity.grants(run, g, i):
             result.probe_usd += job.probe_hours * n * grid.spot_usd_per_hour[g, i]
 
     chosen = None
@@ -313,12 +418,13 @@ def _carry_out(decision: Decision, state: JobState, job: JobSpec, step: _Step, l
             break
         i = index[option.market]
         seen[g, i] = True
-        if usable[g, i]:
+        if run.capacity.grants(run, g, i):
             chosen = option
             break
 
     if chosen != state.running:
         ledger.close("moved" if chosen is not None else "idle")
+        run.capacity.changed(run, state.running, chosen, g)
         if chosen is not None:
             source = state.checkpoint_market
             moved = state.moves_checkpoint(chosen.market)

@@ -39,6 +39,7 @@ class FakeCloud(Cloud):
         self.copy_job_ids: list[str] = []  # the job_id of each copy, in the order of `copies`
         self.progress_fraction: float | None = 0.0
         self.probes: list[str] = []
+        self.probe_kinds_asked: list[str] = []
         self.cost_tags: list[dict | None] = []  # tags passed with each probe and checkpoint copy
         self.probe_fail: set[str] = set()
         self.tick_hours = 0.0  # clock advance per now_hours() call (lets triggers see time pass)
@@ -85,12 +86,15 @@ class FakeCloud(Cloud):
     def progress(self, handle: GroupHandle) -> float | None:
         return self.progress_fraction
 
-    def probe(self, region: str, zone: str, instance_type: str, count: int, *, tags=None) -> ProbeResult:
+    def probe(
+        self, region: str, zone: str, instance_type: str, count: int, *, tags=None, kind: str = "launch"
+    ) -> ProbeResult:
         if zone in self.probe_fail:
             raise RuntimeError(f"API error in {zone}")
         self.probes.append(zone)
+        self.probe_kinds_asked.append(kind)
         self.cost_tags.append(tags)
-        return ProbeResult(zone, instance_type, count, 0 if zone in self.full else count, 2.0, 10.0)
+        return ProbeResult(zone, instance_type, count, 0 if zone in self.full else count, 2.0, 10.0, kind=kind)
 
     def copy_checkpoint(self, source_zone: str, target_zone: str, size_gb: float, *, job_id: str, tags=None) -> bool:
         self.copies.append((source_zone, target_zone, size_gb))

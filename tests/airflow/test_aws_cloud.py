@@ -353,3 +353,133 @@ def test_checkpoint_store_is_the_jobs_regional_prefix_through_the_hooks_client(a
     assert store.uri == f"s3://ckpt-us-west-2/skynomad/{P}cs"
     assert store.complete_seqs() == [3] and store.read_progress()["step"] == 3
     assert AwsCloud().checkpoint_store("j", "us-west-2a") is None  # no bucket: no store
+
+
+# -- request probes: an EC2 Fleet of type request, deleted as soon as EC2 answers ----------------
+
+
+@pytest.fixture
+def fleets(monkeypatch):
+    from aws_fixtures import FleetEvents
+
+    return FleetEvents(monkeypatch)
+
+
+def instances_tagged(probe_id: str) -> list[dict]:
+    client = boto3.client("ec2", region_name=REGION)
+    found = client.describe_instances(Filters=[{"Name": "tag:skynomad:probe-id", "Values": [probe_id]}])
+    return [i for r in found["Reservations"] for i in r["Instances"]]
+
+
+def probe_id_of(fleet) -> str:
+    return next(t["value"] for t in fleet.get_tags() if t["key"] == "skynomad:probe-id")
+
+
+def test_a_request_fleets_instances_carry_the_probe_tags_from_creation(aws, fleets):
+    job = f"{P}req-1"
+    result = aws.probe(REGION, ZONE, "g4dn.xlarge", 2, tags={"skynomad-job": job}, kind="request")
+    (fleet,) = fleets.created
+    assert fleet.type == "request" and fleets.deleted == [(fleet.id, True)]  # deleted, instances terminated
+    instances = instances_tagged(probe_id_of(fleet))
+    assert len(instances) == 2 and all(i["State"]["Name"] in ("shutting-down", "terminated") for i in instances)
+    for instance in instances:  # the tags the shipped IAM policy and `skynomad cleanup` go by
+        tags = {t["Key"]: t["Value"] for t in instance["Tags"]}
+        assert tags["skynomad-deployment"] == "default" and tags["skynomad:purpose"] == "probe"
+        assert tags["skynomad-job"] == job
+        assert instance["SubnetId"] == aws.subnets[ZONE] and instance["InstanceLifecycle"] == "spot"
+    assert {t["key"]: t["value"] for t in fleet.get_tags()}["skynomad-deployment"] == "default"
+    # moto starts instances running: the race lost, each billed EC2's 60 s minimum
+    assert (result.kind, result.requested, result.available, result.billed) == ("request", 2, 2, 2)
+    assert result.usd == pytest.approx(2 * result.spot_usd_per_hour / 60, abs=1e-6)
+    client = boto3.client("ec2", region_name=REGION)
+    names = [t["LaunchTemplateName"] for t in client.describe_launch_templates()["LaunchTemplates"]]
+    assert not [n for n in names if n.startswith("skynomad-probe-")]  # the probe's template is gone
+    assert SECRET not in json.dumps([i.get("Tags") for i in instances], default=str)
+
+
+def test_instances_deleted_while_pending_saw_capacity_and_billed_nothing(aws, fleets):
+    fleets.launches_pending()
+    result = aws.probe(REGION, ZONE, "g4dn.xlarge", 3, tags={"skynomad-job": f"{P}req-2"}, kind="request")
+    assert (result.available, result.billed, result.usd) == (3, 0, 0.0)
+    assert all(i["State"]["Name"] != "running" for i in instances_tagged(probe_id_of(fleets.created[0])))
+
+
+def test_no_capacity_is_zero_seen_free_and_the_fleet_deleted(aws, fleets):
+    fleets.no_capacity()
+    result = aws.probe(REGION, ZONE, "g4dn.xlarge", 1, tags={"skynomad-job": f"{P}req-3"}, kind="request")
+    assert (result.kind, result.available, result.billed, result.usd) == ("request", 0, 0, 0.0)
+    assert fleets.deleted == [(fleets.created[0].id, True)]
+
+
+def test_a_refusal_fails_the_zone_naming_it(aws, fleets):
+    fleets.no_capacity()
+    fleets.records[:] = [
+        {
+            "EventType": "service-error",
+            "Timestamp": "2026-01-01T00:00:01Z",
+            "EventInformation": {"EventSubType": "spotInstanceCountLimitExceeded", "EventDescription": "limit"},
+        }
+    ]
+    with pytest.raises(RuntimeError, match="spotInstanceCountLimitExceeded"):
+        aws.probe(REGION, ZONE, "g4dn.xlarge", 1, kind="request")
+    assert len(fleets.deleted) == 1
+
+
+def test_no_answer_fails_the_zone_and_what_raced_in_is_terminated(aws, fleets):
+    from airflow_provider_skynomad.clouds.aws.cloud import PURPOSE_TAG
+    from airflow_provider_skynomad.clouds.aws.probe import ProbeNoAnswer, request_probe
+
+    fleets.hides_instances()  # the fleet launches, but the probe never sees it before the delete
+    waited = []
+    tags = {PURPOSE_TAG: "probe", "skynomad-deployment": "default"}
+    with pytest.raises(ProbeNoAnswer, match="did not answer"):
+        request_probe(
+            aws,
+            REGION,
+            ZONE,
+            "g4dn.xlarge",
+            1,
+            tags,
+            wait_seconds=3,
+            sleep=waited.append,
+            clock=iter(range(100)).__next__,
+        )
+    assert waited == [1.0, 1.0]  # polled once a second until the deadline
+    (instance,) = instances_tagged(probe_id_of(fleets.created[0]))
+    assert instance["State"]["Name"] in ("shutting-down", "terminated")
+
+
+def test_an_instance_first_seen_after_the_delete_is_counted_billed(aws, fleets, monkeypatch):
+    from airflow_provider_skynomad.clouds import aws_probe
+
+    fleets.no_capacity()  # the history says no capacity at once ...
+    created = fleets.created
+    real = aws_probe._end_what_the_fleet_launched
+
+    def raced(client, zone, probe_id, known):  # ... but EC2 launched one just before the delete
+        image = client.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+        tag = [{"Key": "skynomad:probe-id", "Value": probe_id}, {"Key": "skynomad-deployment", "Value": "default"}]
+        client.run_instances(
+            ImageId=image,
+            MinCount=1,
+            MaxCount=1,
+            InstanceType="g4dn.xlarge",
+            TagSpecifications=[{"ResourceType": "instance", "Tags": tag}],
+        )
+        return real(client, zone, probe_id, known)
+
+    monkeypatch.setattr(aws_probe, "_end_what_the_fleet_launched", raced)
+    result = aws.probe(REGION, ZONE, "g4dn.xlarge", 1, kind="request")
+    assert (result.available, result.billed) == (1, 1)
+    (instance,) = instances_tagged(probe_id_of(created[0]))
+    assert instance["State"]["Name"] in ("shutting-down", "terminated")
+
+
+def test_a_request_probe_needs_an_image_and_launch_probes_keep_their_meaning(aws):
+    result = aws.probe(REGION, ZONE, "g4dn.xlarge", 1, tags={"skynomad-job": f"{P}req-4"})
+    assert (result.kind, result.billed_instances) == ("launch", result.available)
+    bare = AwsCloud(aws_conn_id="aws_default", subnets=aws.subnets)
+    with pytest.raises(ValueError, match="needs an image"):
+        bare.probe(REGION, ZONE, "g4dn.xlarge", 1, kind="request")
+    with pytest.raises(ValueError, match="cannot probe by 'offer'"):
+        aws.probe(REGION, ZONE, "g4dn.xlarge", 1, kind="offer")

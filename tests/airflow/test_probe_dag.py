@@ -3,6 +3,7 @@ every probe's cost recorded, markets in use kept fresher than max_market_age; th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from datetime import timedelta
@@ -140,6 +141,51 @@ def test_free_signals_land_in_the_table_and_price_the_probes(skynomad_home, monk
     # us-east4-a is priced by its free spot-price signal before any launch; us-east4-b has no price yet
     assert list(spend["zone"]) == ["us-east4-a"] and cloud.probes == ["us-east4-a"]
     assert spend["usd"].iloc[0] == pytest.approx(2.0 / 60)  # the fake grants 1 at $2/h for a minute
+
+
+class RacingCloud(SignallingCloud):
+    """Answers request probes as EC2 does when the request was cancelled before fulfilment
+    (granted, nothing billed), except in `lost`, where EC2 fulfilled it first."""
+
+    lost: tuple[str, ...] = ()
+
+    def probe(self, region, zone, instance_type, count, *, tags=None, kind="launch"):
+        result = super().probe(region, zone, instance_type, count, tags=tags, kind=kind)
+        if kind != "request":
+            return result
+        billed = result.available if zone in self.lost else 0
+        return dataclasses.replace(result, billed=billed, usd=billed * result.spot_usd_per_hour / 60)
+
+
+def test_aws_markets_are_probed_by_request_and_the_row_says_so(skynomad_home, monkeypatch):
+    cloud = RacingCloud(pd.Timestamp("2025-10-05T12:00:00Z"))
+    cloud.lost = ("us-east-1b",)
+    monkeypatch.setattr("airflow_provider_skynomad.operators.probe.make_cloud", lambda config: cloud)
+    zones = ["us-east-1a", "us-east-1b"]
+    target = {"cloud": "aws", "region": "us-east-1", "zones": zones, "instance_type": "t", "spot_usd_per_hour": 2.0}
+    SkyNomadProbeOperator(task_id="probe", target=target, probe_budget_usd_per_day=1.0).execute({})
+    assert cloud.probe_kinds_asked == ["request", "request"]
+    with MarketTable() as table:
+        kinds = table.probe_kinds()
+        spend = SignalTable(market=table).read_spend()
+    assert dict(zip(kinds["zone"], kinds["probe_kind"], strict=True)) == {z: "request" for z in zones}
+    # cancelled in time: granted and free; fulfilled first: the minute of what ran
+    assert dict(zip(spend["zone"], spend["usd"], strict=True)) == {
+        "us-east-1a": 0.0,
+        "us-east-1b": pytest.approx(2.0 / 60),
+    }
+
+
+def test_the_operator_setting_overrides_the_kind_and_gcp_probes_by_request(skynomad_home, monkeypatch):
+    cloud = RacingCloud(pd.Timestamp("2025-10-05T12:00:00Z"))
+    monkeypatch.setattr("airflow_provider_skynomad.operators.probe.make_cloud", lambda config: cloud)
+    aws = {"cloud": "aws", "region": "us-east-1", "zones": ["us-east-1a"], "instance_type": "t", "spot_usd_per_hour": 2}
+    SkyNomadProbeOperator(task_id="a", target=aws, probe_budget_usd_per_day=1.0, probe_kind="launch").execute({})
+    gcp = {"cloud": "gcp", "region": "us-east4", "zones": ["us-east4-a"], "instance_type": "t", "spot_usd_per_hour": 2}
+    SkyNomadProbeOperator(task_id="g", target=gcp, probe_budget_usd_per_day=1.0).execute({})
+    assert cloud.probe_kinds_asked == ["launch", "request"]
+    with pytest.raises(ValueError, match="probe_kind must be"):
+        SkyNomadProbeOperator(task_id="r", target=gcp, probe_budget_usd_per_day=1.0, probe_kind="offer").execute({})
 
 
 def test_a_zero_budget_probes_nothing(skynomad_home, monkeypatch):

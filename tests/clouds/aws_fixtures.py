@@ -96,3 +96,83 @@ def put_checkpoint(s3, bucket: str, job: str, seq: int, files: dict[str, bytes],
         s3.put_object(Bucket=bucket, Key=f"{base}/MANIFEST.json", Body=json.dumps(doc).encode())
         progress = {"step": doc["step"], "total_steps": 10, "seq": seq}
         s3.put_object(Bucket=bucket, Key=f"skynomad/{job}/progress.json", Body=json.dumps(progress).encode())
+
+
+# -- EC2 Fleet on moto -------------------------------------------------------------------------
+# moto creates a request fleet's spot requests at once and launches their instances running, with
+# the tags of the fleet's launch template (as EC2 does). It has no DescribeFleetHistory: `FleetEvents`
+# adds it, returning the events a test sets, and can hold the fleet's launches back or start them
+# `pending` (EC2's "Not billed" state).
+
+
+class FleetEvents:
+    """moto's EC2 Fleet with a fleet history, and the answers a test chooses."""
+
+    def __init__(self, monkeypatch):
+        from moto.core.responses import ActionResult
+        from moto.ec2.models.fleets import Fleet, FleetsBackend
+        from moto.ec2.responses.fleets import Fleets
+
+        self.records: list[dict] = []  # history records every fleet reports
+        self.created: list = []  # moto's Fleet objects, in creation order
+        self.deleted: list[tuple[str, bool]] = []  # (fleet id, TerminateInstances)
+        self._monkeypatch = monkeypatch
+        events = self
+
+        def history(response):
+            fleet_id = response._get_param("FleetId")
+            return ActionResult(
+                {"HistoryRecords": list(events.records), "FleetId": fleet_id, "StartTime": "2026-01-01T00:00:00Z"}
+            )
+
+        monkeypatch.setattr(Fleets, "describe_fleet_history", history, raising=False)
+        init, delete = Fleet.__init__, FleetsBackend.delete_fleets
+
+        def created(fleet, *args, **kwargs):
+            init(fleet, *args, **kwargs)
+            events.created.append(fleet)
+
+        def deleted(backend, fleet_ids, terminate_instances):
+            events.deleted += [(f, bool(terminate_instances)) for f in fleet_ids]
+            fleets = backend.fleets
+            empty = [f for f in fleet_ids if not fleets[f].spot_requests + fleets[f].on_demand_instances]
+            for fleet_id in empty:  # moto's terminate of no instances fails ("No instances specified"); EC2's does not
+                backend.fleets[fleet_id].state = "deleted"
+            rest = delete(backend, [f for f in fleet_ids if f not in empty], terminate_instances)
+            return [backend.fleets[f] for f in empty] + rest
+
+        monkeypatch.setattr(Fleet, "__init__", created)
+        monkeypatch.setattr(FleetsBackend, "delete_fleets", deleted)
+
+    def no_capacity(self, description="There is no Spot capacity available that matches your request."):
+        """The fleet launches nothing and its history says why."""
+        from moto.ec2.models.fleets import Fleet
+
+        self._monkeypatch.setattr(Fleet, "create_spot_requests", lambda fleet, weight: [])
+        self.records.append(
+            {
+                "EventType": "service-error",
+                "Timestamp": "2026-01-01T00:00:01Z",
+                "EventInformation": {"EventSubType": "launchSpecUnusable", "EventDescription": description},
+            }
+        )
+
+    def launches_pending(self):
+        """Instances the fleet launches start `pending` (moto starts them `running`)."""
+        from moto.ec2.models.instances import InstanceState
+        from moto.ec2.models.spot_requests import SpotInstanceRequest
+
+        launch = SpotInstanceRequest.launch_instance
+
+        def pending(request):
+            instance = launch(request)
+            instance._state = InstanceState("pending", 0)
+            return instance
+
+        self._monkeypatch.setattr(SpotInstanceRequest, "launch_instance", pending)
+
+    def hides_instances(self):
+        """DescribeFleetInstances lists nothing (the fleet launched while the probe was not looking)."""
+        from moto.ec2.models.fleets import FleetsBackend
+
+        self._monkeypatch.setattr(FleetsBackend, "describe_fleet_instances", lambda backend, fleet_id: [])

@@ -110,8 +110,14 @@ class FakeCompute:
         self.machine_types: set[str] | None = None  # None: every machine type exists
         self.calls: Counter[str] = Counter()
         self.on_insert = None  # callable(zone, instance) after an instance is created
+        # zone -> the statuses a new instance there goes through: the first at the insert, then one more
+        # per `get` (absent: RUNNING at once)
+        self.boot_statuses: dict[str, list[str]] = {}
+        self.silent_zones: set[str] = set()  # inserts there neither create nor fail: no answer
+        self.deleted_statuses: list[str] = []  # each deleted instance's status when it was deleted
         self._lock = threading.RLock()
         self._ops = 0
+        self._next_statuses: dict[tuple[str, str], list[str]] = {}
 
     # -- what the tests do to it --------------------------------------------------------------
 
@@ -141,10 +147,10 @@ class FakeCompute:
 
     # -- the API ------------------------------------------------------------------------------
 
-    def _op(self, error: str | None = None) -> SimpleNamespace:
+    def _op(self, error: str | None = None, done: bool = True) -> SimpleNamespace:
         self._ops += 1
         name = f"operation-{self._ops}"
-        self.operations[name] = {"error": error}
+        self.operations[name] = {"error": error, "done": done}
         return SimpleNamespace(name=name)
 
     def insert(self, request, **_):
@@ -156,6 +162,8 @@ class FakeCompute:
                 return SimpleNamespace(name=self.request_ids[rid])  # the same operation again: nothing new
             zone, body = request["zone"], request["instance_resource"]
             left = self.capacity.get(zone)
+            if zone in self.silent_zones:
+                return self._op(done=False)
             if zone in self.full_zones or left == 0:
                 return self._op("ZONE_RESOURCE_POOL_EXHAUSTED")
             template = request.get("source_instance_template")
@@ -164,7 +172,9 @@ class FakeCompute:
             if (zone, body["name"]) in self.instances:
                 return self._op(f"alreadyExists: instance {body['name']} already exists")
             instance = compute_v1.Instance(body)  # the real message: an unknown field fails here
-            instance.status = "RUNNING"
+            statuses = list(self.boot_statuses.get(zone, ["RUNNING"]))
+            instance.status = statuses.pop(0)
+            self._next_statuses[(zone, body["name"])] = statuses
             instance.zone = f"{COMPUTE}/projects/{request['project']}/zones/{zone}"
             instance.self_link = f"{instance.zone}/instances/{body['name']}"
             self.instances[(zone, body["name"])] = instance
@@ -185,7 +195,10 @@ class FakeCompute:
             key = (request["zone"], request["instance"])
             if key not in self.instances:
                 raise NotFound(f"instance {request['instance']} not found")
-            return self.instances[key]
+            instance = self.instances[key]
+            if self._next_statuses.get(key):  # the VM boots on between reads: each read sees the next status
+                instance.status = self._next_statuses[key].pop(0)
+            return compute_v1.Instance.deserialize(compute_v1.Instance.serialize(instance))
 
     def delete(self, request, **_):
         self.calls["instances.delete"] += 1
@@ -193,6 +206,7 @@ class FakeCompute:
             key = (request["zone"], request["instance"])
             if key not in self.instances:
                 raise NotFound(f"The resource 'instances/{request['instance']}' was not found")
+            self.deleted_statuses.append(str(self.instances[key].status))
             del self.instances[key]
             return self._op()
 
@@ -234,6 +248,16 @@ class FakeCompute:
                 and op.target_link == found.get("targetLink", op.target_link)
             ]
 
+    def get_operation(self, request, **_):
+        """A zone operation as Compute Engine reports it: DONE or RUNNING, with its errors."""
+        self.calls["zoneOperations.get"] += 1
+        found = self.operations[request["operation"]]
+        operation = compute_v1.Operation(name=request["operation"], status="DONE" if found["done"] else "RUNNING")
+        if found["error"]:
+            code = found["error"].split(":")[0]
+            operation.error = compute_v1.Error(errors=[compute_v1.Errors(code=code, message=found["error"])])
+        return operation
+
     def get_template(self, request, **_):
         self.calls["instanceTemplates.get"] += 1
         if "region" in request:
@@ -271,7 +295,7 @@ class FakeCompute:
                 "list": self.list,
                 "aggregated_list": self.aggregated_list,
             },
-            "ZoneOperationsClient": {"list": self.list_operations},
+            "ZoneOperationsClient": {"list": self.list_operations, "get": self.get_operation},
             "InstanceTemplatesClient": {"get": self.get_template},
             "RegionInstanceTemplatesClient": {"get": self.get_template},
             "ImagesClient": {"get": self.get_image, "get_from_family": self.get_image},

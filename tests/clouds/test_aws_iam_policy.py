@@ -109,7 +109,7 @@ def test_every_call_the_adapter_makes_is_allowed(monkeypatch):
     from botocore.stub import Stubber
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from aws_fixtures import BUCKET, account, put_checkpoint
+    from aws_fixtures import BUCKET, FleetEvents, account, put_checkpoint
 
     from airflow_provider_skynomad.clouds.aws.cloud import AwsCloud
     from airflow_provider_skynomad.clouds.base import LaunchRequest
@@ -134,6 +134,10 @@ def test_every_call_the_adapter_makes_is_allowed(monkeypatch):
         assert cloud.launch(request) == handle and cloud.find("tok") == handle
         cloud.poll(handle), cloud.progress(handle), cloud.failure_detail(handle)
         cloud.probe("us-east-1", "us-east-1a", "g4dn.xlarge", 2, tags={"skynomad-job": "job"})
+        fleets = FleetEvents(monkeypatch)  # request probes: one that found capacity, one that did not
+        cloud.probe("us-east-1", "us-east-1a", "g4dn.xlarge", 1, tags={"skynomad-job": "job"}, kind="request")
+        fleets.no_capacity()
+        cloud.probe("us-east-1", "us-east-1a", "g4dn.xlarge", 1, kind="request")
         assert cloud.copy_checkpoint("us-east-1a", "us-west-2a", 1.0, job_id="job") is True
         assert cloud.check(["us-east-1a", "us-west-2a"], "g4dn.xlarge") == []
         for resource in cloud.resources():
@@ -152,6 +156,12 @@ def test_every_call_the_adapter_makes_is_allowed(monkeypatch):
         ("ec2", "GetSpotPlacementScores"),
         ("s3", "CopyObject"),
         ("ec2", "TerminateInstances"),
+        ("ec2", "CreateLaunchTemplate"),
+        ("ec2", "CreateFleet"),
+        ("ec2", "DescribeFleetInstances"),
+        ("ec2", "DescribeFleetHistory"),
+        ("ec2", "DeleteFleets"),
+        ("ec2", "DeleteLaunchTemplate"),
     ]:
         assert needed in calls, sorted(calls)
     assert uncovered(calls) == [], sorted(calls)

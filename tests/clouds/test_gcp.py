@@ -325,6 +325,92 @@ def test_probe_costs_the_granted_vms_one_minute_each(compute, emulator):
     labels = compute.inserts[0]["instance_resource"]["labels"]
     assert labels["skynomad-purpose"] == "probe" and labels["skynomad-job"] == "j"
     assert items_of(compute.inserts[0])["startup-script"] == ""  # a probe runs nothing
+    assert (result.kind, result.billed_instances) == ("launch", 2)  # every VM that started is billed
+    compute.capacity["us-central1-a"] = 0
+    stocked_out = cloud.probe("us-central1", "us-central1-a", "a3-highgpu-1g", 1)
+    assert (stocked_out.available, stocked_out.usd) == (0, 0.0)  # a failed insert started nothing
+
+
+# -- request probes: insert, watch the status, delete at STAGING ---------------------------------
+
+
+def request_probe(cloud, zone="us-central1-a", count=1, **kw):
+    return cloud.probe(zone.rsplit("-", 1)[0], zone, "a3-highgpu-1g", count, tags={"skynomad-job": "j"}, kind="request")
+
+
+def test_a_request_probe_deletes_at_staging_and_is_billed_nothing(compute, emulator):
+    cloud = make_cloud(compute)
+    compute.boot_statuses["us-central1-a"] = ["PROVISIONING", "STAGING", "RUNNING"]
+    result = request_probe(cloud, count=2)
+    assert (result.kind, result.requested, result.available, result.billed, result.usd) == ("request", 2, 2, 0, 0.0)
+    assert compute.deleted_statuses == ["STAGING", "STAGING"]  # deleted before it ran
+    assert compute.instances == {}
+    labels = compute.inserts[0]["instance_resource"]["labels"]
+    assert labels["skynomad-purpose"] == "probe" and labels["skynomad-job"] == "j"
+    assert items_of(compute.inserts[0])["startup-script"] == ""  # a probe runs nothing
+
+
+def test_a_request_probe_that_read_running_first_is_billed_a_minute(compute, emulator):
+    cloud = make_cloud(compute)  # the fake's VMs are RUNNING at the first read: the race lost
+    result = request_probe(cloud)
+    assert (result.available, result.billed) == (1, 1)
+    assert result.usd == pytest.approx(2.4 / 60)
+    assert compute.deleted_statuses == ["RUNNING"] and compute.instances == {}
+
+
+def test_a_stock_out_is_zero_seen_and_free(compute, emulator):
+    cloud = make_cloud(compute)
+    compute.capacity["us-central1-a"] = 1
+    compute.boot_statuses["us-central1-a"] = ["PROVISIONING", "STAGING"]
+    result = request_probe(cloud, count=3)
+    assert (result.available, result.billed, result.usd) == (1, 0, 0.0)
+    assert len(compute.inserts) == 2  # the stock-out ends the probe; it created nothing
+    compute.capacity["us-central1-a"] = 0
+    assert (request_probe(cloud).available, compute.instances) == (0, {})
+
+
+def test_a_request_probe_without_an_answer_fails_the_zone(compute, emulator):
+    from airflow_provider_skynomad.clouds.gcp.probe import ProbeNoAnswer
+    from airflow_provider_skynomad.clouds.gcp.probe import request_probe as gcp_request_probe
+
+    cloud = make_cloud(compute)
+    compute.silent_zones.add("us-central1-a")
+    waited = []
+    with pytest.raises(ProbeNoAnswer, match="neither allocated nor refused"):
+        gcp_request_probe(
+            cloud,
+            "us-central1",
+            "us-central1-a",
+            "a3-highgpu-1g",
+            1,
+            {},
+            wait_seconds=3,
+            sleep=waited.append,
+            clock=iter(range(100)).__next__,
+        )
+    assert waited == [1.0, 1.0]  # polled once a second until the bound
+    assert compute.instances == {} and compute.calls["instances.delete"] == 1  # deleted in case it exists
+
+
+def test_a_request_probe_stuck_in_provisioning_is_no_answer_and_deleted(compute, emulator):
+    from airflow_provider_skynomad.clouds.gcp.probe import ProbeNoAnswer
+    from airflow_provider_skynomad.clouds.gcp.probe import request_probe as gcp_request_probe
+
+    cloud = make_cloud(compute)
+    compute.boot_statuses["us-central1-a"] = ["PROVISIONING"] * 10
+    with pytest.raises(ProbeNoAnswer, match="last status PROVISIONING"):
+        gcp_request_probe(
+            cloud,
+            "us-central1",
+            "us-central1-a",
+            "a3-highgpu-1g",
+            1,
+            {},
+            wait_seconds=2,
+            sleep=lambda s: None,
+            clock=iter(range(100)).__next__,
+        )
+    assert compute.deleted_statuses == ["PROVISIONING"] and compute.instances == {}
 
 
 def test_check_names_the_setting_without_launching(compute, emulator):

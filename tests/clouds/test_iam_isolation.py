@@ -134,6 +134,38 @@ def test_the_airflow_side_launches_and_ends_only_its_own_deployments_resources()
     assert not allowed(policy, "s3:PutObject", checkpoint, **{"s3:ResourceAccount": "999988887777"})
 
 
+def test_request_probes_create_and_delete_only_this_deployments_tagged_probe_fleets():
+    policy = load("skynomad-airflow-policy.json")
+    fleet = f"arn:aws:ec2:us-east-1:{ACCOUNT}:fleet/fleet-0123"
+    template = f"arn:aws:ec2:us-east-1:{ACCOUNT}:launch-template/lt-0123"
+    probe = {"aws:RequestTag/skynomad-deployment": DEPLOYMENT, "aws:RequestTag/skynomad:purpose": "probe"}
+    for action, resource in [("ec2:CreateFleet", fleet), ("ec2:CreateLaunchTemplate", template)]:
+        assert allowed(policy, action, resource, **probe)
+        assert not allowed(policy, action, resource, **{**probe, "aws:RequestTag/skynomad-deployment": "staging"})
+        assert not allowed(policy, action, resource, **{"aws:RequestTag/skynomad-deployment": DEPLOYMENT})
+        assert not allowed(policy, action, resource)  # untagged
+    assert not allowed(policy, "ec2:CreateFleet", f"arn:aws:ec2:us-east-1:{ACCOUNT}:instance/i-1", **probe)
+    for create in ("CreateFleet", "CreateLaunchTemplate"):
+        assert allowed(policy, "ec2:CreateTags", fleet, **{"ec2:CreateAction": create, **probe})
+        assert not allowed(
+            policy,
+            "ec2:CreateTags",
+            fleet,
+            **{"ec2:CreateAction": create, **probe, "aws:RequestTag/skynomad:purpose": "job"},
+        )
+    ours = {"aws:ResourceTag/skynomad-deployment": DEPLOYMENT, "aws:ResourceTag/skynomad:purpose": "probe"}
+    for action, resource in [("ec2:DeleteFleets", fleet), ("ec2:DeleteLaunchTemplate", template)]:
+        assert allowed(policy, action, resource, **ours)
+        assert not allowed(policy, action, resource, **{**ours, "aws:ResourceTag/skynomad-deployment": "staging"})
+        assert not allowed(policy, action, resource, **{"aws:ResourceTag/skynomad-deployment": DEPLOYMENT})
+    # A request fleet's instances carry the probe tags from its template: ended by the probe rule,
+    # and an untagged instance (a spot request's race winner) still cannot be ended.
+    instance = f"arn:aws:ec2:us-east-1:{ACCOUNT}:instance/i-0456"
+    assert allowed(policy, "ec2:TerminateInstances", instance, **ours)
+    assert not allowed(policy, "ec2:TerminateInstances", instance)
+    assert not allowed(policy, "ec2:RequestSpotInstances", "*", **probe)  # not granted at all
+
+
 def test_the_evaluator_refuses_what_no_statement_allows():
     policy = {"Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/${x}/*"}]}
     assert allowed(policy, "s3:GetObject", "arn:aws:s3:::b/1/k", x="1")

@@ -43,6 +43,7 @@ def config(cloud: str, tmp_path, **options) -> SkyNomadConfig:
                 "setup_commands",
                 "price_table",
                 "probe_targets",
+                "probe_kind",
                 "deployment_id",
             ],
         ),
@@ -66,6 +67,7 @@ def config(cloud: str, tmp_path, **options) -> SkyNomadConfig:
                 "hook",
                 "gcs_hook",
                 "probe_targets",
+                "probe_kind",
                 "deployment_id",
             ],
         ),
@@ -102,3 +104,8 @@ def test_accepted_options_reach_the_constructor(tmp_path):
     assert (aws.image_id, aws.probe_targets, aws.aws_conn_id) == ({"us-east-1": "ami-1"}, targets, "aws_default")
     gcp = make_cloud(config("gcp", tmp_path, source_instance_template="global/instanceTemplates/h100"))
     assert gcp.source_instance_template == "global/instanceTemplates/h100"
+
+
+def test_the_probe_kind_setting_is_checked_when_the_cloud_is_made(tmp_path):
+    with pytest.raises(ValueError, match="the gcp cloud cannot probe by 'request'"):
+        make_cloud(config("gcp", tmp_path, probe_kind="request"))

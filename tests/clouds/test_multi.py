@@ -57,8 +57,8 @@ class Recording(Cloud):
         self.calls.append(("progress", handle.zone))
         return 0.5
 
-    def probe(self, region, zone, instance_type, count, *, tags=None):
-        self.calls.append(("probe", zone))
+    def probe(self, region, zone, instance_type, count, *, tags=None, kind="launch"):
+        self.calls.append(("probe", zone, kind))
         return ProbeResult(zone, instance_type, count, count, 1.0, 3.0, usd=0.02)
 
     def copy_checkpoint(self, source_zone, target_zone, size_gb, *, job_id, tags=None):
@@ -96,8 +96,9 @@ def test_find_asks_each_cloud_until_one_knows_the_token():
 def test_probes_and_copies_within_one_cloud_go_to_that_cloud():
     cloud, aws, gcp = multi()
     assert cloud.probe("us-east-1", "us-east-1a", "p5.48xlarge", 1).usd == 0.02
+    assert cloud.probe("us-east-1", "us-east-1a", "p5.48xlarge", 1, kind="request").usd == 0.02
     assert cloud.copy_checkpoint("us-central1-a", "europe-west4-b", 10, job_id="job")
-    assert aws.calls == [("probe", "us-east-1a")]
+    assert aws.calls == [("probe", "us-east-1a", "launch"), ("probe", "us-east-1a", "request")]
     assert gcp.calls == [("copy", "us-central1-a", "europe-west4-b")]
 
 

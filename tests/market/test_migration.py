@@ -51,7 +51,7 @@ def _make_v3(url: str, rows: pd.DataFrame, deleted: int = 7, version: int = 3) -
     old = Table(
         "market_observations",
         meta,
-        *(Column(c.name, c.type, nullable=False) for c in market_observations.columns),
+        *(Column(c.name, c.type, nullable=False) for c in market_observations.columns if c.name != "probe_kind"),
         PrimaryKeyConstraint("zone", "instance_type", "observed_at", name="pk_market_observations"),
         Index("ix_market_observations_zone_observed_at", "zone", "observed_at"),
     )
@@ -114,9 +114,9 @@ def test_a_version_3_table_is_migrated_in_place_with_every_row(market_url, rows,
     pd.testing.assert_frame_equal(back, _sorted(rows))
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 2, said
-    assert "migrating the schema from version 3 to 4" in said[0]
+    assert f"migrating the schema from version 3 to {SCHEMA_VERSION}" in said[0]
     assert "(zone, instance_type, observed_at) becomes (zone, observed_at, instance_type)" in said[0]
-    assert f"migrated from version 3 to 4, {len(rows)} rows kept" in said[1]
+    assert f"migrated from version 3 to {SCHEMA_VERSION}, {len(rows)} rows kept" in said[1]
     assert said[0].startswith(f"market table at {table.display_url}: ")  # the URL as messages show it
 
     caplog.clear()
@@ -226,3 +226,50 @@ def test_a_decision_read_is_answered_from_an_index(market_url, rows):
                 assert "market_observations USING PRIMARY KEY (zone=? AND observed_at>? AND observed_at<?)" in plan or (
                     "market_observations USING PRIMARY KEY (zone=? AND observed_at>?)" in plan
                 ), plan
+
+
+def _make_v4(url: str, rows: pd.DataFrame) -> None:
+    """The version-4 layout (today's key, no `probe_kind` column) holding `rows`."""
+    meta = MetaData()
+    old = Table(
+        "market_observations",
+        meta,
+        *(Column(c.name, c.type, nullable=False) for c in market_observations.columns if c.name != "probe_kind"),
+        PrimaryKeyConstraint(*STORED_KEY, name="pk_market_observations"),
+    )
+    Index("ix_market_observations_observed_at", old.c.observed_at, old.c.zone, old.c.instance_type)
+    Table("market_changes", meta, Column("kind", String(32), primary_key=True), Column("count", BigInteger))
+    versions = Table(
+        "schema_version", meta, Column("component", String(64), primary_key=True), Column("version", Integer)
+    )
+    engine = create_engine(url)
+    try:
+        meta.create_all(engine)
+        with engine.begin() as conn:
+            conn.execute(versions.insert(), [{"component": "market", "version": 4}])
+            conn.execute(old.insert(), bulk.records(rows))
+    finally:
+        engine.dispose()
+
+
+def test_a_version_4_table_gets_the_probe_kind_column_and_keeps_every_row(market_url, rows, caplog):
+    _make_v4(market_url, rows)
+    with (
+        caplog.at_level(logging.INFO, logger="airflow_provider_skynomad.market.store.migration"),
+        MarketTable(market_url) as table,
+    ):
+        pd.testing.assert_frame_equal(table.read(), _sorted(rows))  # the format's columns, as before
+        kinds = table.probe_kinds()
+        assert len(kinds) == len(rows) and kinds["probe_kind"].isna().all()  # no probe is claimed for them
+        with table.engine.connect() as conn:
+            assert conn.execute(select(schema_version.c.version)).scalar_one() == SCHEMA_VERSION
+        later = rows.iloc[:3].assign(
+            observed_at=rows["observed_at"].iloc[:3] + pd.Timedelta(days=3), probe_kind=["request", "launch", "request"]
+        )
+        assert table.append(later) == 3
+        seen = table.probe_kinds(since=later["observed_at"].min())
+        assert sorted(seen["probe_kind"]) == ["launch", "request", "request"]
+        assert table.count() == len(rows) + 3
+    said = [r.getMessage() for r in caplog.records]
+    assert any(f"4 to {SCHEMA_VERSION}: added the column probe_kind; every row kept" in line for line in said), said
+    assert not any("primary key" in line for line in said)  # the key was already right: not rebuilt

@@ -120,3 +120,82 @@ def test_probe_cost_for_a_job_is_the_spend_on_its_markets_while_it_ran(tmp_path)
     assert probe_cost_for(["a-1"], NOW, end, url=url) == pytest.approx(0.08)
     assert probe_cost_for(["a-1:t", "c-1"], NOW, end, url=url, sharing_jobs=2) == pytest.approx(0.04)
     assert probe_cost_for(["a-1:other"], NOW, end, url=url) == 0.0
+
+
+# -- probe kinds -------------------------------------------------------------------------------
+
+
+def test_a_request_probe_is_planned_at_the_share_fulfilled_before_the_cancel():
+    from dataclasses import replace
+
+    from airflow_provider_skynomad.probing.plan import REQUEST_FULFILLED_SHARE
+
+    planner = ProbePlanner(5.0)
+    launch = _market("us-east-1a")
+    request = replace(launch, cloud="aws", probe_kind="request")
+    assert planner.expected_usd(request) == pytest.approx(REQUEST_FULFILLED_SHARE * H100_SPOT / 60)
+    assert 0 < planner.expected_usd(request) < planner.expected_usd(launch)
+
+
+def test_a_budget_too_small_for_launch_probes_keeps_request_probed_markets_fresh():
+    from dataclasses import replace
+
+    markets = [_market(f"z-{i}", 115, used=True) for i in range(4)]
+    budget = 2.5 * H100_SPOT / 60  # two launch probes' worth for the day
+    by_launch = ProbePlanner(budget).plan(markets, NOW, 0.0)
+    by_request = ProbePlanner(budget).plan([replace(m, cloud="aws", probe_kind="request") for m in markets], NOW, 0.0)
+    assert len(by_launch.probe) == 2 and len(by_request.probe) == 4
+    assert by_request.expected_usd <= budget
+
+
+def test_the_default_probe_kind_is_request_only_where_the_cloud_allows_it():
+    from airflow_provider_skynomad.probing.plan import default_probe_kind, probe_kind_for
+
+    assert [default_probe_kind(c) for c in ("aws", "gcp", "simulated", "other")] == [
+        "request",
+        "request",
+        "request",
+        "launch",
+    ]
+    assert probe_kind_for("aws", None) == "request" and probe_kind_for("gcp", "launch") == "launch"
+    with pytest.raises(ValueError, match="other cloud has no billing-free spot request"):
+        probe_kind_for("other", "request")
+    with pytest.raises(ValueError, match="probe_kind must be"):
+        probe_kind_for("aws", "offer")
+
+
+def _spend_and_kinds(cloud: str, billed: list[bool], kind: str = "request", available: int = 1):
+    times = [NOW - pd.Timedelta(minutes=10 * i) for i in range(len(billed))]
+    spend = pd.DataFrame(
+        {
+            "probed_at": times,
+            "cloud": cloud,
+            "zone": "z-1",
+            "instance_type": "t",
+            "available": available,
+            "usd": [0.04 if b else 0.0 for b in billed],
+        }
+    )
+    kinds = pd.DataFrame({"observed_at": times, "zone": "z-1", "instance_type": "t", "probe_kind": kind})
+    return spend, kinds
+
+
+def test_the_race_share_starts_at_the_prior_and_moves_to_each_clouds_own_record():
+    from airflow_provider_skynomad.probing.plan import RACE_PRIOR_PROBES, REQUEST_FULFILLED_SHARE, race_shares
+
+    assert race_shares(*_spend_and_kinds("aws", [])) == {}
+    few = race_shares(*_spend_and_kinds("aws", [True, False]))["aws"]
+    assert few == pytest.approx((1 + REQUEST_FULFILLED_SHARE * RACE_PRIOR_PROBES) / (2 + RACE_PRIOR_PROBES))
+    many = race_shares(*_spend_and_kinds("gcp", [False] * 400))["gcp"]
+    assert many < 0.01  # 400 free probes outweigh the 10 % prior
+    assert race_shares(*_spend_and_kinds("aws", [True] * 5, kind="launch")) == {}  # launch probes say nothing
+    assert race_shares(*_spend_and_kinds("aws", [False] * 5, available=0)) == {}  # nor probes that saw none
+
+
+def test_a_request_probe_is_planned_at_its_clouds_race_share():
+    from dataclasses import replace
+
+    market = replace(_market("us-east-1a"), cloud="aws", probe_kind="request")
+    planner = ProbePlanner(5.0)
+    assert planner.expected_usd(replace(market, race_share=0.5)) == pytest.approx(0.5 * H100_SPOT / 60)
+    assert planner.expected_usd(replace(market, race_share=0.0)) == 0.0

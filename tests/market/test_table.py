@@ -51,7 +51,9 @@ def test_schema_has_exactly_the_trace_columns_key_and_index(table):
     table.create()  # idempotent
     found = inspect(table.engine)
     columns = found.get_columns("market_observations")
-    assert [c["name"] for c in columns] == COLUMNS
+    # The trace's columns, then which kind of probe saw the row (nullable: imports have none).
+    assert [c["name"] for c in columns] == [*COLUMNS, "probe_kind"]
+    assert columns[-1]["nullable"] and not any(c["nullable"] for c in columns[:-1])
     observed_at = columns[0]["type"]
     if table.dialect == "postgresql":
         assert observed_at.timezone, "observed_at must be TIMESTAMP WITH TIME ZONE"

@@ -16,8 +16,9 @@
 - checkpoints (clouds/aws/store.py): one bucket per region (``checkpoint_bucket`` with
   ``{region}``; a move copies the newest complete checkpoint, and a launch brings it into its
   region's bucket before the instances boot) or one bucket for all.
-- probe: asks for the gang size, terminates what it got at once, and says what that cost (EC2
-  bills at least 60 s per instance); on-demand prices come from the price table (market/prices.py).
+- probe: by ``launch`` (asks for the gang size, terminates what it got at once; EC2 bills at least
+  60 s per instance) or by ``request`` (an EC2 Fleet of type request deleted as soon as EC2
+  answers: clouds/aws/probe.py, docs/probing.md); on-demand prices come from the price table (market/prices.py).
 - signals: spot placement scores and spot price history, both free.
 """
 
@@ -26,8 +27,12 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_skynomad.clouds.aws.boot import boot_script
+from airflow_provider_skynomad.clouds.aws.ec2 import MIN_BILLED_SECONDS
+from airflow_provider_skynomad.clouds.aws.ec2 import tag_list as _tag_list
 from airflow_provider_skynomad.clouds.aws.store import JobStore
 from airflow_provider_skynomad.clouds.base import (
+    PROBE_LAUNCH,
+    PROBE_REQUEST,
     CapacityError,
     Cloud,
     GroupHandle,
@@ -36,6 +41,7 @@ from airflow_provider_skynomad.clouds.base import (
     ProbeResult,
     Resource,
     Signal,
+    check_probe_kind,
 )
 from airflow_provider_skynomad.clouds.boot_env import job_checkpoint_key
 from airflow_provider_skynomad.clouds.tags import DEPLOYMENT, OWNER_RECORD, check_deployment_id, owner_record
@@ -56,7 +62,6 @@ TOKEN_TAG = "skynomad:client-token"
 JOB_TAG = "skynomad:job-id"
 PURPOSE_TAG = "skynomad:purpose"
 SKYNOMAD_TAG_KEYS = ["skynomad-job", TOKEN_TAG, JOB_TAG, PURPOSE_TAG, DEPLOYMENT]
-MIN_BILLED_SECONDS = 60  # EC2 bills Linux instances per second with a 60 s minimum
 CONSOLE_URL = "https://console.aws.amazon.com/ec2/home?region={region}#InstanceDetails:instanceId={instance_id}"
 
 
@@ -70,10 +75,6 @@ def _retrying(hook):
     from airflow_provider_skynomad.clouds.retry import botocore_retry_config
 
     return botocore_retry_config(hook.conn_config.botocore_config)
-
-
-def _tag_list(tags: dict[str, str]) -> list[dict]:
-    return [{"Key": k, "Value": str(v)} for k, v in tags.items()]
 
 
 class AwsCloud(Cloud):
@@ -101,6 +102,11 @@ class AwsCloud(Cloud):
     :param price_table: a price table file (``skynomad prices refresh --output``) instead of the
         refreshed or shipped one.
     :param probe_targets: what the probe DAG asks for (read by ``operators.probe.probe_targets``).
+    :param probe_kind: how the probe DAG probes this cloud's markets: ``request`` (default: an EC2
+        Fleet of type request whose instances carry the probe's tags, deleted as soon as EC2
+        answers; billed only for an instance read running before the delete) or ``launch``
+        (instances launched and terminated, each billed the 60 s minimum); read by the probe DAG,
+        docs/probing.md.
     :param deployment_id: this Airflow's id (lowercase letters, digits, '-'; default ``default``): a
         tag on every instance, volume, spot request and probe, and in every job's owner record
         (clouds/tags.py). `skynomad cleanup` touches nothing tagged with another; give each Airflow
@@ -110,6 +116,7 @@ class AwsCloud(Cloud):
     """
 
     name = "aws"
+    probe_kinds = (PROBE_LAUNCH, PROBE_REQUEST)
 
     def __init__(
         self,
@@ -128,6 +135,7 @@ class AwsCloud(Cloud):
         setup_commands: list[str] | None = None,
         price_table: str | None = None,
         probe_targets: list[dict] | None = None,
+        probe_kind: str = "request",
         deployment_id: str | None = None,
         checkpoint_signing_secret: str | None = None,
     ) -> None:
@@ -148,6 +156,8 @@ class AwsCloud(Cloud):
         self.setup_commands = tuple(setup_commands or ())
         self.price_table = price_table
         self.probe_targets = list(probe_targets or [])
+        check_probe_kind(self.name, probe_kind, self.probe_kinds)
+        self.probe_kind = probe_kind
         self._clients: dict[str, Any] = {}
         self._s3_clients: dict[str, Any] = {}
         self._prices = None
@@ -391,16 +401,33 @@ class AwsCloud(Cloud):
         return f"{self.store.uri(region_of(zone), job_id)}/output/"
 
     def probe(
-        self, region: str, zone: str, instance_type: str, count: int, *, tags: dict[str, str] | None = None
+        self,
+        region: str,
+        zone: str,
+        instance_type: str,
+        count: int,
+        *,
+        tags: dict[str, str] | None = None,
+        kind: str = PROBE_LAUNCH,
     ) -> ProbeResult:
-        """Ask for `count` spot instances (at least one), terminate what was granted at once.
+        """Ask for `count` spot instances, release at once what EC2 granted, say what it cost.
 
-        `usd` is what that costs: granted × spot price × EC2's 60 s minimum.
+        ``launch``: one ``run_instances`` (at least one), every granted instance terminated and
+        billed EC2's 60 s minimum. ``request``: a request fleet deleted as soon as EC2 answers
+        (clouds/aws/probe.py): billed only for instances read running before the delete.
         """
+        check_probe_kind(self.name, kind, self.probe_kinds)
+        tags = {**(tags or {}), PURPOSE_TAG: "probe", DEPLOYMENT: self.deployment_id}
+        if kind == PROBE_REQUEST:
+            from airflow_provider_skynomad.clouds.aws.probe import request_probe
+
+            return request_probe(self, region, zone, instance_type, count, tags)
+        return self._launch_probe(region, zone, instance_type, count, tags)
+
+    def _launch_probe(self, region: str, zone: str, instance_type: str, count: int, tags: dict) -> ProbeResult:
         from botocore.exceptions import ClientError
 
         client = self.ec2(region)
-        tags = {**(tags or {}), PURPOSE_TAG: "probe", DEPLOYMENT: self.deployment_id}
         args = self._launch_args(region, zone, instance_type, tags, spot=True)
         granted: list[str] = []
         try:

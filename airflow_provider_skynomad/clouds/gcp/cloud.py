@@ -30,6 +30,8 @@ import uuid
 from typing import Any
 
 from airflow_provider_skynomad.clouds.base import (
+    PROBE_LAUNCH,
+    PROBE_REQUEST,
     CapacityError,
     Cloud,
     GroupHandle,
@@ -37,6 +39,7 @@ from airflow_provider_skynomad.clouds.base import (
     LaunchRequest,
     ProbeResult,
     Resource,
+    check_probe_kind,
 )
 from airflow_provider_skynomad.clouds.boot_env import job_checkpoint_key
 from airflow_provider_skynomad.clouds.gcp.boot import (
@@ -50,13 +53,13 @@ from airflow_provider_skynomad.clouds.gcp.boot import (
     metadata_items,
     run_id,
 )
+from airflow_provider_skynomad.clouds.gcp.compute import BILLING_MINIMUM_HOURS, CAPACITY_MARKERS
+from airflow_provider_skynomad.clouds.gcp.compute import not_found as _not_found
 from airflow_provider_skynomad.clouds.gcp.storage import GcsStore
 from airflow_provider_skynomad.clouds.tags import DEPLOYMENT, check_deployment_id, owner_record
 from airflow_provider_skynomad.clouds.zones import gcp_region_of as region_of
 
-CAPACITY_MARKERS = ("ZONE_RESOURCE_POOL_EXHAUSTED", "STOCKOUT", "does not have enough resources", "QUOTA_EXCEEDED")
 PREEMPTED_OPERATION = "compute.instances.preempted"
-BILLING_MINIMUM_HOURS = 1.0 / 60.0  # Compute Engine bills at least one minute per VM
 STOPPED = ("STOPPING", "STOPPED", "TERMINATED", "SUSPENDING", "SUSPENDED")
 COMPUTE = "https://www.googleapis.com/compute/v1"
 CONSOLE_URL = "https://console.cloud.google.com/compute/instancesDetail/zones/{zone}/instances/{instance_id}"
@@ -110,6 +113,10 @@ class GcpCloud(Cloud):
         from (docs/agent.md, "Checkpoint signatures"); without it manifests are not signed.
     :param probe_targets: what the probe DAG asks for (read from the connection by
         ``operators.probe.probe_targets``; listed here so it is an accepted ``cloud_options`` key).
+    :param probe_kind: how the probe DAG probes this cloud's markets: ``request`` (default: insert,
+        watch the status, delete at STAGING; billed only if the VM was read RUNNING first, an
+        assumption of docs/probing.md) or ``launch`` (insert, delete when the insert returns, each
+        VM billed the one-minute minimum); read by the probe DAG.
     :param deployment_id: this Airflow's id (lowercase letters, digits, '-'; default ``default``): a
         label and a metadata item on every instance and probe, and in every job's owner record
         (clouds/tags.py). `skynomad cleanup` touches nothing carrying another; give each Airflow that
@@ -117,6 +124,7 @@ class GcpCloud(Cloud):
     """
 
     name = "gcp"
+    probe_kinds = (PROBE_LAUNCH, PROBE_REQUEST)
 
     def __init__(
         self,
@@ -139,6 +147,7 @@ class GcpCloud(Cloud):
         hook: Any | None = None,
         gcs_hook: Any | None = None,
         probe_targets: list[dict] | None = None,
+        probe_kind: str = "request",
         deployment_id: str | None = None,
         checkpoint_signing_secret: str | None = None,
     ) -> None:
@@ -162,6 +171,8 @@ class GcpCloud(Cloud):
         self._prices = None
         self.regions = list(regions) if regions else None
         self.probe_targets = list(probe_targets or [])
+        check_probe_kind(self.name, probe_kind, self.probe_kinds)
+        self.probe_kind = probe_kind
         self._hook = hook
         self._gcs_hook = gcs_hook
         self._store: GcsStore | None = None
@@ -313,12 +324,31 @@ class GcpCloud(Cloud):
         return None
 
     def probe(
-        self, region: str, zone: str, instance_type: str, count: int, *, tags: dict[str, str] | None = None
+        self,
+        region: str,
+        zone: str,
+        instance_type: str,
+        count: int,
+        *,
+        tags: dict[str, str] | None = None,
+        kind: str = PROBE_LAUNCH,
     ) -> ProbeResult:
-        """Insert up to `count` spot VMs with no workload until a stock-out, delete them all at once.
+        """Insert up to `count` spot VMs with no workload until a stock-out, delete them at once.
 
-        Cost: every granted VM is billed Compute Engine's one-minute minimum at the spot price.
+        ``request`` (clouds/gcp/probe.py): each VM is watched and deleted as soon as it reaches
+        STAGING ("All required resources have been allocated"); billed a minute only if it was read
+        RUNNING before the delete (an assumption: docs/probing.md). ``launch``: each VM is deleted
+        when its insert returns and billed the one-minute minimum ("Instance uptime is measured as
+        the number of seconds between when you start an instance and when you stop an instance",
+        https://cloud.google.com/compute/vm-instance-pricing). A stock-out
+        (``ZONE_RESOURCE_POOL_EXHAUSTED``) fails the insert and creates nothing.
         """
+        check_probe_kind(self.name, kind, self.probe_kinds)
+        if kind == PROBE_REQUEST:
+            from airflow_provider_skynomad.clouds.gcp.probe import request_probe
+
+            labels = {**(tags or {}), "skynomad-purpose": "probe"}
+            return request_probe(self, region, zone, instance_type, count, labels)
         token = f"probe-{uuid.uuid4().hex[:10]}"
         request = LaunchRequest(
             "gcp", region, zone, instance_type, count, True, token, tags={**(tags or {}), "skynomad-purpose": "probe"}
@@ -457,7 +487,3 @@ class GcpCloud(Cloud):
         except Exception as exc:
             if not _not_found(exc):
                 raise
-
-
-def _not_found(exc: Exception) -> bool:
-    return "404" in str(exc) or "NotFound" in type(exc).__name__ or "not found" in str(exc).lower()

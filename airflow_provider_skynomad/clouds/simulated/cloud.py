@@ -68,6 +68,9 @@ import pandas as pd
 
 from airflow_provider_skynomad.agent.notice import NOTICE_SECONDS_ENV
 from airflow_provider_skynomad.clouds.base import (
+    PROBE_KINDS,
+    PROBE_LAUNCH,
+    REQUEST_FULFILLED_SHARE,
     CapacityError,
     Cloud,
     GroupHandle,
@@ -75,6 +78,7 @@ from airflow_provider_skynomad.clouds.base import (
     LaunchRequest,
     ProbeResult,
     Resource,
+    check_probe_kind,
 )
 from airflow_provider_skynomad.clouds.simulated.clock import SimClock, open_shared_clock, read_shared_settings
 from airflow_provider_skynomad.clouds.simulated.groups import (
@@ -103,6 +107,19 @@ from airflow_provider_skynomad.market.egress import EgressModel
 COLD_START_ENV = "SKYNOMAD_COLD_START_HOURS"
 DEFAULT_COLD_START_HOURS = 0.2
 PROBE_HOURS = 1.0 / 60.0  # a probe holds what it was granted for one simulated minute
+
+
+def request_race_billed(zone: str, grid_hours: float, granted: int) -> int:
+    """How many of a request probe's `granted` instances the simulated cloud bills because they ran
+    before the delete landed (the race): each one with the chance of the prior race share
+    `clouds.base.REQUEST_FULFILLED_SHARE`, drawn from a hash of (zone, time, instance) so a
+    replay bills the same probes every time."""
+    import zlib
+
+    draws = (zlib.crc32(f"{zone}|{grid_hours:.9f}|{i}".encode()) / 2**32 for i in range(granted))
+    return sum(1 for draw in draws if draw < REQUEST_FULFILLED_SHARE)
+
+
 FAILURE_DETAIL_LINES = 20
 # The only host variables a workload gets: what any process needs to find programs and modules
 # and to read and write text. Everything else of the host (AIRFLOW_CONN_*, cloud keys, ...) stays
@@ -143,6 +160,7 @@ class SimulatedCloud(Cloud):
     """
 
     name = "simulated"
+    probe_kinds = PROBE_KINDS  # a replay can do what either real cloud does
 
     def __init__(
         self,
@@ -419,8 +437,18 @@ class SimulatedCloud(Cloud):
         return min(max(step / total, 0.0), 1.0) if total > 0 else None
 
     def probe(
-        self, region: str, zone: str, instance_type: str, count: int, *, tags: dict[str, str] | None = None
+        self,
+        region: str,
+        zone: str,
+        instance_type: str,
+        count: int,
+        *,
+        tags: dict[str, str] | None = None,
+        kind: str = PROBE_LAUNCH,
     ) -> ProbeResult:
+        """A launch probe bills what it was granted for `PROBE_HOURS`; a request probe bills only
+        what `request_race_billed` lets through before the cancel (docs/probing.md)."""
+        check_probe_kind(self.name, kind, self.probe_kinds)
         j = self.market.index(zone, instance_type)
         _check_region(self.market.grid.markets[j].region, region, zone)
         if count < 1:
@@ -428,7 +456,8 @@ class SimulatedCloud(Cloud):
         now_hours = self._require_trace(self.now_hours())
         grid_hours = self._groups.grid_hours(now_hours)
         granted = min(left(self.market.available(j, grid_hours), self._holdings(j)), count)
-        usd = granted * self.market.cost_usd(j, True, grid_hours, grid_hours + PROBE_HOURS)
+        billed = granted if kind == PROBE_LAUNCH else request_race_billed(zone, grid_hours, granted)
+        usd = billed * self.market.cost_usd(j, True, grid_hours, grid_hours + PROBE_HOURS)
         self._store.add_line(
             "probes",
             {
@@ -439,6 +468,7 @@ class SimulatedCloud(Cloud):
                 "available": granted,
                 "at_hours": grid_hours - self._groups.grid_offset_hours,
                 "usd": usd,
+                "kind": kind,
                 "tags": {**(tags or {}), "skynomad:purpose": "probe"},
             },
         )
@@ -449,6 +479,9 @@ class SimulatedCloud(Cloud):
             available=granted,
             spot_usd_per_hour=self.market.spot_usd_per_hour(j, grid_hours),
             on_demand_usd_per_hour=self.market.on_demand_usd_per_hour(j, grid_hours),
+            usd=usd,
+            kind=kind,
+            billed=billed,
         )
 
     def copy_checkpoint(

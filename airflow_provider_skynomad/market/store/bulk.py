@@ -37,11 +37,21 @@ SQLITE_TIME_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
 _TEXT = ("cloud", "region", "zone", "instance_type", "accelerator")
 
 
+STORED_EXTRA = ("probe_kind",)
+"""Stored columns beyond the observation format, written when the rows carry them (a probe's)."""
+
+
+def stored_columns(rows: pd.DataFrame) -> list[str]:
+    """The format's columns, then the extra ones `rows` carries."""
+    return [*COLUMNS, *(c for c in STORED_EXTRA if c in rows.columns)]
+
+
 def records(rows: pd.DataFrame) -> list[dict]:
     """Plain Python values for the DB driver (numpy scalars and pandas Timestamps confuse some)."""
-    columns = {c: rows[c].tolist() for c in COLUMNS}
+    names = stored_columns(rows)
+    columns = {c: rows[c].tolist() for c in names}
     columns["observed_at"] = [t.to_pydatetime() for t in rows["observed_at"]]
-    return [dict(zip(COLUMNS, values, strict=True)) for values in zip(*(columns[c] for c in COLUMNS), strict=True)]
+    return [dict(zip(names, values, strict=True)) for values in zip(*(columns[c] for c in names), strict=True)]
 
 
 SQLITE_IMPORT_CACHE_KB = 20_000
@@ -80,12 +90,13 @@ def _sqlite_rows(conn: Connection, table, rows: pd.DataFrame) -> int:
     """executemany with `?` parameters and plain tuples: SQLAlchemy's per-row parameter processing
     costs more than SQLite's insert. Times go in as `UtcDateTime` stores them on SQLite (UTC text,
     microseconds always written), so keys and range filters compare the same."""
-    columns = {c: rows[c].tolist() for c in COLUMNS}
+    names = stored_columns(rows)
+    columns = {c: rows[c].tolist() for c in names}
     columns["observed_at"] = rows["observed_at"].dt.tz_convert("UTC").dt.strftime(SQLITE_TIME_FORMAT).tolist()
-    values = list(zip(*(columns[c] for c in COLUMNS), strict=True))
+    values = list(zip(*(columns[c] for c in names), strict=True))
     # The table and column names are this module's constants; every value is a bound parameter.
     statement = (
-        f"INSERT INTO {table.name} ({', '.join(COLUMNS)}) VALUES ({', '.join('?' for _ in COLUMNS)}) "
+        f"INSERT INTO {table.name} ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)}) "
         f"ON CONFLICT ({', '.join(KEY)}) DO NOTHING"
     )
     return conn.exec_driver_sql(statement, values).rowcount

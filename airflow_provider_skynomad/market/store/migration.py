@@ -1,4 +1,5 @@
-"""Layout changes of an existing table that creating what is missing cannot make: a new primary key.
+"""Layout changes of an existing table that creating what is missing cannot make: a new primary
+key, a new column.
 
 Why a module of its own: most layout versions only added a table or an index, which
 `database.create_schema` makes on its own. A key in another column order is a change of what is
@@ -86,3 +87,24 @@ def _copy_into_new_layout(conn: Connection, table: Table) -> int:
     conn.exec_driver_sql(f"DROP TABLE {quote(table.name)}")
     conn.exec_driver_sql(f"ALTER TABLE {quote(staging.name)} RENAME TO {quote(table.name)}")
     return copied
+
+
+def add_column(conn: Connection, table: Table, name: str, *, where: str, versions: str) -> bool:
+    """Add the nullable column `name` of `table` to the stored table if it lacks it.
+
+    Every stored row is kept and reads NULL there (ALTER TABLE ... ADD COLUMN, in place on SQLite
+    and PostgreSQL: no row is rewritten). Returns whether anything changed; a table that does not
+    exist yet is left to be created.
+    """
+    found = inspect(conn)
+    if not found.has_table(table.name) or name in {c["name"] for c in found.get_columns(table.name)}:
+        return False
+    column = table.c[name]
+    if not column.nullable:
+        raise ValueError(f"{table.name}.{name}: only a nullable column can be added to stored rows")
+    quote = conn.dialect.identifier_preparer.quote
+    kind = column.type.compile(dialect=conn.dialect)
+    # The names and the type are this package's constants; no value is in the text.
+    conn.exec_driver_sql(f"ALTER TABLE {quote(table.name)} ADD COLUMN {quote(name)} {kind}")
+    log.info("%s: schema version %s: added the column %s; every row kept", where, versions, name)
+    return True

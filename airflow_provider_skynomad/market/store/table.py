@@ -63,12 +63,19 @@ __all__ = [
     "schema_version",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Bump when the table layout changes, and teach `create()` to migrate from the old one.
 Version 2 added the index on (observed_at, zone, instance_type), version 3 the `market_changes`
 table, version 4 put the primary key in the order (zone, observed_at, instance_type) and dropped
 the (zone, observed_at) index it replaces (on SQLite the table is also stored in its key, WITHOUT
-ROWID); `create()` migrates a version-1, -2 or -3 database in place (`MarketTable.migrate`)."""
+ROWID), version 5 the `probe_kind` column; `create()` migrates a version-1 to -4 database in place
+(`MarketTable.migrate`)."""
+
+PROBE_KIND = "probe_kind"
+"""The column that says which kind of probe saw a row (``launch`` or ``request``, docs/probing.md);
+NULL for rows that no probe of this package wrote (imported traces, rows stored before version 5).
+It is not part of the observation format (`observations.COLUMNS`): traces and reads leave it out,
+`MarketTable.probe_kinds` reads it."""
 
 STORED_KEY = ("zone", "observed_at", "instance_type")
 """The primary key's column order: a job's reads (its zones over a time range, any instance type)
@@ -89,6 +96,7 @@ market_observations = Table(
     Column("available", Integer, nullable=False),
     Column("spot_price", Double, nullable=False),
     Column("on_demand_price", Double, nullable=False),
+    Column(PROBE_KIND, String(16), nullable=True),
     # The unique key the upsert relies on, and the index of a job's reads (`STORED_KEY`).
     PrimaryKeyConstraint(*STORED_KEY, name="pk_market_observations"),
     # Reads across all zones by time (the start-of-job check, the newest row, export in key order,
@@ -115,7 +123,7 @@ primary-key lookup per read, and reads its window again when it moved."""
 _INSERT = INSERT
 DELETED = "deleted"
 """The `market_changes` counter of deleted rows."""
-_MIGRATES_FROM = (1, 2, 3)
+_MIGRATES_FROM = (1, 2, 3, 4)
 
 
 def _empty_frame() -> pd.DataFrame:
@@ -167,9 +175,12 @@ class MarketTable(MarketDatabase):
         self._held_lock = threading.Lock()
 
     def migrate(self, conn: Connection, found: int) -> None:
-        """Versions 1 to 3 keyed the rows (zone, instance_type, observed_at), with a (zone, observed_at)
+        """Versions 1 to 4 lack the `probe_kind` column: it is added (stored rows read NULL there).
+        Versions 1 to 3 keyed the rows (zone, instance_type, observed_at), with a (zone, observed_at)
         index for a job's reads; the key becomes `STORED_KEY` and that index goes (see `migration`)."""
         where = f"{self.label} at {self.display_url}"
+        versions = f"{found} to {self.layout_version}"
+        migration.add_column(conn, market_observations, PROBE_KIND, where=where, versions=versions)
         migration.move_primary_key(
             conn, market_observations, STORED_KEY, where=where, versions=f"{found} to {self.layout_version}"
         )
@@ -192,6 +203,8 @@ class MarketTable(MarketDatabase):
         if len(frame) == 0 and set(COLUMNS) <= set(frame.columns):
             return 0  # e.g. a probe round where every launch failed: nothing to record, not an error
         rows = validate_observations(frame, source=source)
+        if PROBE_KIND in frame.columns:  # validation keeps the format's columns, in the frame's order
+            rows[PROBE_KIND] = frame[PROBE_KIND].to_numpy()
         return self.append_chunks([rows], validated=True)
 
     def append_chunks(self, chunks: Iterable[pd.DataFrame], source: str = "appended rows", validated=False) -> int:
@@ -312,6 +325,22 @@ class MarketTable(MarketDatabase):
         if self._held is not None:
             self._held.close()
             self._held = None
+
+    def probe_kinds(
+        self, zones: list[str] | None = None, since: datetime | str | pd.Timestamp | None = None
+    ) -> pd.DataFrame:
+        """Which kind of probe saw each row: ``observed_at, zone, instance_type, probe_kind``
+        (None where no probe of this package wrote the row), in time order."""
+        self._ensure()
+        t = market_observations
+        statement = (
+            select(t.c.observed_at, t.c.zone, t.c.instance_type, t.c[PROBE_KIND])
+            .where(*self._filters(zones, since))
+            .order_by(*(t.c[c] for c in TIME_ORDER))
+        )
+        with self.engine.connect() as conn:
+            rows = conn.execute(statement).all()
+        return pd.DataFrame(rows, columns=["observed_at", "zone", "instance_type", PROBE_KIND])
 
     def deletions(self) -> int:
         """How many rows were ever deleted from the table (by compaction); 0 for a new table."""

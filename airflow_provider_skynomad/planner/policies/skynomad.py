@@ -6,6 +6,13 @@ forecast per market (forecasts), a lookahead home for the rest of the job (plann
 hysteresis against flapping, price-aware migration, and probes of stale cheap markets.
 Options are tried in utility order, so a full zone costs one free failed launch and the
 next-best option is taken at once.
+
+With a fleet in the view (market.fleet: this deployment's other jobs), the job plans for the
+capacity left to it (planner.crowding): a spot market whose left is short of the gang is not an
+option now, a group's expected stay is what the youngest-first rule leaves it, and it yields a
+market to jobs with less slack that wait for it. When the best spot market is one it leaves to
+others, the decision says so (`Decision.wants`), and the driver publishes that claim. The safety
+net is untouched: on-demand is never crowded out. Without a fleet nothing of this runs.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import numpy as np
 
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import IDLE, Decision, Mode, Option
+from airflow_provider_skynomad.planner.crowding import Crowding, crowding
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
 from airflow_provider_skynomad.planner.plans import spot_plans
 from airflow_provider_skynomad.planner.policies.lifetimes import LifetimeCache
@@ -85,19 +93,24 @@ class SkyNomadPolicy:
         """Score every option, settle V, then list what to try: better options first, what runs (or the net) last."""
         state = state.advance(elapsed_hours=now)
         cheapest_od = float(np.min(view.on_demand_usd_per_hour)) * job.instances
+        crowd = crowding(job, state, view) if view.fleet is not None else None
         home = self._home(job, state, view) if self.home else None
-        scores, residency = self._score(job, state, view, home)
-        value, why = self._value(job, state, view, scores, cheapest_od)
-        tries, here = self._tries(job, state, view, scores, residency, value, cheapest_od)
+        scores, residency = self._score(job, state, view, home, crowd)
+        value, why = self._value(job, state, view, scores, cheapest_od, crowd)
+        tries, here = self._tries(job, state, view, scores, residency, value, cheapest_od, crowd)
         reason = f"V={value:.2f} $/h ({why}), U_here={here:.2f}" + (f", home {home.market}" if home is not None else "")
         tried = {o.market for o in tries if o is not None}
         probes = tuple(m for m in self._probes(job, state, view) if m not in tried)
-        return Decision(tuple(tries), probes=probes, reason=reason)
+        wants = self._wants(job, state, view, scores, value, tries, crowd) if crowd is not None else None
+        return Decision(tuple(tries), probes=probes, reason=reason, wants=wants)
 
-    def _score(self, job: JobSpec, state: JobState, view: MarketView, home: Option | None) -> tuple[Scores, np.ndarray]:
+    def _score(
+        self, job: JobSpec, state: JobState, view: MarketView, home: Option | None, crowd: Crowding | None = None
+    ) -> tuple[Scores, np.ndarray]:
         """Every option's U terms (planner.utility) from this step's lifetime forecasts, and each cell's residency.
 
         The home market keeps the checkpoint for the rest of the job: its egress is paid once.
+        With a fleet, each spot stay is the share the youngest-first rule leaves it (planner.crowding).
         """
         n_markets = len(view.keys)
         ages = np.zeros(n_markets)
@@ -105,6 +118,8 @@ class SkyNomadPolicy:
         if current is not None and current.mode is Mode.SPOT:
             ages[view.index(current.market)] = state.age_hours()
         lifetimes = self._lifetimes_for(job, state, view).expected_remaining_hours(view, ages)
+        if crowd is not None:
+            lifetimes = lifetimes * crowd.lifetime_share
         residency = np.zeros((n_markets, len(MODES)))
         if home is not None:
             residency[view.index(home.market), MODES.index(home.mode)] = job.work_hours - state.progress_hours
@@ -125,7 +140,13 @@ class SkyNomadPolicy:
         return self.scarce if scarce else self.lifetimes
 
     def _value(
-        self, job: JobSpec, state: JobState, view: MarketView, scores: Scores, cheapest_od: float
+        self,
+        job: JobSpec,
+        state: JobState,
+        view: MarketView,
+        scores: Scores,
+        cheapest_od: float,
+        crowd: Crowding | None = None,
     ) -> tuple[float, str]:
         """V, what an hour of progress is worth now, and how it was settled (for the decision's reason).
 
@@ -135,7 +156,7 @@ class SkyNomadPolicy:
         """
         barrier = value_of_progress(job, state, cheapest_od, view.step_hours)
         if self.value == "supply":
-            anchor = self._supply(job, state, view, scores, cheapest_od)
+            anchor = self._supply(job, state, view, scores, cheapest_od, crowd)
         else:
             anchor = self._floor(state, view, scores)
         reference = min((1.0 + self.hysteresis_fraction) * anchor, cheapest_od)
@@ -154,14 +175,18 @@ class SkyNomadPolicy:
         residency: np.ndarray,
         value: float,
         cheapest_od: float,
+        crowd: Crowding | None = None,
     ) -> tuple[list[Option | None], float]:
         """Options to try in order (those beating what we have now by the margin, best first), and U of now.
 
         What we have now is the running group, or idle (see `_waiting`), unless it is no longer
-        safe; then the list ends with the safety net.
+        safe; then the list ends with the safety net. With a fleet, spot markets not launchable
+        now (planner.crowding) are left out.
         """
         current = state.running
         utilities = scores.utility(value)
+        if crowd is not None:
+            utilities[~crowd.launchable, MODES.index(Mode.SPOT)] = -np.inf
         idle_safe = is_safe(job, state, view, IDLE)
         if current is not None:
             safe_here = is_safe(job, state, view, current)
@@ -195,6 +220,29 @@ class SkyNomadPolicy:
             tries.append(cheapest_on_demand(job, state, view))  # the safety net
         return _first_sure(tries), here.utility_usd_per_hour
 
+    def _wants(
+        self,
+        job: JobSpec,
+        state: JobState,
+        view: MarketView,
+        scores: Scores,
+        value: float,
+        tries: list[Option | None],
+        crowd: Crowding,
+    ) -> str | None:
+        """The spot market this job would take but leaves to its fleet now: the best one not launchable, if it
+        beats the first option tried and is safe to take (the job's claim, market.fleet "waiting")."""
+        spot = scores.utility(value)[:, MODES.index(Mode.SPOT)]
+        blocked = np.where(crowd.launchable, -np.inf, spot)
+        i = int(np.argmax(blocked))
+        if not np.isfinite(blocked[i]) or blocked[i] <= 0:
+            return None
+        first = tries[0] if tries else None
+        if first is not None and blocked[i] <= scores.scored(first, value).utility_usd_per_hour:
+            return None
+        option = Option(view.keys[i], Mode.SPOT)
+        return option.market if is_safe(job, state, view, option) else None
+
     def _waiting(self, job: JobSpec, state: JobState, view: MarketView, scores: Scores, value: float) -> float:
         """U of idling: 0, or while the checkpoint's market is down, its U once back, spread over the wait.
 
@@ -217,14 +265,25 @@ class SkyNomadPolicy:
         after = state.advance(elapsed_hours=state.elapsed_hours + view.step_hours)
         return (1.0 - slack_urgency(job, after)) * back.utility_usd_per_hour * cycle
 
-    def _supply(self, job: JobSpec, state: JobState, view: MarketView, scores: Scores, cheapest_od: float) -> float:
+    def _supply(
+        self,
+        job: JobSpec,
+        state: JobState,
+        view: MarketView,
+        scores: Scores,
+        cheapest_od: float,
+        crowd: Crowding | None = None,
+    ) -> float:
         """The dearest cost per progress hour the job must accept to finish in time on spot (progress.supply_price).
 
         Up shares are the markets' long-run ones (forecasts.renewal): a market down right now
-        still supplies its share of the time left.
+        still supplies its share of the time left. With a fleet, only the share it has room for
+        this job (planner.crowding).
         """
         spells = self.lifetimes.spells(view)
         up_share = spells.up_hours / (spells.up_hours + spells.down_hours)
+        if crowd is not None:
+            up_share = up_share * crowd.up_share
         spot = scores.cost_per_progress_hour(Mode.SPOT)
         remaining = job.work_hours - state.progress_hours
         hours_left = job.deadline_hours - state.elapsed_hours - job.cold_start_hours

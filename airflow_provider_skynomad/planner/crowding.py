@@ -1,0 +1,112 @@
+"""The spot capacity left to one job when its own deployment's other jobs hold some of it (market.fleet).
+
+Three facts a fleet-aware planner prices, all from the view's history and the fleet's rows:
+
+- **Left now.** A launch gets capacity only if ``available − held ≥ gang`` (market.capacity). The
+  capacity is the market's observation at this step or the last, else the most it showed in
+  recent history (an upper bound: a market down when last seen is still worth a free try, as
+  without a fleet); the holdings are the others' rows. A market whose left is short of the
+  gang is not launchable now, so the job does not plan on it.
+- **Crowded lifetime.** Under the youngest-first rule a group keeps its capacity only while the
+  market has room for every older group *and* it: a new group, the youngest, lives while
+  ``available ≥ held + gang``. Its expected stay is the trace's stay scaled by the ratio of mean
+  up-runs of that series to the plain ``available ≥ gang`` one over recent history (the others'
+  holdings taken as they are now). A running group counts only the groups older than it.
+- **Crowded supply.** Over the rest of the job a market supplies this job only the time it has
+  room for it after the others: its long-run up share is scaled by the share of recent history
+  with ``available ≥ held + gang`` over the share with ``available ≥ gang``, and never above
+  the fleet's share: the gangs the markets hold on average over recent history ÷ the gangs
+  that want spot (the others holding or waiting, and this job). A market down now and held by
+  no one is no reserve when the whole fleet waits for it. The value of
+  progress (planner.progress.supply_price) then counts on the spot the job can get, not on what
+  the trace shows every job: a job that believes in spot its fleet holds leaves on-demand to
+  wait for it, and pays a cold start to come back each time the wait runs out.
+- **Yielding.** A job leaves a market to other jobs with less slack that wait for it (their
+  "waiting" claims): their counts come off what is left to it. The job with least slack takes
+  the scarce market first; one with more slack can wait for the next that frees.
+
+All of it is off when the view has no fleet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from airflow_provider_skynomad.market.view import MarketView
+from airflow_provider_skynomad.planner.actions import Mode
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
+
+HISTORY_HOURS = 48.0  # recent history the crowded lifetime ratio is measured over
+
+
+@dataclass(frozen=True)
+class Crowding:
+    """Per market of the view: what is left to this job, whether it may launch there, its stay's share."""
+
+    left: np.ndarray  # instances left to this job now (last seen capacity − others' holdings − claims it yields to)
+    launchable: np.ndarray  # left ≥ gang, or this job's own running spot market
+    lifetime_share: np.ndarray  # [0, 1]: a group's expected stay there ÷ the trace's (youngest-first)
+    up_share: np.ndarray  # [0, 1]: the share of time the market has room for this job ÷ the trace's
+
+
+def slack_hours(job: JobSpec, state: JobState) -> float:
+    """Deadline − now − remaining work: what the fleet compares when one job yields to another."""
+    return job.deadline_hours - state.elapsed_hours - (job.work_hours - state.progress_hours)
+
+
+def crowding(job: JobSpec, state: JobState, view: MarketView, history_hours: float = HISTORY_HOURS) -> Crowding:
+    """What the view's fleet leaves to this job (the view must have one)."""
+    fleet = view.fleet
+    if fleet is None:
+        raise ValueError("crowding needs a view with a fleet (market.fleet); without one the job is alone")
+    n = job.instances
+    available, seen = view.available_history(history_hours)
+    capacity = _capacity(available, seen)
+    held = fleet.held
+    ahead = held.astype(float)  # what comes before a new group, in the youngest-first order
+    yielded = fleet.waited_for(slack_hours(job, state))
+    left = capacity - held - yielded
+    launchable = left >= n
+    running = state.running
+    if running is not None and running.mode is Mode.SPOT:
+        i = view.index(running.market)
+        launchable[i] = True
+        ahead[i] = fleet.held_before(i, fleet.own_since)
+    share, up = np.ones(len(view.keys)), np.ones(len(view.keys))
+    for i in np.flatnonzero(ahead > 0):
+        column = available[seen[:, i], i]
+        plain, crowded = column >= n, column >= ahead[i] + n
+        if plain.any():
+            share[i] = _mean_up_run(crowded) / _mean_up_run(plain)
+            up[i] = np.count_nonzero(crowded) / np.count_nonzero(plain)
+    gangs = float(np.nansum(_mean_seen(available // n, seen)))
+    fleet_share = min(1.0, gangs / (1.0 + fleet.wanting_spot / n))
+    up = np.minimum(up, fleet_share)
+    return Crowding(left, launchable, np.clip(share, 0.0, 1.0), np.clip(up, 0.0, 1.0))
+
+
+def _capacity(available: np.ndarray, seen: np.ndarray) -> np.ndarray:
+    """Per market: the count seen this step or the last, else the most seen in the history (inf: never seen)."""
+    rows = seen.shape[0]
+    last = rows - 1 - np.argmax(seen[::-1], axis=0)
+    fresh = seen.any(axis=0) & (last >= rows - 2)
+    counts = available[last, np.arange(seen.shape[1])].astype(float)
+    most = np.where(seen, available, -1).max(axis=0, initial=-1).astype(float)
+    return np.where(fresh, counts, np.where(most >= 0, most, np.inf))
+
+
+def _mean_seen(available: np.ndarray, seen: np.ndarray) -> np.ndarray:
+    """Per market: the mean over observed cells (nan where never seen)."""
+    counts = seen.sum(axis=0)
+    total = np.where(seen, available, 0).sum(axis=0)
+    return np.divide(total, counts, out=np.full(len(counts), np.nan), where=counts > 0)
+
+
+def _mean_up_run(up: np.ndarray) -> float:
+    """Mean length (in observations) of the runs of True; 0 when there are none."""
+    if not up.any():
+        return 0.0
+    starts = int(up[0]) + int(np.count_nonzero(up[1:] & ~up[:-1]))
+    return float(np.count_nonzero(up)) / starts
