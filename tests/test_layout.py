@@ -24,8 +24,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("<root>", "exceptions", "utils"),  # the version, every error class, SQLite/atomic-file/extras helpers
     ("market",),  # market data: the observation format, grids, views, prices; market.store its database
     ("forecasts",),  # lifetime forecasters fitted on market history
-    ("planner",),  # pure decisions: job specs, the policies, one-job rollouts
-    ("simulation",),  # policies replayed on traces, the optimum, evaluation reports
+    ("planner",),  # pure decisions: job specs, the policies, one job's steps and bill (rollout, costs every policy)
+    ("simulation",),  # policies replayed on trace windows (one job, a fleet), the optimum, evaluation reports
     ("workload",),  # the training workload an instance runs
     ("agent",),  # the agent around the workload on the instance: checkpoints, stores, notices
     ("config",),  # SkyNomadConfig: what a `skynomad` connection says, as plain data
@@ -39,15 +39,6 @@ LAYERS: list[tuple[str, ...]] = [
     ("plugin",),  # the UI pages
     ("cli",),  # the `skynomad` command
 ]
-
-# Package pairs allowed to import each other until a refactoring lands; each must say why. Empty is the goal.
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-    # planner/policies/switching.py rolls one job out with simulation/simulator.py's loop, which itself runs
-    # the planner's policies. simulation/simulator.py is being rewritten on branch i26-fleet (one job's loop
-    # becomes a step object); once that lands, the one-job rollout moves below (planner/rollout.py) and
-    # simulation builds on it, and this entry goes.
-    frozenset({"planner", "simulation"}): "switching policy's rollout uses simulation.simulator (until i26-fleet)",
-}
 
 
 def module_imports() -> dict[str, set[str]]:
@@ -92,15 +83,14 @@ def layer_of() -> dict[str, int]:
     return {package: i for i, layer in enumerate(LAYERS) for package in layer}
 
 
-def find_cycles(graph: dict[str, set[str]], skip: set[frozenset[str]] = frozenset()) -> list[list[str]]:
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Every elementary cycle's first sighting by depth-first search (enough to name each one)."""
     cycles, done, path = [], set(), []
 
     def visit(node: str) -> None:
         if node in path:
             cycle = path[path.index(node) :] + [node]
-            if not any(frozenset(pair) in skip for pair in zip(cycle, cycle[1:], strict=False)):
-                cycles.append(cycle)
+            cycles.append(cycle)
             return
         if node in done:
             return
@@ -126,7 +116,7 @@ def test_every_package_has_exactly_one_layer():
 
 def test_no_import_cycle_between_packages():
     graph = {package: set(targets) for package, targets in package_imports().items()}
-    cycles = find_cycles(graph, skip=set(KNOWN_CYCLES))
+    cycles = find_cycles(graph)
     assert cycles == [], "import cycles between packages: " + "; ".join(" → ".join(c) for c in cycles)
 
 
@@ -141,7 +131,7 @@ def test_a_lower_layer_never_imports_a_higher_one():
         f"{package} ({LAYERS[layers[package]]}) imports {target} ({LAYERS[layers[target]]}): {sorted(why)[:3]}"
         for package, targets in package_imports().items()
         for target, why in targets.items()
-        if layers[target] > layers[package] and frozenset((package, target)) not in KNOWN_CYCLES
+        if layers[target] > layers[package]
     ]
     assert upward == [], "\n".join(upward)
 
@@ -152,6 +142,7 @@ def test_the_layer_test_sees_a_cycle_and_an_upward_import():
     layers = layer_of()
     assert layers["market"] < layers["planner"] < layers["clouds"] < layers["jobs"] < layers["cli"]
     assert "planner" not in package_imports().get("market", {})
+    assert "simulation" not in package_imports().get("planner", {})  # policies are costed by planner.rollout
 
 
 def test_the_job_side_stays_free_of_airflow():
