@@ -450,7 +450,7 @@ def test_no_answer_fails_the_zone_and_what_raced_in_is_terminated(aws, fleets):
 
 
 def test_an_instance_first_seen_after_the_delete_is_counted_billed(aws, fleets, monkeypatch):
-    from airflow_provider_skynomad.clouds import aws_probe
+    from airflow_provider_skynomad.clouds.aws import probe as aws_probe
 
     fleets.no_capacity()  # the history says no capacity at once ...
     created = fleets.created
