@@ -45,7 +45,7 @@ class Controller:
 
     def __init__(self, args: ControllerArgs, runner: JobRunner, store: TableStore, policy, log):
         self.args, self.runner, self.store, self.policy, self.log = args, runner, store, policy, log
-        self.watch = Watch.of(runner.record, runner.stale)
+        self.watch = Watch.of(runner.record, runner.stale, runner.fleet)
         self.db_failures = 0
         self._said = ""
 
@@ -114,7 +114,7 @@ class Controller:
             return Outcome(OutcomeKind.FAILED, record.job_id, str(exc))
         if isinstance(answer, Finish):
             return Outcome(OutcomeKind.FINISHED, record.job_id)
-        self.watch = Watch.of(runner.record, runner.stale)
+        self.watch = Watch.of(runner.record, runner.stale, runner.fleet)
         return None
 
     def _database_down(self, exc: DBAPIError) -> Look:
@@ -134,7 +134,7 @@ class Controller:
             self.store.version = stored.version
         if stored is not None:
             self.runner.record = stored.record
-            self.watch = Watch.of(stored.record, self.runner.stale)
+            self.watch = Watch.of(stored.record, self.runner.stale, self.runner.fleet)
         return Look(words=f"{words}; the job's group is left as it is and the record read again")
 
     def _new(self, words: str) -> str:

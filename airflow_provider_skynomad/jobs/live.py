@@ -23,7 +23,7 @@ SCHEMA_VERSION = 1
 FLEET_ROW_MAX_AGE_SECONDS = 300.0
 """A running job's row older than this (wall time) is not counted as holding capacity: its trigger
 publishes every 10 s at most, so a row this old belongs to a job whose trigger is gone."""
-FLEET_FIELDS = ("job_id", "market", "zone", "mode", "instances", "launched_at_cloud_hours", "slack_hours")
+FLEET_FIELDS = ("job_id", "market", "zone", "mode", "instances", "launched_at_cloud_hours", "slack_hours", "wants")
 
 metadata = MetaData()
 
@@ -95,9 +95,11 @@ def fleet_rows(
     for updated_at, status in statuses:
         if status.get("job_id") == exclude_job_id or updated_at < oldest:
             continue
-        if status.get("state") != "running" or not status.get("market") or status.get("mode") is None:
+        holds = status.get("state") == "running" and status.get("market") and status.get("mode") is not None
+        waits = status.get("state") == "idle" and status.get("wants")
+        if not holds and not waits:
             continue
-        if status.get("launched_at_cloud_hours") is None:
+        if holds and status.get("launched_at_cloud_hours") is None:
             continue
         rows.append({field: status.get(field) for field in FLEET_FIELDS})
     return rows

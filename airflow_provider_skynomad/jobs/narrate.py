@@ -138,6 +138,7 @@ def live_status(record: JobRecord, elapsed_hours: float, spend_usd: float) -> di
         "launched_at_cloud_hours": (
             round(record.job_start_hours + record.state.running_since_hours, 6) if running else None
         ),
+        "wants": record.wants if record.group is None and not record.finished else None,
     }
 
 

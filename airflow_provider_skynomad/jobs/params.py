@@ -49,6 +49,7 @@ class JobParams:
     checkpoint_interval_hours: float = 0.0
     final_checkpoint_on_notice: bool = False
     on_deadline_risk: str | None = None  # "module:function", called once when even on-demand would be late
+    fleet_aware: bool = True  # plan with the deployment's other jobs' holdings (jobs/fleet.py)
 
     @property
     def step_hours(self) -> float:
@@ -149,7 +150,15 @@ def validate_params(op) -> JobParams:
         checkpoint_interval_hours=interval,
         final_checkpoint_on_notice=op.final_checkpoint_on_notice,
         on_deadline_risk=callback_path(getattr(op, "on_deadline_risk", None)),
+        fleet_aware=_flag("fleet_aware", getattr(op, "fleet_aware", True)),
     )
+
+
+def _flag(name: str, value) -> bool:
+    """A real bool (a templated "false" is not quietly True)."""
+    if not isinstance(value, bool):
+        raise SkyNomadInputError(f"{name} must be True or False, got {value!r}")
+    return value
 
 
 def _number(name: str, value, *, low: float, high: float, low_open: bool = False) -> float:

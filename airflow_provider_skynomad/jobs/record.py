@@ -111,6 +111,7 @@ class JobRecord:
     probe_usd: float = 0.0
     finished: bool = False
     summary: dict | None = None
+    wants: str | None = None  # idle, waiting for spot in this market: a claim the deployment's other jobs see
 
     # -- small verbs ---------------------------------------------------------------------------
 

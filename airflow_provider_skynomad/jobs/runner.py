@@ -34,6 +34,7 @@ from airflow_provider_skynomad.jobs.contract import (
 from airflow_provider_skynomad.jobs.deadline_risk import call_deadline_risk
 from airflow_provider_skynomad.jobs.errors import SkyNomadDeadlineMissed, SkyNomadInputError, SkyNomadJobFailed
 from airflow_provider_skynomad.jobs.events import EventKind, JobEvent
+from airflow_provider_skynomad.jobs.fleet import FleetLens, own_row
 from airflow_provider_skynomad.jobs.narrate import live_status, say, status_line, why_move
 from airflow_provider_skynomad.jobs.params import JobParams
 from airflow_provider_skynomad.jobs.record import JobRecord, StateStore
@@ -114,6 +115,7 @@ class JobRunner:
         self._table = None
         self._source: MarketSource | None = None
         self._stale = StaleGuard()  # learns the probe DAG's pace from the rows it reads
+        self._fleet: FleetLens | None = None
         self.record: JobRecord | None = None
 
     # == entry points =========================================================================
@@ -320,6 +322,23 @@ class JobRunner:
         return self._stale
 
     @property
+    def fleet(self) -> FleetLens | None:
+        """The job's reading of its deployment's live-status table (jobs/fleet.py); None: it plans alone."""
+        if self._fleet is None and self.params.fleet_aware and self.record is not None:
+            from airflow_provider_skynomad.jobs.live import LiveStatusTable
+
+            self._fleet = FleetLens(LiveStatusTable(market=self.table), self.record.job_id)
+        return self._fleet
+
+    def own_row(self, state: JobState, group) -> dict | None:
+        """This job's fleet row while its spot group runs: its place in the youngest-first order."""
+        record = self.record
+        running = state.running if group is not None else None
+        since = record.job_start_hours + state.running_since_hours
+        return own_row(record.job_id, running.market if running else None, bool(group and group.spot),
+                       record.job.instances, since, 0.0)  # fmt: skip
+
+    @property
     def source(self) -> MarketSource:
         """The job's market source (opened by the first `view()`)."""
         if self._source is None:
@@ -349,6 +368,8 @@ class JobRunner:
         view, warnings = self._stale.apply(view, held_rows(self._source), now, running)  # jobs/stale.py
         for words in warnings:
             self.log.warning("%s", words)
+        if self.fleet is not None:
+            view = self.fleet.apply(view, self.cloud, self.own_row(record.state, record.group))
         return view
 
     def _job_spec(self, deadline_hours: float) -> JobSpec:
@@ -407,6 +428,7 @@ class JobRunner:
         record = self.record
         before, state = len(record.timeline), record.state
         carry_out(record, self.cloud, view, decision, elapsed, self.store, self._workload(), self._observe)
+        record.wants = _wanted(decision) if record.group is None else None
         words = decision_words(decision)
         self._tell(before, view, state, record.state.running, elapsed, words, quiet=("decide", "stay"))
         self._publish(self._net_after_refusals(view, decision) or elapsed)
@@ -592,6 +614,7 @@ class JobRunner:
         record.state = record.state.progressed(record.job.work_hours).advance(running=None)
         self._say(record.note(at, "finished"))
         summary = summarize(record, at, job_bill(self.cloud, record.job_id, self.log))
+        summary["fleet_aware"] = self.params.fleet_aware
         summary["probing_usd"] = self._probing_cost(record, at)
         output = self.cloud.output_location(record.job_id, last_zone) if last_zone else None
         if output:
@@ -632,7 +655,18 @@ class JobRunner:
         if state is not None:
             status["state"] = state
         self.store.save_status(status)
+        self._tell_fleet(status)
         self.log.info("%s", status_line(status))
+
+    def _tell_fleet(self, status: dict) -> None:
+        """On the worker, the status goes to the live-status table too (the trigger's store does that
+        itself): the deployment's other jobs see a launch the moment it is made, not at the first look."""
+        if self.handoff is None or self.fleet is None:
+            return
+        try:
+            self.fleet.board.publish(status["job_id"], status)
+        except Exception as exc:  # noqa: BLE001 - advice for other jobs; the trigger publishes again soon
+            self.log.debug("could not publish the job's status for its fleet: %s", exc)
 
     def publish_between(self, state: JobState, elapsed: float) -> None:
         """The live status between two events: the record as last acted on, at the last look's progress."""
@@ -689,3 +723,11 @@ def _where(record: JobRecord) -> str:
 
 
 __all__ = ["Defer", "Finish", "JobParams", "JobRunner", "TaskIdentity"]
+
+
+def _wanted(decision: Decision) -> str | None:
+    """The spot market a job left idle waits for: the planner's claim, or its first spot choice refused."""
+    if decision.wants is not None:
+        return decision.wants
+    first = decision.first
+    return first.market if first is not None and first.mode is Mode.SPOT else None

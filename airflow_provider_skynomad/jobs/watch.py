@@ -18,6 +18,7 @@ from sqlalchemy.exc import DBAPIError
 from airflow_provider_skynomad.clouds.base import Cloud, GroupHandle, GroupStatus
 from airflow_provider_skynomad.clouds.retry import CloudApiError
 from airflow_provider_skynomad.jobs.events import EventKind, JobEvent
+from airflow_provider_skynomad.jobs.fleet import FleetLens, own_row
 from airflow_provider_skynomad.jobs.stale import StaleGuard, held_rows
 from airflow_provider_skynomad.market.source import MarketSource
 from airflow_provider_skynomad.planner.actions import Decision, Mode
@@ -57,6 +58,8 @@ class Watch:
     # (time, fraction, the pace's measured hours and share) at the group's first checkpoint this watch saw
     _anchor: tuple[float, float, float, float] | None = None
     _fraction: float | None = None  # the checkpointed share at the last look
+    fleet: FleetLens | None = None  # the deployment's other jobs, laid on each view (jobs/fleet.py)
+    job_id: str = ""
 
     def __post_init__(self) -> None:
         self.declared_cold_start_hours = self.job.cold_start_hours
@@ -64,11 +67,11 @@ class Watch:
             self.pace = Pace(self.job.work_hours)
 
     @classmethod
-    def of(cls, record, stale: StaleGuard | None = None) -> Watch:
+    def of(cls, record, stale: StaleGuard | None = None, fleet: FleetLens | None = None) -> Watch:
         """What to watch after the runner handled the last event (or the worker started the job).
 
         `stale`: the job's one stale-market guard, so a stale market is said once per spell,
-        however often the watch is made anew."""
+        however often the watch is made anew. `fleet`: the job's reading of its deployment."""
         return cls(
             record.job,
             record.job_start_hours,
@@ -79,6 +82,8 @@ class Watch:
             record.progress_at_launch,
             record.on_safety_net,
             pace=record.pace,
+            fleet=fleet,
+            job_id=record.job_id,
             **({"stale": stale} if stale is not None else {}),
         )
 
@@ -235,6 +240,11 @@ class Watch:
         running = self.base.running.market if self.group is not None and self.base.running else None
         view, warnings = self.stale.apply(view, held_rows(source), now, running)
         self.stale_warnings += warnings
+        if self.fleet is not None:
+            group, base = self.group, self.base
+            spot = group is not None and group.spot
+            since = self.job_start_hours + base.running_since_hours
+            view = self.fleet.apply(view, cloud, own_row(self.job_id, running, spot, self.job.instances, since, 0.0))
         return view
 
     def _event(

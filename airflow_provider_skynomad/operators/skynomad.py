@@ -114,6 +114,10 @@ class SkyNomadOperator(BaseOperator):
         triggerer, with a dict about the job (``job_id``, ``dag_id``, ``run_id``, ``task_id``, ``message``)
         as soon as the work measured from the checkpoints cannot be done by the deadline even on
         on-demand; the task log says so at ERROR level either way.
+    :param fleet_aware: plan with what this deployment's other running jobs hold and wait for in each
+        market (their live status in the connection's market database): the capacity left to this
+        job, its place when capacity drops (the youngest groups go first), and scarce markets left to
+        jobs with less slack. False plans as if the job were alone.
 
     ``retries`` defaults to 2 (a retry reconnects to the running job; input errors and a missed
     deadline fail without retrying).
@@ -158,6 +162,7 @@ class SkyNomadOperator(BaseOperator):
         max_wall_seconds_per_step: float | None = None,
         status_every_steps: int = 6,
         on_deadline_risk=None,
+        fleet_aware: bool = True,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("priority_weight", 100)
@@ -194,6 +199,7 @@ class SkyNomadOperator(BaseOperator):
         self.max_wall_seconds_per_step = max_wall_seconds_per_step
         self.status_every_steps = status_every_steps
         self.on_deadline_risk = on_deadline_risk
+        self.fleet_aware = fleet_aware
         self._runner: JobRunner | None = None  # set while a worker holds the job, for on_kill
 
     # == entry points ===========================================================================

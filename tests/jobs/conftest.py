@@ -35,7 +35,16 @@ def cloud(tmp_path, monkeypatch, gcp_frame, now):
 class Started:
     """A job started on the worker side (first launch, record handed to the job table), ready for its controller."""
 
-    def __init__(self, cloud, policy: str = "skynomad", work_hours: float = 6.0, deadline_hours: float = 10.0):
+    def __init__(
+        self,
+        cloud,
+        policy: str = "skynomad",
+        work_hours: float = 6.0,
+        deadline_hours: float = 10.0,
+        instances: int = 1,
+        fleet_aware: bool = True,
+        run: int = 1,
+    ):
         import logging
 
         from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig
@@ -52,7 +61,8 @@ class Started:
             work_hours=work_hours,
             command=(),  # the bundled workload, paced to the declared work
             env={},
-            instances=1,
+            instances=instances,
+            fleet_aware=fleet_aware,
             cold_start_hours=0.2,
             checkpoint_gb=50.0,
             policy=policy,
@@ -61,7 +71,7 @@ class Started:
             market_lookback_hours=72.0,
             max_market_age=pd.Timedelta(hours=2).to_pytimedelta(),
         )
-        task = TaskIdentity("dag", "manual__1", "job", -1, 1, 2, "0190a7e2-0000-7000-8000-000000000001")
+        task = TaskIdentity("dag", f"manual__{run}", "job", -1, 1, 2, f"0190a7e2-0000-7000-8000-{run:012d}")
         self.jobs = JobTable(self.config.market_url)
         worker = JobRunner(
             self.params, self.config, cloud, StateStore(None), task, "skynomad_default", self.log,
