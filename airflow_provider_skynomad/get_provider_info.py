@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import __version__
+from airflow_provider_skynomad import __version__
 
 MARKET_FORM = {
     "hidden-fields": ["extra"],
@@ -31,8 +31,8 @@ PROBE_BUDGET_FIELD = {
 
 def _cloud_connection(conn_type: str, hook: str, name: str, cloud: str) -> dict:
     """A per-cloud form: the market table's fields, then one field per argument of the cloud's class
-    (generated into `cloud_forms.py` by hooks/forms.py, so nothing heavy is imported here)."""
-    from .cloud_forms import CLOUD_FIELDS
+    (generated into `hooks/cloud_forms.py` by hooks/forms.py, so nothing heavy is imported here)."""
+    from airflow_provider_skynomad.hooks.cloud_forms import CLOUD_FIELDS
 
     return {
         "connection-type": conn_type,

@@ -114,7 +114,7 @@ def captured_fds(path: Path):
 
 
 def run_once(scenario: Scenario, work: Path) -> dict:
-    from airflow_provider_skynomad.market.table import MarketTable
+    from airflow_provider_skynomad.market.store.table import MarketTable
 
     home = Path(tempfile.mkdtemp(prefix="skynomad-faults-", dir=work))
     log = home / "run.log"

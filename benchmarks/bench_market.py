@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from airflow_provider_skynomad.market.observations import COLUMNS  # noqa: E402
 from airflow_provider_skynomad.market.source import MarketSource, select_markets  # noqa: E402
-from airflow_provider_skynomad.market.table import MarketTable  # noqa: E402
+from airflow_provider_skynomad.market.store.table import MarketTable  # noqa: E402
 
 MARKETS = 200
 ZONES_PER_REGION = 4
@@ -226,7 +226,7 @@ def probe_rounds(url: str, frame: pd.DataFrame, rounds: int = 20) -> dict:
 
 
 def compaction(url: str) -> dict:
-    from airflow_provider_skynomad.market.retention import compact
+    from airflow_provider_skynomad.market.store.retention import compact
 
     with MarketTable(url) as table:
         before = table.count()
@@ -242,7 +242,7 @@ def compaction(url: str) -> dict:
 # `skynomad` CLI also imports Airflow and every other subcommand (~650 MB before any work), which
 # would hide what import and export themselves hold. `_cli_baseline_rss` gives that figure.
 _MARKET_CLI = (
-    "import argparse, sys; from airflow_provider_skynomad.market.commands import add_market_commands; "
+    "import argparse, sys; from airflow_provider_skynomad.cli.market import add_market_commands; "
     "p = argparse.ArgumentParser(prog='skynomad'); add_market_commands(p.add_subparsers(dest='command')); "
     "a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))"
 )
@@ -345,9 +345,9 @@ def migration(url: str, frame: pd.DataFrame) -> dict:
     from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, PrimaryKeyConstraint, String, Table
     from sqlalchemy import create_engine as engine_for
 
-    from airflow_provider_skynomad.market import bulk
-    from airflow_provider_skynomad.market.database import INSERT, parse_url
-    from airflow_provider_skynomad.market.table import market_observations
+    from airflow_provider_skynomad.market.store import bulk
+    from airflow_provider_skynomad.market.store.database import INSERT, parse_url
+    from airflow_provider_skynomad.market.store.table import market_observations
 
     meta = MetaData()  # schema 3 as that release created it
     old = Table(

@@ -72,21 +72,23 @@ class SteppedClock:
 def after(trace: str, start_hours: float, home: Path, probe_kind: str | None) -> dict:
     """A day of the new DAG on the simulated cloud over `trace`; `probe_kind` None: each market's
     cloud default (request where the cloud allows it)."""
-    from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+    from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
     from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig, SkyNomadHook, bundled_trace
-    from airflow_provider_skynomad.market.probing import DEFAULT_BUDGET_USD_PER_DAY, race_shares
-    from airflow_provider_skynomad.market.signals import SignalTable
-    from airflow_provider_skynomad.market.table import MarketTable
+    from airflow_provider_skynomad.market.store.signals import SignalTable
+    from airflow_provider_skynomad.market.store.table import MarketTable
     from airflow_provider_skynomad.operators import probe as probe_module
-    from airflow_provider_skynomad.operators.probe import SkyNomadProbeOperator, _target, plan_probes, probe_targets
+    from airflow_provider_skynomad.operators.probe import SkyNomadProbeOperator, plan_probes, probe_targets
+    from airflow_provider_skynomad.probing import round as round_module
+    from airflow_provider_skynomad.probing.plan import DEFAULT_BUDGET_USD_PER_DAY, race_shares
+    from airflow_provider_skynomad.probing.targets import target_with_count
 
     path = bundled_trace(trace)
     cloud = SimulatedCloud(path, home / "cloud", speed=1.0, trace_start=start_hours)
     cloud.clock = SteppedClock(cloud.clock.now() - pd.Timedelta(hours=cloud.clock.now_hours()))
-    probe_module.make_cloud = lambda config: cloud
+    probe_module.make_cloud = round_module.make_cloud = lambda config: cloud
     config = SkyNomadConfig(market_url=f"sqlite:///{home / 'probing.db'}", trace_path=path)
     SkyNomadHook.get_config = lambda self: config
-    targets = [_target(t, 1, probe_kind) for t in probe_targets(config, count=1)]
+    targets = [target_with_count(t, 1, probe_kind) for t in probe_targets(config, count=1)]
     zones = [z for t in targets for z in t["zones"]]
     log = logging.getLogger("bench")
     worst = pd.Timedelta(0)
@@ -130,7 +132,7 @@ def main() -> int:
     os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")  # the operators' own lines
     from airflow_provider_skynomad.hooks.skynomad import bundled_trace
     from airflow_provider_skynomad.market.observations import read_observations
-    from airflow_provider_skynomad.market.probing import REQUEST_FULFILLED_SHARE
+    from airflow_provider_skynomad.probing.plan import REQUEST_FULFILLED_SHARE
 
     heads = ["before, asked", "before, granted", "after, launch", "after, request", "request, worst"]
     print(f"{'GPU':<36} {heads[0]:>14} {heads[1]:>16} {heads[2]:>14} {heads[3]:>15} {heads[4]:>15}")

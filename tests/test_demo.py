@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_skynomad import __version__, demo
-from airflow_provider_skynomad.cli import main
+from airflow_provider_skynomad import __version__
+from airflow_provider_skynomad.cli import demo, main
 
 ROOT = Path(__file__).resolve().parents[1]
 

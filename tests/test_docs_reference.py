@@ -80,9 +80,9 @@ def test_the_operator_reference_documents_exactly_the_signature(cls):
 
 
 def test_the_connection_reference_names_every_field_of_every_form():
-    from airflow_provider_skynomad.cloud_forms import CLOUD_FIELDS
-    from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+    from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
     from airflow_provider_skynomad.get_provider_info import get_provider_info
+    from airflow_provider_skynomad.hooks.cloud_forms import CLOUD_FIELDS
     from airflow_provider_skynomad.hooks.forms import NOT_FIELDS
 
     text = (ROOT / "docs" / "connections.md").read_text()

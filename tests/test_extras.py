@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_skynomad.extras import (
+from airflow_provider_skynomad.utils.extras import (
     EXTRAS,
     NEEDS_NO_EXTRA,
     MissingExtraError,
@@ -64,7 +64,7 @@ def test_every_cloud_kind_is_covered():
     assert sorted(CLOUD_CONN_TYPES.values()) == sorted(EXTRAS)  # each real cloud's own connection type
 
 
-@pytest.mark.parametrize("extra, source", [("aws", "clouds/aws.py"), ("gcp", "clouds/gcp.py")])
+@pytest.mark.parametrize("extra, source", [("aws", "clouds/aws/cloud.py"), ("gcp", "clouds/gcp/cloud.py")])
 def test_each_extra_names_the_provider_its_cloud_imports(extra, source):
     imported = set(re.findall(r"from (airflow\.providers\.\w+)", (PACKAGE / source).read_text()))
     assert imported == {EXTRAS[extra]}
@@ -75,8 +75,9 @@ def test_checking_an_extra_imports_nothing_but_parent_packages():
     # __init__); the check itself must import nothing more: no hook modules, no boto3 or google client.
     code = (
         "import sys, airflow.sdk; before = set(sys.modules); "
-        "from airflow_provider_skynomad.extras import require_extra; require_extra('aws'); require_extra('gcp'); "
-        "print(sorted(set(sys.modules) - before - {'airflow_provider_skynomad.extras'}))"
+        "from airflow_provider_skynomad.utils.extras import require_extra; require_extra('aws'); require_extra('gcp'); "
+        "print(sorted(set(sys.modules) - before - {'airflow_provider_skynomad.utils.extras', "
+        "'airflow_provider_skynomad.utils', 'airflow_provider_skynomad.exceptions'}))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

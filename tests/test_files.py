@@ -8,8 +8,8 @@ import stat
 
 import pytest
 
-from airflow_provider_skynomad import files
-from airflow_provider_skynomad.files import atomic_write, atomic_write_json
+from airflow_provider_skynomad.utils import files
+from airflow_provider_skynomad.utils.files import atomic_write, atomic_write_json
 
 
 def test_a_write_replaces_the_file_with_the_asked_permissions(tmp_path):

@@ -62,7 +62,7 @@ def seeded(airflow_db, skynomad_home, postgres_url, tmp_path, monkeypatch):  # n
     }
     monkeypatch.setenv("AIRFLOW_CONN_SKYNOMAD_DEFAULT", json.dumps(skynomad))
     monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(aws))
-    from airflow_provider_skynomad.market.table import MarketTable
+    from airflow_provider_skynomad.market.store.table import MarketTable
 
     table = MarketTable(market_url)
     table.create()

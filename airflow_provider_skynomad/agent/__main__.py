@@ -2,6 +2,6 @@
 
 import sys
 
-from .cli import main
+from airflow_provider_skynomad.agent.cli import main
 
 sys.exit(main())

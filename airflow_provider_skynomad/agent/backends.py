@@ -19,19 +19,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from airflow_provider_skynomad.exceptions import ObjectTooLarge, StoreError
+
 _CHUNK = 1 << 20
-
-
-class StoreError(RuntimeError):
-    """The store URI is malformed, or the store cannot be reached or written (the agent exits 2)."""
-
-
-class ObjectTooLarge(ValueError):
-    """An object is larger than the caller said it may be (a manifest's size): it was not read whole."""
-
-    def __init__(self, key: str, limit: int, size: int | None = None):
-        seen = f"{size} B" if size is not None else "more"
-        super().__init__(f"{key} holds {seen}, more than the {limit} B expected; not downloaded")
 
 
 def _over(key: str, limit: int | None, size: int | None) -> None:

@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from . import EXIT_USAGE
+from airflow_provider_skynomad.agent import EXIT_USAGE
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")  # it names a file in the store
 SIMULATED_POLL_SECONDS = 0.02  # the simulated cloud's workload checkpoints every ~0.1 wall s
@@ -68,9 +68,9 @@ def parse(argv: list[str], prog: str | None = None):
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args, command = parse(sys.argv[1:] if argv is None else list(argv), prog)
-    from .notice import notice_seconds
-    from .signing import KEY_ENV, key_from_env
-    from .supervise import Agent, AgentConfig, log
+    from airflow_provider_skynomad.agent.notice import notice_seconds
+    from airflow_provider_skynomad.agent.signing import KEY_ENV, key_from_env
+    from airflow_provider_skynomad.agent.supervise import Agent, AgentConfig, log
 
     try:
         seconds = notice_seconds(args.notice)

@@ -29,7 +29,7 @@ import shutil
 import stat as stat_module
 from pathlib import Path
 
-from .store import FileEntry, NotRegularFile, copy_hashed, hash_file
+from airflow_provider_skynomad.agent.store import FileEntry, NotRegularFile, copy_hashed, hash_file
 
 ATTEMPTS = 5
 

@@ -27,8 +27,9 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
-from .backends import Backend, StoreError, open_backend
-from .signing import sign, verify
+from airflow_provider_skynomad.agent.backends import Backend, StoreError, open_backend
+from airflow_provider_skynomad.agent.signing import sign, verify
+from airflow_provider_skynomad.exceptions import NotRegularFile
 
 FORMAT = 1
 CHECKPOINTS = "checkpoints/"
@@ -61,10 +62,6 @@ class FileEntry(collections.namedtuple("FileEntry", "path size sha256")):
 
     def to_dict(self) -> dict:
         return {"path": self.path, "size": self.size, "sha256": self.sha256}
-
-
-class NotRegularFile(OSError):
-    """A path that was a file when listed is now a FIFO, socket or device: it is not copied."""
 
 
 def _open_regular(path: Path):

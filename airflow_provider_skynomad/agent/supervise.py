@@ -34,8 +34,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..workload import TRAIN_MODULE
-from . import (
+from airflow_provider_skynomad.agent import (
     CHECKPOINT_DIR_ENV,
     EXIT_FAILED,
     EXIT_FINISHED,
@@ -44,10 +43,11 @@ from . import (
     PROGRESS_FILE,
     PROGRESS_FILE_ENV,
 )
-from .notice import MetadataWatcher, Notice
-from .signing import KEY_ENV
-from .snapshot import Progress, hash_all, read_progress, take, write_progress
-from .store import CheckpointStore, StoreError, now_iso
+from airflow_provider_skynomad.agent.notice import MetadataWatcher, Notice
+from airflow_provider_skynomad.agent.signing import KEY_ENV
+from airflow_provider_skynomad.agent.snapshot import Progress, hash_all, read_progress, take, write_progress
+from airflow_provider_skynomad.agent.store import CheckpointStore, StoreError, now_iso
+from airflow_provider_skynomad.workload import TRAIN_MODULE
 
 STDERR_TAIL_LINES = 20
 START_WALL_ENV = "SKYNOMAD_WORKLOAD_START_WALL"  # the simulated cloud's end of the cold start (epoch seconds)

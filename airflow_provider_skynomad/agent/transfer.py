@@ -11,8 +11,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from .snapshot import hash_all
-from .store import CheckpointStore
+from airflow_provider_skynomad.agent.snapshot import hash_all
+from airflow_provider_skynomad.agent.store import CheckpointStore
 
 
 def copy_latest(source: CheckpointStore | str, target: CheckpointStore | str) -> bool:

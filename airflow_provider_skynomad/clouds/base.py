@@ -17,6 +17,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
+from airflow_provider_skynomad.exceptions import CapacityError as CapacityError
+
 
 class GroupStatus(str, Enum):
     STARTING = "starting"
@@ -25,10 +27,6 @@ class GroupStatus(str, Enum):
     SUCCEEDED = "succeeded"  # the workload exited 0: the job is done
     FAILED = "failed"
     TERMINATED = "terminated"
-
-
-class CapacityError(RuntimeError):
-    """The zone had no capacity for the whole gang; nothing is left running or billed."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +87,12 @@ the instance runs (AWS: a request fleet deleted while its instances are ``pendin
 deleted at ``STAGING``): billed only for an instance read running before the delete, or seen only
 after it (docs/probing.md)."""
 PROBE_KINDS = (PROBE_LAUNCH, PROBE_REQUEST)
+REQUEST_FULFILLED_SHARE = 0.1
+"""The prior race share: of the request probes that saw capacity, the share planned (and
+simulated) as billed a minute because the instance ran before the delete landed. Neither cloud
+documents the odds; the probe planner (probing/plan.py `race_shares`) replaces this with each
+cloud's measured share as probes add up. Here, beside the kind, because the simulated cloud bills
+by it too (clouds sit below probing)."""
 
 
 @dataclass(frozen=True)
@@ -222,7 +226,7 @@ class Cloud(abc.ABC):
     def deployments(self) -> dict[str, str]:
         """This deployment's id per cloud (``cloud_options.deployment_id``): every resource the cloud
         creates carries it, and `skynomad cleanup` touches no resource carrying another."""
-        from .tags import DEFAULT_DEPLOYMENT
+        from airflow_provider_skynomad.clouds.tags import DEFAULT_DEPLOYMENT
 
         return {self.name: getattr(self, "deployment_id", None) or DEFAULT_DEPLOYMENT}
 

@@ -13,14 +13,11 @@ import re
 import shlex
 from collections.abc import Mapping
 
-from ..agent.signing import KEY_ENV, derive_job_key
+from airflow_provider_skynomad.agent.signing import KEY_ENV, derive_job_key
+from airflow_provider_skynomad.exceptions import UnsafeEnvError
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """A POSIX shell variable name: what ``export NAME=value`` takes without any quoting."""
-
-
-class UnsafeEnvError(ValueError):
-    """An env name that is not a shell variable name, or a value bash cannot hold."""
 
 
 def check_env_name(name: object, where: str = "env") -> str:

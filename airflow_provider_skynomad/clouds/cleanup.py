@@ -3,7 +3,7 @@
 Pure: the resources a cloud lists (`Cloud.resources()`), what Airflow says about the jobs behind
 them (`JobFact` per job id) and this deployment's id → a `CleanupPlan` saying what to end and what
 to keep, each with its reason in plain words. Listing, asking Airflow and releasing are done by the
-callers (`clouds/cleanup_commands.py`: the CLI and the probe DAG's task).
+callers (`clouds/cleanup_run.py`: the CLI and the probe DAG's task).
 
 Cleanup runs on cloud accounts that other Airflows, other tools and people share, and a wrong
 "ended" kills a live job, so a resource is ended only on proof:
@@ -28,8 +28,8 @@ from datetime import timedelta
 
 import pandas as pd
 
-from .base import Resource
-from .tags import Owner
+from airflow_provider_skynomad.clouds.base import Resource
+from airflow_provider_skynomad.clouds.tags import Owner
 
 LIVE_STATES = frozenset(
     {"running", "deferred", "queued", "scheduled", "up_for_retry", "up_for_reschedule", "restarting", "none"}

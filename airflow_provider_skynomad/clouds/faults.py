@@ -22,20 +22,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .base import CapacityError, Cloud
-from .retry import TransientCloudError
-from .wrapped import ApiCall, T, WrappedCloud
+from airflow_provider_skynomad.clouds.base import CapacityError, Cloud
+from airflow_provider_skynomad.clouds.wrapped import ApiCall, T, WrappedCloud
+from airflow_provider_skynomad.exceptions import InjectedTimeout, ThrottledError
 
 KINDS = ("throttle", "timeout", "lost_reply", "capacity")
 METHODS = ("find", "launch", "poll", "terminate", "progress", "probe", "copy_checkpoint", "bill")
-
-
-class ThrottledError(TransientCloudError):
-    """Injected: the API refused the call (rate exceeded)."""
-
-
-class InjectedTimeout(TransientCloudError, TimeoutError):
-    """Injected: the call or its answer timed out."""
 
 
 @dataclass

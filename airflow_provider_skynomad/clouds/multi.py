@@ -12,7 +12,7 @@ internet egress (market/egress.py).
 
 from __future__ import annotations
 
-from .base import (
+from airflow_provider_skynomad.clouds.base import (
     PROBE_KINDS,
     PROBE_LAUNCH,
     Cloud,
@@ -23,7 +23,7 @@ from .base import (
     Resource,
     Signal,
 )
-from .zones import cloud_of_zone
+from airflow_provider_skynomad.clouds.zones import cloud_of_zone
 
 
 class MultiCloud(Cloud):
@@ -109,7 +109,7 @@ class MultiCloud(Cloud):
         to_store = target.checkpoint_store(job_id, target_zone)
         if from_store is None or to_store is None:
             return False  # one side keeps no checkpoints: the job restarts honestly
-        from ..agent.transfer import copy_latest
+        from airflow_provider_skynomad.agent.transfer import copy_latest
 
         return copy_latest(from_store, to_store)
 

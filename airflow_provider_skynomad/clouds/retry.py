@@ -26,8 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .base import CapacityError, Cloud
-from .wrapped import ApiCall, WrappedCloud
+from airflow_provider_skynomad.clouds.base import CapacityError, Cloud
+from airflow_provider_skynomad.clouds.wrapped import ApiCall, WrappedCloud
+from airflow_provider_skynomad.exceptions import CloudApiError, TransientCloudError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -72,14 +73,6 @@ TRANSIENT_CLASSES = frozenset(
     }
 )
 BOTO_MODES = ("standard", "adaptive")
-
-
-class TransientCloudError(RuntimeError):
-    """A cloud API call that may succeed if sent again: throttled, timed out, a 5xx answer."""
-
-
-class CloudApiError(RuntimeError):
-    """A cloud API call still failed after its bounded retries; the message is for users."""
 
 
 @dataclass(frozen=True)

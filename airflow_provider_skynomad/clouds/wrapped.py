@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .base import PROBE_LAUNCH, Cloud, GroupHandle, LaunchRequest, ProbeResult
+from airflow_provider_skynomad.clouds.base import PROBE_LAUNCH, Cloud, GroupHandle, LaunchRequest, ProbeResult
 
 T = TypeVar("T")
 

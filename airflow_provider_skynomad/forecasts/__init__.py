@@ -6,7 +6,7 @@ by name from `FORECASTERS`. `DEFAULT_FORECASTER` is the one the planner uses unl
 (see benchmarks/bench_forecasts.py for why).
 """
 
-from .base import (
+from airflow_provider_skynomad.forecasts.base import (
     DEFAULT_CAP_HOURS,
     DEFAULT_PRIOR_MEAN_HOURS,
     AgeTable,
@@ -15,9 +15,9 @@ from .base import (
     history_from_view,
     prior_expected_hours,
 )
-from .learned import LearnedForecaster
-from .nelson_aalen import NelsonAalenForecaster
-from .runs import Runs, Samples, extract_runs, in_progress_samples, run_age_ticks
+from airflow_provider_skynomad.forecasts.learned import LearnedForecaster
+from airflow_provider_skynomad.forecasts.nelson_aalen import NelsonAalenForecaster
+from airflow_provider_skynomad.forecasts.runs import Runs, Samples, extract_runs, in_progress_samples, run_age_ticks
 
 FORECASTERS = {
     "nelson-aalen": NelsonAalenForecaster,

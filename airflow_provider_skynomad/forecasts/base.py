@@ -18,7 +18,7 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from .runs import in_progress_samples, validate_history
+from airflow_provider_skynomad.forecasts.runs import in_progress_samples, validate_history
 
 DEFAULT_CAP_HOURS = 2.0  # the artifact's cap on predicted lifetimes
 DEFAULT_PRIOR_MEAN_HOURS = 6.0

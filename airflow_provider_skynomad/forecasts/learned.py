@@ -23,9 +23,15 @@ import numpy as np
 from sklearn.ensemble import HistGradientBoostingRegressor
 from threadpoolctl import ThreadpoolController
 
-from .base import DEFAULT_CAP_HOURS, DEFAULT_PRIOR_MEAN_HOURS, AgeTable, check_params, validate_fit_inputs
-from .nelson_aalen import NelsonAalenForecaster
-from .runs import in_progress_samples, run_age_ticks
+from airflow_provider_skynomad.forecasts.base import (
+    DEFAULT_CAP_HOURS,
+    DEFAULT_PRIOR_MEAN_HOURS,
+    AgeTable,
+    check_params,
+    validate_fit_inputs,
+)
+from airflow_provider_skynomad.forecasts.nelson_aalen import NelsonAalenForecaster
+from airflow_provider_skynomad.forecasts.runs import in_progress_samples, run_age_ticks
 
 _threadpools: ThreadpoolController | None = None
 

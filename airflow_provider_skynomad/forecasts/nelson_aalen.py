@@ -39,7 +39,7 @@ import math
 
 import numpy as np
 
-from .base import (
+from airflow_provider_skynomad.forecasts.base import (
     DEFAULT_CAP_HOURS,
     DEFAULT_PRIOR_MEAN_HOURS,
     REGIME_HALF_LIFE_HOURS,
@@ -48,7 +48,7 @@ from .base import (
     recency_weights,
     validate_fit_inputs,
 )
-from .runs import extract_runs
+from airflow_provider_skynomad.forecasts.runs import extract_runs
 
 
 def _hazard(events: np.ndarray, at_risk: np.ndarray, prior: np.ndarray, weight: float) -> np.ndarray:

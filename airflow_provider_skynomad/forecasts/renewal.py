@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import REGIME_HALF_LIFE_HOURS, recency_weights
+from airflow_provider_skynomad.forecasts.base import REGIME_HALF_LIFE_HOURS, recency_weights
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..market.view import MarketView
-from .base import REGIME_HALF_LIFE_HOURS
+from airflow_provider_skynomad.forecasts.base import REGIME_HALF_LIFE_HOURS
+from airflow_provider_skynomad.market.view import MarketView
 
 
 class ScenarioSampler:

@@ -6,7 +6,7 @@ the form can never drift from what the cloud accepts (tests/test_packaging.py ch
 Arguments that are not settings (a ready client for tests) are left out with ``NOT_FIELDS``.
 
 `get_provider_info` runs in every Airflow process and must import nothing heavy, so the fields
-are written once into the literal module `airflow_provider_skynomad/cloud_forms.py`:
+are written once into the literal module `airflow_provider_skynomad/hooks/cloud_forms.py`:
 ``python -m airflow_provider_skynomad.hooks.forms`` rewrites it after a cloud's arguments change.
 """
 
@@ -90,8 +90,8 @@ def _json_types(hint) -> list[str]:
 
 
 CLOUDS = {
-    "aws": ("airflow_provider_skynomad.clouds.aws", "AwsCloud", "AWS"),
-    "gcp": ("airflow_provider_skynomad.clouds.gcp", "GcpCloud", "GCP"),
+    "aws": ("airflow_provider_skynomad.clouds.aws.cloud", "AwsCloud", "AWS"),
+    "gcp": ("airflow_provider_skynomad.clouds.gcp.cloud", "GcpCloud", "GCP"),
 }
 
 
@@ -106,7 +106,7 @@ def all_cloud_fields() -> dict:
 
 
 def write_module(path) -> None:
-    """Write `cloud_forms.py`: the literal `get_provider_info` reads."""
+    """Write `hooks/cloud_forms.py`: the literal `get_provider_info` reads."""
     import pprint
 
     text = (
@@ -120,4 +120,4 @@ def write_module(path) -> None:
 if __name__ == "__main__":
     from pathlib import Path
 
-    write_module(Path(__file__).resolve().parent.parent / "cloud_forms.py")
+    write_module(Path(__file__).resolve().parent / "cloud_forms.py")

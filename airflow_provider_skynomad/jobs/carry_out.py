@@ -18,14 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..clouds.base import CapacityError, Cloud, LaunchRequest
-from ..clouds.retry import CloudApiError
-from ..market.grid import Market
-from ..market.view import MarketView
-from ..planner.actions import Decision, Mode, Option
-from .drive import DriveResult, drive, launch_group
-from .errors import SkyNomadJobFailed
-from .record import JobRecord, PendingLaunch, Segment, StateStore
+from airflow_provider_skynomad.clouds.base import CapacityError, Cloud, LaunchRequest
+from airflow_provider_skynomad.clouds.retry import CloudApiError
+from airflow_provider_skynomad.jobs.drive import DriveResult, drive, launch_group
+from airflow_provider_skynomad.jobs.errors import SkyNomadJobFailed
+from airflow_provider_skynomad.jobs.record import JobRecord, PendingLaunch, Segment, StateStore
+from airflow_provider_skynomad.market.grid import Market
+from airflow_provider_skynomad.market.view import MarketView
+from airflow_provider_skynomad.planner.actions import Decision, Mode, Option
 
 Observe = Callable[[str, int], None]  # (market key, instances available) → shared with the market table
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import enum
 from dataclasses import asdict, dataclass
 
-from .params import JobParams
-from .record import job_id_for
+from airflow_provider_skynomad.jobs.params import JobParams
+from airflow_provider_skynomad.jobs.record import job_id_for
 
 MIN_EVENT_SECONDS = 2.0
 # Airflow's task supervisor waits for its task's output at most this long between looks (its

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 
 from sqlalchemy.exc import DBAPIError
 
-from .contract import ControllerArgs, Outcome, OutcomeKind
-from .errors import ControlLost, SkyNomadDeadlineMissed, SkyNomadJobFailed
-from .events import JobEvent
-from .runner import Finish, JobRunner
-from .table import JobTable, TableStore
-from .watch import Watch
+from airflow_provider_skynomad.jobs.contract import ControllerArgs, Outcome, OutcomeKind
+from airflow_provider_skynomad.jobs.errors import ControlLost, SkyNomadDeadlineMissed, SkyNomadJobFailed
+from airflow_provider_skynomad.jobs.events import JobEvent
+from airflow_provider_skynomad.jobs.runner import Finish, JobRunner
+from airflow_provider_skynomad.jobs.table import JobTable, TableStore
+from airflow_provider_skynomad.jobs.watch import Watch
 
 MAX_DB_STEPS = 5  # decision steps in a row the job table may fail to answer before the job fails
 
@@ -56,8 +56,8 @@ class Controller:
         `table` is the market table (shared by every trigger of one triggerer); the job table and
         the live-status board use its engine.
         """
-        from ..planner.registry import get_policy
-        from .live import LiveStatusTable
+        from airflow_provider_skynomad.jobs.live import LiveStatusTable
+        from airflow_provider_skynomad.planner.registry import get_policy
 
         jobs = JobTable(market=table)
         owner = f"trigger-{uuid.uuid4().hex[:12]}"

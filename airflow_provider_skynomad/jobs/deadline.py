@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from ..clouds.base import Cloud
-from .errors import SkyNomadInputError
+from airflow_provider_skynomad.clouds.base import Cloud
+from airflow_provider_skynomad.jobs.errors import SkyNomadInputError
 
 
 def resolve_deadline_hours(deadline, dag, context, config, cloud: Cloud) -> float:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-from .errors import SkyNomadInputError
+from airflow_provider_skynomad.jobs.errors import SkyNomadInputError
 
 
 def callback_path(value) -> str | None:

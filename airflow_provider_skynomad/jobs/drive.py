@@ -41,10 +41,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..clouds.base import CapacityError, Cloud, GroupHandle, LaunchRequest, ProbeResult
-from ..clouds.retry import CloudApiError
-from ..market.grid import Market
-from ..planner.actions import Decision, Mode, Option
+from airflow_provider_skynomad.clouds.base import CapacityError, Cloud, GroupHandle, LaunchRequest, ProbeResult
+from airflow_provider_skynomad.clouds.retry import CloudApiError
+from airflow_provider_skynomad.market.grid import Market
+from airflow_provider_skynomad.planner.actions import Decision, Mode, Option
 
 
 @dataclass

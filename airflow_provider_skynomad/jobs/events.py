@@ -10,8 +10,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from ..planner.actions import Decision
-from ..planner.pace import Pace
+from airflow_provider_skynomad.planner.actions import Decision
+from airflow_provider_skynomad.planner.pace import Pace
 
 
 class EventKind(enum.StrEnum):

@@ -20,8 +20,8 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from ..market.fleet import Fleet, FleetRowError
-from ..market.view import MarketView
+from airflow_provider_skynomad.market.fleet import Fleet, FleetRowError
+from airflow_provider_skynomad.market.view import MarketView
 
 HOLDING = "spot"
 

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Column, MetaData, String, Table, Text, select
 from sqlalchemy.engine import URL
 
-from ..market.database import INSERT, MarketDatabase, UtcDateTime
+from airflow_provider_skynomad.market.store.database import INSERT, MarketDatabase, UtcDateTime
 
 SCHEMA_VERSION = 1
 FLEET_ROW_MAX_AGE_SECONDS = 300.0

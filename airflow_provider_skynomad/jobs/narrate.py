@@ -6,11 +6,11 @@ job runs, why it moved, how far it is, how much slack is left and what it has sp
 
 from __future__ import annotations
 
-from ..clouds.base import GroupHandle
-from ..market.view import MarketView
-from ..planner.actions import Mode, Option
-from ..planner.job import JobSpec, JobState
-from .record import JobRecord
+from airflow_provider_skynomad.clouds.base import GroupHandle
+from airflow_provider_skynomad.jobs.record import JobRecord
+from airflow_provider_skynomad.market.view import MarketView
+from airflow_provider_skynomad.planner.actions import Mode, Option
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
 
 
 def say(item: dict) -> str:

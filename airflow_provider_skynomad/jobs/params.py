@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 
-from ..clouds.boot_env import ENV_NAME
-from .deadline_risk import callback_path
-from .errors import SkyNomadInputError
+from airflow_provider_skynomad.clouds.boot_env import ENV_NAME
+from airflow_provider_skynomad.jobs.deadline_risk import callback_path
+from airflow_provider_skynomad.jobs.errors import SkyNomadInputError
 
 MAX_ENV_BYTES = 16 * 1024  # the env is kept in task state and trigger kwargs: small, and never a secret store
 MAX_INSTANCES = 10_000

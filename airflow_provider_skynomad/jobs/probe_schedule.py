@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from datetime import timedelta
 
-from .params import MAX_HOURS
+from airflow_provider_skynomad.jobs.params import MAX_HOURS
 
 MIN_WALL_INTERVAL = timedelta(seconds=60)  # what one scheduler on a busy 2-core box keeps (a run takes ~30 s)
 DEFAULT_INTERVAL_MINUTES = 10.0  # of the cloud's clock: the traces' own probe cadence
@@ -60,7 +60,7 @@ class ProbeSchedule:
     @classmethod
     def for_connection(cls, skynomad_conn_id: str | None = None) -> ProbeSchedule:
         """The schedule for a `skynomad` connection (default ``skynomad_default``), read at DAG parse time."""
-        from ..hooks.skynomad import DEFAULT_CONN_ID, SkyNomadHook
+        from airflow_provider_skynomad.hooks.skynomad import DEFAULT_CONN_ID, SkyNomadHook
 
         return cls.of(SkyNomadHook(skynomad_conn_id or DEFAULT_CONN_ID).get_config())
 

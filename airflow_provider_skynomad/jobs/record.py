@@ -13,11 +13,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from ..clouds.base import GroupHandle, LaunchRequest
-from ..clouds.tags import job_id_for, task_key_for, task_key_of
-from ..planner.actions import Option
-from ..planner.job import JobSpec, JobState
-from ..planner.pace import Pace
+from airflow_provider_skynomad.clouds.base import GroupHandle, LaunchRequest
+from airflow_provider_skynomad.clouds.tags import job_id_for, task_key_for, task_key_of
+from airflow_provider_skynomad.planner.actions import Option
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
+from airflow_provider_skynomad.planner.pace import Pace
 
 RECORD_KEY = "skynomad_job"
 STATUS_KEY = "skynomad_status"

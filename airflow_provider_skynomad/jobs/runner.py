@@ -21,26 +21,32 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from ..clouds.base import Cloud
-from ..clouds.tags import job_tags
-from ..market.source import MarketInputError, MarketSource, select_markets
-from ..market.view import MarketView
-from ..planner.actions import Decision, Mode
-from ..planner.job import JobSpec, JobSpecError, JobState
-from ..planner.pace import Pace
-from ..planner.registry import get_policy
-from ..planner.safety import is_safe
-from .carry_out import Workload, carry_out, on_demand_by_price, recover_pending
-from .contract import ControllerArgs, Outcome, OutcomeKind, TaskIdentity, first_event_hold_seconds
-from .deadline_risk import call_deadline_risk
-from .errors import SkyNomadDeadlineMissed, SkyNomadInputError, SkyNomadJobFailed
-from .events import EventKind, JobEvent
-from .fleet import FleetLens, own_row
-from .narrate import live_status, say, status_line, why_move
-from .params import JobParams
-from .record import JobRecord, StateStore
-from .stale import StaleGuard, held_rows
-from .summary import deadline_line, format_timeline, job_bill, summarize
+from airflow_provider_skynomad.clouds.base import Cloud
+from airflow_provider_skynomad.clouds.tags import job_tags
+from airflow_provider_skynomad.jobs.carry_out import Workload, carry_out, on_demand_by_price, recover_pending
+from airflow_provider_skynomad.jobs.contract import (
+    ControllerArgs,
+    Outcome,
+    OutcomeKind,
+    TaskIdentity,
+    first_event_hold_seconds,
+)
+from airflow_provider_skynomad.jobs.deadline_risk import call_deadline_risk
+from airflow_provider_skynomad.jobs.errors import SkyNomadDeadlineMissed, SkyNomadInputError, SkyNomadJobFailed
+from airflow_provider_skynomad.jobs.events import EventKind, JobEvent
+from airflow_provider_skynomad.jobs.fleet import FleetLens, own_row
+from airflow_provider_skynomad.jobs.narrate import live_status, say, status_line, why_move
+from airflow_provider_skynomad.jobs.params import JobParams
+from airflow_provider_skynomad.jobs.record import JobRecord, StateStore
+from airflow_provider_skynomad.jobs.stale import StaleGuard, held_rows
+from airflow_provider_skynomad.jobs.summary import deadline_line, format_timeline, job_bill, summarize
+from airflow_provider_skynomad.market.source import MarketInputError, MarketSource, select_markets
+from airflow_provider_skynomad.market.view import MarketView
+from airflow_provider_skynomad.planner.actions import Decision, Mode
+from airflow_provider_skynomad.planner.job import JobSpec, JobSpecError, JobState
+from airflow_provider_skynomad.planner.pace import Pace
+from airflow_provider_skynomad.planner.registry import get_policy
+from airflow_provider_skynomad.planner.safety import is_safe
 
 MAX_LAGS_KEPT = 50
 PACE_NEWS = 0.1  # a measured pace is said again once it moved this much (10 %) from the last said
@@ -319,7 +325,7 @@ class JobRunner:
     def fleet(self) -> FleetLens | None:
         """The job's reading of its deployment's live-status table (jobs/fleet.py); None: it plans alone."""
         if self._fleet is None and self.params.fleet_aware and self.record is not None:
-            from .live import LiveStatusTable
+            from airflow_provider_skynomad.jobs.live import LiveStatusTable
 
             self._fleet = FleetLens(LiveStatusTable(market=self.table), self.record.job_id)
         return self._fleet
@@ -408,7 +414,7 @@ class JobRunner:
         `decision` (the one carried out, maybe the trigger's) tries them; [] for other policies."""
         if self.record.policy != "skynomad":
             return []
-        from ..planner.explain import weighed
+        from airflow_provider_skynomad.planner.explain import weighed
 
         try:
             policy = get_policy(self.record.policy, **self.params.policy_params)
@@ -463,7 +469,7 @@ class JobRunner:
         return Workload(*self._workload_parts())
 
     def _workload_parts(self) -> tuple[tuple[str, ...], dict[str, str], dict[str, str]]:
-        from ..workload import default_workload
+        from airflow_provider_skynomad.workload import default_workload
 
         # The declared work, never the planning bound: every group of the job runs the same
         # command, or a relaunch would not resume the checkpoints of the first.
@@ -627,7 +633,7 @@ class JobRunner:
     def _probing_cost(self, record: JobRecord, elapsed: float) -> float:
         """What the probe DAG spent on the markets this job considered while it ran (shared
         infrastructure: reported beside the job's own cost, not in it)."""
-        from ..market.probing import probe_cost_for
+        from airflow_provider_skynomad.probing.plan import probe_cost_for
 
         end = self.cloud.now_timestamp()
         try:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from ..market.view import MarketView
+from airflow_provider_skynomad.market.view import MarketView
 
 STALE_AFTER_HOURS = 3.0
 
@@ -144,7 +144,7 @@ class StaleGuard:
     @classmethod
     def for_config(cls, config, environ=None) -> StaleGuard:
         """The rule for the probe DAG's schedule on the `skynomad` connection's cloud clock."""
-        from .probe_schedule import ProbeSchedule
+        from airflow_provider_skynomad.jobs.probe_schedule import ProbeSchedule
 
         schedule = ProbeSchedule.of(config, environ)
         return cls(schedule.stale_after_hours, schedule.max_market_age_hours, schedule.words())

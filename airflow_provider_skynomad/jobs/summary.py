@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 
-from ..clouds.base import Cloud
-from .record import JOB_TAG, JobRecord
+from airflow_provider_skynomad.clouds.base import Cloud
+from airflow_provider_skynomad.jobs.record import JOB_TAG, JobRecord
 
 CLOUD_BILL = "cloud_bill"
 ESTIMATE = "estimate"

@@ -24,9 +24,9 @@ from datetime import UTC, datetime
 from sqlalchemy import Column, Integer, MetaData, String, Table, Text, insert, select, update
 from sqlalchemy.engine import URL
 
-from ..market.database import MarketDatabase, UtcDateTime
-from .errors import ControlLost
-from .record import JobRecord
+from airflow_provider_skynomad.jobs.errors import ControlLost
+from airflow_provider_skynomad.jobs.record import JobRecord
+from airflow_provider_skynomad.market.store.database import MarketDatabase, UtcDateTime
 
 SCHEMA_VERSION = 1
 

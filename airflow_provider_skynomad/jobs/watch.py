@@ -15,16 +15,16 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 from sqlalchemy.exc import DBAPIError
 
-from ..clouds.base import Cloud, GroupHandle, GroupStatus
-from ..clouds.retry import CloudApiError
-from ..market.source import MarketSource
-from ..planner.actions import Decision, Mode
-from ..planner.job import JobSpec, JobState
-from ..planner.pace import Pace
-from ..planner.safety import is_safe
-from .events import EventKind, JobEvent
-from .fleet import FleetLens, own_row
-from .stale import StaleGuard, held_rows
+from airflow_provider_skynomad.clouds.base import Cloud, GroupHandle, GroupStatus
+from airflow_provider_skynomad.clouds.retry import CloudApiError
+from airflow_provider_skynomad.jobs.events import EventKind, JobEvent
+from airflow_provider_skynomad.jobs.fleet import FleetLens, own_row
+from airflow_provider_skynomad.jobs.stale import StaleGuard, held_rows
+from airflow_provider_skynomad.market.source import MarketSource
+from airflow_provider_skynomad.planner.actions import Decision, Mode
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
+from airflow_provider_skynomad.planner.pace import Pace
+from airflow_provider_skynomad.planner.safety import is_safe
 
 # The pace is read over at least this much productive time since the group's first checkpoint,
 # and again every PACE_EVERY_HOURS: on a busy box a workload falls behind and catches up in

@@ -19,7 +19,7 @@ from importlib import resources
 
 import numpy as np
 
-from .grid import Market
+from airflow_provider_skynomad.market.grid import Market
 
 SAME_REGION_USD_PER_GB = 0.01
 AWS_DEFAULT_INTER_REGION_USD_PER_GB = 0.02

@@ -35,14 +35,12 @@ from datetime import datetime
 
 import numpy as np
 
+from airflow_provider_skynomad.exceptions import FleetRowError as FleetRowError
+
 HOLDING_MODES = ("spot", "launching")  # modes that hold spot capacity
 MODES = (*HOLDING_MODES, "waiting", "on-demand", "idle")
 _CODE = {mode: code for code, mode in enumerate(MODES)}
 WAITING = _CODE["waiting"]
-
-
-class FleetRowError(ValueError):
-    """A live job-table row cannot be read as a fleet claim (which row, which field, what to do)."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from .observations import TraceError
+from airflow_provider_skynomad.market.observations import TraceError
 
 
 @dataclass(frozen=True)

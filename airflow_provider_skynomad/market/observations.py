@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .trace_lines import LineBoundError, line_of, open_bounded
+from airflow_provider_skynomad.exceptions import TraceError
+from airflow_provider_skynomad.market.trace_lines import LineBoundError, line_of, open_bounded
 
 COLUMNS = [
     "observed_at",
@@ -40,10 +41,6 @@ _CONTROL = r"[\x00-\x1f\x7f]"
 MAX_INTEGER = 2**31 - 1
 """Largest count the format accepts: the market table stores the integer columns as SQL INTEGER,
 32-bit on PostgreSQL, so a larger value could be read from a file but never imported."""
-
-
-class TraceError(ValueError):
-    """A trace or market-table dump is malformed; the message says where and how to fix it."""
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from airflow_provider_skynomad.exceptions import PriceTableError
+
 CLOUDS = ("aws", "gcp")
 GCP_COMPUTE_SERVICE = "services/6F81-5844-456A"  # Compute Engine in the Cloud Billing Catalog
 
@@ -36,10 +38,6 @@ GCP_MACHINE_SHAPES: dict[str, tuple[str, int, float, str, int]] = {
     "g2-standard-4": ("G2 Instance", 4, 16.0, "Nvidia L4 GPU", 1),
 }
 AWS_PRICING_REGION = "us-east-1"  # the Price List API answers from us-east-1 (and ap-south-1)
-
-
-class PriceTableError(ValueError):
-    """A price table file is malformed or a refresh found nothing; the message names the file or query."""
 
 
 @dataclass
@@ -270,56 +268,3 @@ def gcp_list_skus(gcp_conn_id: str = "google_cloud_default"):
                 return
 
     return list_skus
-
-
-# -- the `skynomad prices` command --------------------------------------------------------------
-
-
-def add_prices_command(subparsers) -> None:
-    p = subparsers.add_parser("prices", help="show or refresh the on-demand price tables")
-    sub = p.add_subparsers(dest="prices_command", required=True)
-    show = sub.add_parser("show", help="print the price table in use (refreshed if any, else shipped)")
-    show.add_argument("--cloud", choices=CLOUDS, default=None, help="one cloud (default: both)")
-    show.set_defaults(func=run_prices_show)
-    refresh = sub.add_parser("refresh", help="rebuild a table from the cloud's price API (needs access to it)")
-    refresh.add_argument("--cloud", choices=CLOUDS, required=True)
-    refresh.add_argument("--regions", default=None, help="comma-separated (default: those of the current table)")
-    refresh.add_argument("--instance-types", default=None, help="comma-separated (default: the current table's)")
-    refresh.add_argument("--conn-id", default=None, help="aws_default / google_cloud_default connection to use")
-    refresh.add_argument("--output", default=None, help="where to write (default: $SKYNOMAD_HOME/prices/)")
-    refresh.set_defaults(func=run_prices_refresh)
-
-
-def run_prices_show(args) -> int:
-    for cloud in [args.cloud] if args.cloud else CLOUDS:
-        table = load_prices(cloud)
-        print(table.describe())
-        print(f"  unit: {table.unit}")
-        for (region, instance_type), usd in sorted(table.prices.items()):
-            note = table.row_sources.get((region, instance_type))
-            print(f"  {region:<18} {instance_type:<16} {usd:>10.4f}" + (f"  ({note})" if note else ""))
-    return 0
-
-
-def run_prices_refresh(args, pricing_client=None, list_skus=None) -> int:
-    current = load_prices(args.cloud)
-    regions = _csv(args.regions) or sorted({r for r, _ in current.prices})
-    types = _csv(args.instance_types) or sorted({t for _, t in current.prices})
-    if args.cloud == "aws":
-        client = pricing_client or _aws_pricing_client(args.conn_id or "aws_default")
-        table = refresh_aws(client, regions, types)
-    else:
-        table = refresh_gcp(list_skus or gcp_list_skus(args.conn_id or "google_cloud_default"), regions, types)
-    path = table.write(args.output or refreshed_path(args.cloud))
-    print(f"wrote {len(table.prices)} prices to {path}: {table.describe()}")
-    return 0
-
-
-def _aws_pricing_client(aws_conn_id: str):
-    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-
-    return AwsBaseHook(aws_conn_id=aws_conn_id, client_type="pricing", region_name=AWS_PRICING_REGION).conn
-
-
-def _csv(text: str | None) -> list[str]:
-    return [item.strip() for item in (text or "").split(",") if item.strip()]

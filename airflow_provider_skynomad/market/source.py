@@ -21,9 +21,10 @@ from datetime import timedelta
 
 import pandas as pd
 
-from .egress import EgressModel
-from .grid import Market, MarketGrid, build_grid, extend_grid
-from .view import MarketView
+from airflow_provider_skynomad.exceptions import MarketInputError
+from airflow_provider_skynomad.market.egress import EgressModel
+from airflow_provider_skynomad.market.grid import Market, MarketGrid, build_grid, extend_grid
+from airflow_provider_skynomad.market.view import MarketView
 
 KEY = ["zone", "instance_type", "observed_at"]
 # Later reads go back this far before the newest row held: a probe task that stamped its rows at
@@ -31,10 +32,6 @@ KEY = ["zone", "instance_type", "observed_at"]
 OVERLAP = pd.Timedelta(hours=1)
 # The table's time resolution: `newest + _TICK` is the first time after `newest` (an inclusive bound).
 _TICK = pd.Timedelta(microseconds=1)
-
-
-class MarketInputError(ValueError):
-    """The market table cannot serve the job as asked (empty, stale, unknown zones); nothing was launched."""
 
 
 @dataclass(frozen=True)

@@ -17,19 +17,13 @@ import re
 import zlib
 from pathlib import Path
 
+from airflow_provider_skynomad.exceptions import LineBoundError
+
 MAX_LINE_BYTES = 64 * 1024
 """Longest line a trace may hold: a row of the format is ~150 bytes, a header ~120."""
 _BLOCK = 256 * 1024
 _LINE_IN_MESSAGE = re.compile(r"\bline (\d+)")  # pandas: "Expected 11 fields in line 5, saw 12" (1-based)
 _ROW_IN_MESSAGE = re.compile(r"\bstarting at row (\d+)")  # pandas: "EOF inside string starting at row 3" (0-based)
-
-
-class LineBoundError(ValueError):
-    """A trace line over the bound, a byte that is not UTF-8, or a broken gzip stream, at `line`."""
-
-    def __init__(self, line: int, message: str):
-        super().__init__(message)
-        self.line = line
 
 
 class BoundedLines(io.RawIOBase):

@@ -15,9 +15,9 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from .egress import EgressModel
-from .fleet import Fleet
-from .grid import Market, MarketGrid
+from airflow_provider_skynomad.market.egress import EgressModel
+from airflow_provider_skynomad.market.fleet import Fleet
+from airflow_provider_skynomad.market.grid import Market, MarketGrid
 
 
 class MarketView:
@@ -152,7 +152,7 @@ class MarketView:
         `future_usable` is (steps × markets), step 0 being now (forecasts.scenarios). The future's
         rows hold today's prices and a gang's worth of capacity where usable; the history's rows
         and what was seen of them stay as they are, so a policy run on the result
-        (simulation.simulator.rollout) sees what it would see now, then observes as it goes.
+        (planner.rollout.rollout) sees what it would see now, then observes as it goes.
         With `keep_ticks` only that many ticks of history come along, and with `every` > 1 only
         every so many ticks (ending at now) on a grid that many times coarser: a rollout's
         policies look back little, and weeks of 3-minute history per future dominated its cost.

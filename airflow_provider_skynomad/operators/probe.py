@@ -1,21 +1,9 @@
 """SkyNomadProbeOperator: keep one cloud region's markets known, for cents a day.
 
-The ``skynomad_probe`` DAG maps one of these per cloud/region, so a region whose API is down
-fails its own task while every other region's rows still land. Each run:
-
-1. **Free signals first.** The cloud's free signals (AWS spot placement scores and spot price
-   history; none on GCP and the simulated cloud) are stored in the signals table beside the market
-   table (market/signals.py). They cost nothing.
-2. **Then a plan.** The probe planner (market/probing.py) picks which zones are worth a paid launch
-   probe this run: markets in use before they pass ``max_market_age``, uncertain ones more often,
-   calm or dear ones less, never above the day's budget.
-3. **Then the probes.** Each chosen zone is asked for the gang size (the target's ``count``, 1 by
-   default: set it to your largest job's ``instances``), by request (AWS and GCP: the capacity
-   is given back the moment it is allocated, before it runs) or by launch-and-terminate, what was
-   granted is released at once, the observation is appended to the market table with the kind of probe that saw it, and
-   the probe's real cost to the probe-spend record (docs/probing.md).
-   Rows of the zones that answered are written first, then the task fails naming the zones that
-   did not. Rows are stamped with the cloud's clock (the simulated cloud's replayed time).
+The ``skynomad_probe`` DAG plans a run over every region (`plan_probes`) and maps one of these per
+cloud/region, so a region whose API is down fails its own task while every other region's rows
+still land. The probing itself (targets, plan, the round's probes and their bills) is in
+probing/; this module is the Airflow side: the connection, the task's arguments, its log.
 """
 
 from __future__ import annotations
@@ -23,109 +11,21 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-import pandas as pd
 from airflow.sdk import BaseOperator
 
-from ..hooks.skynomad import DEFAULT_CONN_ID, SkyNomadConfig, SkyNomadHook, make_cloud
+from airflow_provider_skynomad.clouds.factory import make_cloud
+from airflow_provider_skynomad.config import DEFAULT_CONN_ID, SkyNomadConfig
+from airflow_provider_skynomad.exceptions import SkyNomadProbeError
+from airflow_provider_skynomad.hooks.skynomad import SkyNomadHook
+from airflow_provider_skynomad.probing.round import ProbeRound, plan_probes
+from airflow_provider_skynomad.probing.targets import DEFAULT_PROBE_COUNT, probe_targets, target_with_count
 
-DEFAULT_PROBE_COUNT = 1
-
-
-class SkyNomadProbeError(RuntimeError):
-    """Some zones could not be probed (the others' rows were written)."""
-
-
-def probe_targets(
-    config: SkyNomadConfig,
-    regions: list[str] | None = None,
-    count: int | None = None,
-    *,
-    job_zones: list[str] | None = None,
-) -> list[dict]:
-    """One probe target per (cloud, region): the zones and instance type to ask about.
-
-    The simulated cloud's catalog is its trace; real clouds take ``cloud_options["probe_targets"]``
-    from the connection (a list of the same dicts; every part of a several-cloud connection).
-
-    :param count: instances per probe for targets that do not set their own (default 1).
-    :param job_zones: zones SkyNomad jobs may use (kept fresher than ``max_market_age``); None:
-        every probed zone.
-    """
-    targets = [_target(t, count) for t in _configured_targets(config)]
-    targets = [t for t in targets if not regions or t["region"] in regions]
-    if job_zones is not None:
-        for target in targets:
-            target["job_zones"] = [z for z in target["zones"] if z in set(job_zones)]
-    return targets
-
-
-def _configured_targets(config: SkyNomadConfig) -> list[dict]:
-    if config.cloud == "multi":
-        return [dict(t, cloud=t.get("cloud", part.cloud)) for part in config.parts for t in _configured_targets(part)]
-    if config.cloud != "simulated":
-        targets = list(config.cloud_options.get("probe_targets", []))
-        if not targets:
-            raise ValueError(
-                f"{config.cloud} cloud: list what to probe in the connection extra cloud_options.probe_targets "
-                "([{cloud, region, zones, instance_type, accelerator, accelerator_count, count}])"
-            )
-        kind = config.cloud_options.get("probe_kind")
-        return [
-            _with_list_price(dict(t, cloud=t.get("cloud", config.cloud), probe_kind=t.get("probe_kind") or kind))
-            for t in targets
-        ]
-    from ..market.observations import read_observations
-
-    frame = read_observations(config.trace_path)
-    out = []
-    for (cloud, region, instance_type), rows in frame.groupby(["cloud", "region", "instance_type"], sort=True):
-        first = rows.iloc[0]
-        out.append(
-            {
-                "cloud": cloud,
-                "region": region,
-                "zones": sorted(set(rows["zone"])),
-                "instance_type": instance_type,
-                "accelerator": str(first["accelerator"]),
-                "accelerator_count": int(first["accelerator_count"]),
-                # the catalog is the trace: its dearest prices bound what a first probe can cost
-                "spot_usd_per_hour": float(rows["spot_price"].max()),
-                "on_demand_usd_per_hour": float(rows["on_demand_price"].max()),
-            }
-        )
-    return out
-
-
-def _with_list_price(target: dict) -> dict:
-    """A real cloud's target gets its on-demand list price (the shipped price table) when it has
-    none: a first probe, before any spot price is known, is planned at it (spot costs less)."""
-    if target.get("on_demand_usd_per_hour") is None and target.get("cloud") in ("aws", "gcp"):
-        try:
-            from ..market.prices import load_prices
-
-            price = load_prices(target["cloud"]).usd_per_hour(target["region"], target["instance_type"])
-        except Exception:  # noqa: BLE001 - no table: the planner says it has no price
-            price = None
-        if price is not None:
-            target = {**target, "on_demand_usd_per_hour": float(price)}
-    return target
-
-
-def _target(target: dict, count: int | None, probe_kind: str | None = None) -> dict:
-    """The target with its probe size and its probe kind (`probe_kind` overrides the target's;
-    default: ``request`` where the cloud allows it, else ``launch``)."""
-    from ..market.probing import probe_kind_for
-
-    out = dict(target)
-    out["count"] = int(out.get("count") or count or DEFAULT_PROBE_COUNT)
-    if out["count"] < 1:
-        raise ValueError(f"probe target {out.get('region')}: count must be ≥ 1, got {out['count']}")
-    out["probe_kind"] = probe_kind_for(out.get("cloud", ""), probe_kind or out.get("probe_kind"))
-    return out
+# the probe DAG imports these from here
+__all__ = ["DEFAULT_PROBE_COUNT", "SkyNomadProbeError", "SkyNomadProbeOperator", "plan_probes", "probe_targets"]
 
 
 class SkyNomadProbeOperator(BaseOperator):
-    """Store one region's free signals, then launch-probe the zones the probe planner picks.
+    """Store one region's free signals, then probe the zones the probe planner picks.
 
     :param target: ``{cloud, region, zones, instance_type, accelerator, accelerator_count, count}``
         (see ``probe_targets``), optionally ``job_zones`` (zones jobs may use; default all),
@@ -167,22 +67,22 @@ class SkyNomadProbeOperator(BaseOperator):
         self.probe_kind = probe_kind
 
     def execute(self, context) -> int:
-        from ..market.signals import SignalTable
-        from ..market.table import MarketTable
+        from airflow_provider_skynomad.market.store.signals import SignalTable
+        from airflow_provider_skynomad.market.store.table import MarketTable
 
         config = SkyNomadHook(self.skynomad_conn_id).get_config()
         cloud = make_cloud(config)
-        target = self.target = _target(self.target, None, self.probe_kind)
+        target = self.target = target_with_count(self.target, None, self.probe_kind)
         budget = self._budget(config)
         with MarketTable(config.market_url) as table:
             records = SignalTable(market=table)
             self._store_signals(cloud, records)
-            round_ = _Round(self, cloud, table, records)
+            round_ = ProbeRound(target, cloud, table, records, self.log)
             if "probe_zones" in target:  # planned by the DAG together with the other regions
                 zones, allowed = list(target["probe_zones"]), float(target["probe_budget_usd"])
                 allowed -= round_.spent_since(target.get("planned_at"))  # a retry: what the try before paid
             else:
-                zones, allowed = round_.plan(budget)
+                zones, allowed = round_.plan(budget, self.max_market_age, self.probe_interval)
             written, failures, probed = round_.run(zones, allowed, budget)
         self.log.info("wrote %d new observation(s) to %s", written, config.display_market_url)
         if failures:
@@ -192,7 +92,7 @@ class SkyNomadProbeOperator(BaseOperator):
         return written
 
     def _budget(self, config: SkyNomadConfig) -> float:
-        from ..market.probing import DEFAULT_BUDGET_USD_PER_DAY
+        from airflow_provider_skynomad.probing.plan import DEFAULT_BUDGET_USD_PER_DAY
 
         for budget in (self.target.get("budget_usd_per_day"), self.probe_budget_usd_per_day):
             if budget is not None:
@@ -211,202 +111,3 @@ class SkyNomadProbeOperator(BaseOperator):
             return
         if signals:
             self.log.info("stored %d free signal(s) of %s (placement scores, spot prices)", new, target["region"])
-
-
-def plan_probes(
-    config: SkyNomadConfig,
-    targets: list[dict],
-    *,
-    budget_usd_per_day: float,
-    max_market_age: timedelta = timedelta(hours=2),
-    probe_interval: timedelta = timedelta(minutes=10),
-    log=None,
-) -> list[dict]:
-    """Plan this run over every target at once and hand each target its part of the plan.
-
-    Each returned target carries ``probe_zones`` (what to probe, with its reason in plain words and
-    the most it may cost) and ``probe_budget_usd`` (the sum: the mapped task never spends more), so
-    tasks running side by side together stay within ``budget_usd_per_day``.
-    """
-    from ..market.probe_state import plan_round
-    from ..market.probing import ProbePlanner
-    from ..market.signals import SignalTable
-    from ..market.table import MarketTable
-
-    cloud = make_cloud(config)
-    planner = ProbePlanner(budget_usd_per_day, _hours(max_market_age), _hours(probe_interval))
-    with MarketTable(config.market_url) as table:
-        plan, markets = plan_round(targets, cloud, table, SignalTable(market=table), planner)
-    out = []
-    for target in targets:
-        mine = [
-            c
-            for c in plan.probe
-            if (c.market.cloud, c.market.region, c.market.instance_type)
-            == (target["cloud"], target["region"], target["instance_type"])
-            and c.market.zone in target["zones"]
-        ]
-        out.append(
-            {
-                **target,
-                "probe_zones": [_planned(c) for c in mine],
-                "probe_budget_usd": sum(c.expected_usd for c in mine),
-                "budget_usd_per_day": budget_usd_per_day,
-                "planned_at": plan.now.isoformat(),
-            }
-        )
-    if log is not None:
-        for choice in plan.skip:
-            log.debug("not probing %s: %s", choice.market.zone, choice.reason)
-        for note in plan.notes:
-            log.info("%s", note)
-        log.info(
-            "planned %d of %d markets this run, at most $%.2f; $%.2f spent today of a $%.2f budget",
-            len(plan.probe),
-            len(markets),
-            plan.expected_usd,
-            plan.spent_today_usd,
-            budget_usd_per_day,
-        )
-    return out
-
-
-def _hours(delta: timedelta) -> float:
-    return delta.total_seconds() / 3600.0
-
-
-def _planned(choice) -> dict:
-    """One planned probe: its zone, why, what it is planned at (`usd`) and the most it can cost
-    (`most_usd`: a request probe whose instances were all launched before the cancel)."""
-    from ..market.probing import PROBE_LAUNCH, expected_probe_usd
-
-    m = choice.market
-    most = expected_probe_usd(m.count, m.spot_usd_per_hour or 0.0, m.cloud, PROBE_LAUNCH)
-    return {
-        "zone": m.zone,
-        "reason": choice.reason,
-        "usd": choice.expected_usd,
-        "most_usd": max(most, choice.expected_usd),
-    }
-
-
-class _Round:
-    """One task's probes: carry out the zones planned for it, record each probe's cost and row."""
-
-    def __init__(self, operator: SkyNomadProbeOperator, cloud, table, records):
-        self.op, self.log, self.cloud, self.table, self.records = operator, operator.log, cloud, table, records
-        self.target = operator.target
-
-    def plan(self, budget: float) -> tuple[list[dict], float]:
-        """The target's own plan, when the DAG did not plan for it (the operator used alone)."""
-        from ..market.probe_state import plan_round
-        from ..market.probing import ProbePlanner
-
-        planner = ProbePlanner(budget, _hours(self.op.max_market_age), _hours(self.op.probe_interval))
-        plan, _ = plan_round([self.target], self.cloud, self.table, self.records, planner)
-        for choice in plan.skip:
-            self.log.debug("not probing %s: %s", choice.market.zone, choice.reason)
-        for note in plan.notes:
-            self.log.info("%s", note)
-        zones = [_planned(c) for c in plan.probe]
-        return zones, plan.expected_usd
-
-    def spent_since(self, planned_at: str | None) -> float:
-        """What probes of this target's markets cost since the plan (0 on a first try)."""
-        if not planned_at:
-            return 0.0
-        spend = self.records.read_spend(zones=list(self.target["zones"]), since=pd.Timestamp(planned_at))
-        return float(spend.loc[spend["instance_type"] == self.target["instance_type"], "usd"].sum())
-
-    def run(self, zones: list[dict], allowed_usd: float, budget: float) -> tuple[int, dict[str, str], int]:
-        target = self.target
-        rows, failures, paid = [], {}, 0.0
-        kind = target["probe_kind"]
-        # A request probe is planned at its expected cost; one that lost the race to fulfilment
-        # costs up to `most_usd`. One such loss per run is allowed for before probes are dropped.
-        race = max((float(z.get("most_usd", z["usd"])) - float(z["usd"]) for z in zones), default=0.0)
-        for planned in zones:
-            zone = planned["zone"]
-            if paid + float(planned["usd"]) > allowed_usd + race + 1e-9:  # the cloud billed more than planned
-                self.log.info("not probing %s: it would pass the part of today's budget planned for it", zone)
-                continue
-            try:
-                result = self.cloud.probe(
-                    target["region"], zone, target["instance_type"], int(target["count"]), kind=kind
-                )
-            except Exception as exc:  # noqa: BLE001 - one zone's failure must not lose the others
-                failures[zone] = f"{type(exc).__name__}: {exc}"
-                continue
-            at = self.cloud.now_timestamp().floor("us")
-            usd = self._usd(result)
-            paid += usd
-            self._record_spend(at, result, usd, planned["reason"])
-            rows.append(self._row(at, result))
-            self.log.info(
-                "%s: %s probe saw %d of %d spot instance(s), %d billed, cost $%.4f (%s)",
-                result.zone,
-                result.kind,
-                result.available,
-                result.requested,
-                result.billed_instances,
-                usd,
-                planned["reason"],
-            )
-        written = 0
-        if rows:
-            written = self.table.append(pd.DataFrame(rows), source=f"probe of {target['cloud']}/{target['region']}")
-        today = self.records.spent_usd(since=self.cloud.now_timestamp().floor("D"))
-        self.log.info(
-            "probed %d of %d markets in %s/%s for $%.2f; $%.2f today of a $%.2f budget",
-            len(rows),
-            len(target["zones"]),
-            target["cloud"],
-            target["region"],
-            paid,
-            today,
-            budget,
-        )
-        return written, failures, len(rows)
-
-    def _usd(self, result) -> float:
-        """What the probe cost: the cloud's figure, or (a cloud that does not report one) what its
-        billed instances cost for the cloud's minimum billed time."""
-        from ..market.probing import min_billed_hours
-
-        if result.usd > 0 or result.billed_instances == 0:
-            return float(result.usd)
-        return result.billed_instances * result.spot_usd_per_hour * min_billed_hours(self.target["cloud"])
-
-    def _record_spend(self, at, result, usd: float, reason: str) -> None:
-        from ..market.signals import ProbeSpend
-
-        target = self.target
-        spend = ProbeSpend(
-            at,
-            target["cloud"],
-            target["region"],
-            result.zone,
-            result.instance_type,
-            int(result.requested),
-            int(result.available),
-            usd,
-            reason,
-        )
-        self.records.record_probes([spend])
-
-    def _row(self, at, result) -> dict:
-        target = self.target
-        return {
-            "observed_at": at,
-            "cloud": target["cloud"],
-            "region": target["region"],
-            "zone": result.zone,
-            "instance_type": result.instance_type,
-            "accelerator": target.get("accelerator", "unknown"),
-            "accelerator_count": int(target.get("accelerator_count", 1)),
-            "requested": int(result.requested),
-            "available": int(result.available),
-            "spot_price": float(result.spot_usd_per_hour),
-            "on_demand_price": float(result.on_demand_usd_per_hour),
-            "probe_kind": result.kind,
-        }

@@ -16,18 +16,18 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, RetryDecision, RetryPolicy
 
-from ..hooks.skynomad import DEFAULT_CONN_ID, SkyNomadHook, make_cloud
-from ..jobs.contract import Outcome
-from ..jobs.deadline import reserve_hours, resolve_deadline_hours
-from ..jobs.errors import SkyNomadDeadlineMissed, SkyNomadInputError
-from ..jobs.params import validate_params
-from ..jobs.record import StateStore
-from ..links.job import SkyNomadJobLink
-from ..links.skynomad import SkyNomadGroupLink, persist_group_links
-from ..triggers.skynomad import SkyNomadTrigger
+from airflow_provider_skynomad.hooks.skynomad import DEFAULT_CONN_ID, SkyNomadHook, make_cloud
+from airflow_provider_skynomad.jobs.contract import Outcome
+from airflow_provider_skynomad.jobs.deadline import reserve_hours, resolve_deadline_hours
+from airflow_provider_skynomad.jobs.errors import SkyNomadDeadlineMissed, SkyNomadInputError
+from airflow_provider_skynomad.jobs.params import validate_params
+from airflow_provider_skynomad.jobs.record import StateStore
+from airflow_provider_skynomad.links.job import SkyNomadJobLink
+from airflow_provider_skynomad.links.skynomad import SkyNomadGroupLink, persist_group_links
+from airflow_provider_skynomad.triggers.skynomad import SkyNomadTrigger
 
 if TYPE_CHECKING:
-    from ..jobs.runner import JobRunner
+    from airflow_provider_skynomad.jobs.runner import JobRunner
 
 __all__ = ["SkyNomadInputError", "SkyNomadOperator", "alert_interval", "on_deadline_missed", "resolve_deadline_hours"]
 
@@ -268,8 +268,8 @@ class SkyNomadOperator(BaseOperator):
     def _runner_for(self, context) -> JobRunner:
         # The runtime (and through it the planner, scikit-learn, scipy) is imported here, not at the
         # top: every DAG file that names this operator imports this module on each parse.
-        from ..jobs.contract import TaskIdentity
-        from ..jobs.runner import JobRunner
+        from airflow_provider_skynomad.jobs.contract import TaskIdentity
+        from airflow_provider_skynomad.jobs.runner import JobRunner
 
         store = StateStore.of(context)
         if not store.durable:
@@ -294,7 +294,7 @@ class SkyNomadOperator(BaseOperator):
             _max_tries(ti),
             str(getattr(ti, "id", None) or secrets.token_hex(4)),
         )
-        from ..jobs.table import JobTable
+        from airflow_provider_skynomad.jobs.table import JobTable
 
         self._runner = JobRunner(
             params,
@@ -320,7 +320,7 @@ class SkyNomadOperator(BaseOperator):
         return stored.record if stored is not None else record
 
     def _answer(self, context, answer, runner: JobRunner):
-        from ..jobs.runner import Defer
+        from airflow_provider_skynomad.jobs.runner import Defer
 
         persist_group_links(context, runner)
         if isinstance(answer, Defer):
@@ -339,7 +339,7 @@ class SkyNomadOperator(BaseOperator):
 
     def _downstream_median_seconds(self, context) -> float:
         """The longest downstream path's median duration over recent successful runs (Airflow's public API)."""
-        from ..jobs.downstream import downstream_median_seconds
+        from airflow_provider_skynomad.jobs.downstream import downstream_median_seconds
 
         return downstream_median_seconds(self, context, self.log)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ..market.view import MarketView
-from .actions import Decision
-from .job import JobSpec, JobState
+from airflow_provider_skynomad.market.view import MarketView
+from airflow_provider_skynomad.planner.actions import Decision
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
 
 
 class Policy(Protocol):

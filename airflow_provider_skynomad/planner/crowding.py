@@ -34,9 +34,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..market.view import MarketView
-from .actions import Mode
-from .job import JobSpec, JobState
+from airflow_provider_skynomad.market.view import MarketView
+from airflow_provider_skynomad.planner.actions import Mode
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
 
 HISTORY_HOURS = 48.0  # recent history the crowded lifetime ratio is measured over
 

@@ -11,11 +11,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..market.view import MarketView
-from .actions import Mode, Option
-from .job import JobSpec, JobState
-from .policies.skynomad import SkyNomadPolicy
-from .utility import MODES
+from airflow_provider_skynomad.market.view import MarketView
+from airflow_provider_skynomad.planner.actions import Mode, Option
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
+from airflow_provider_skynomad.planner.policies.skynomad import SkyNomadPolicy
+from airflow_provider_skynomad.planner.utility import MODES
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
-from .actions import Option
-
-
-class JobSpecError(ValueError):
-    """The job cannot be planned as specified (e.g. an infeasible deadline)."""
+from airflow_provider_skynomad.exceptions import JobSpecError
+from airflow_provider_skynomad.planner.actions import Option
 
 
 @dataclass(frozen=True)

@@ -48,16 +48,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .job import JobSpec
+from airflow_provider_skynomad.exceptions import PaceError
+from airflow_provider_skynomad.planner.job import JobSpec
 
 PRIOR_CV = 0.02  # relative spread of the pace over one productive hour, before the job shows its own
 PRIOR_INTERVALS = 4.0  # how many checkpoint intervals the prior spread weighs
 Z = 2.0  # one-sided ≈ 98 %
 AGREE = 1e-9  # relative difference below which the measured work *is* the declared work (rounding)
-
-
-class PaceError(ValueError):
-    """An observation the pace cannot learn from (not a number, negative, or a fraction above 1)."""
 
 
 def _check(name: str, value: float, low: float = 0.0) -> float:

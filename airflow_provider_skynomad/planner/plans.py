@@ -16,11 +16,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..forecasts.renewal import Spells
-from ..market.view import MarketView
-from .actions import Mode
-from .job import JobSpec, JobState
-from .safety import launch_delays_hours, rescue_lead_hours
+from airflow_provider_skynomad.forecasts.renewal import Spells
+from airflow_provider_skynomad.market.view import MarketView
+from airflow_provider_skynomad.planner.actions import Mode
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
+from airflow_provider_skynomad.planner.safety import launch_delays_hours, rescue_lead_hours
 
 
 class Plans(NamedTuple):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .job import JobSpec, JobState
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
 
 MAX_VALUE_MULTIPLE = 10.0  # V is capped at this many times C_od: past it every option is "worth it" anyway
 

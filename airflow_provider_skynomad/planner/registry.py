@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from .base import Policy
-from .policies.lookahead import LookaheadPolicy
-from .policies.on_demand import OnDemandPolicy
-from .policies.skynomad import SkyNomadPolicy
-from .policies.switching import SwitchingPolicy
-from .policies.uniform_progress import EagerFailoverPolicy, UniformProgressPolicy
+from airflow_provider_skynomad.planner.base import Policy
+from airflow_provider_skynomad.planner.policies.lookahead import LookaheadPolicy
+from airflow_provider_skynomad.planner.policies.on_demand import OnDemandPolicy
+from airflow_provider_skynomad.planner.policies.skynomad import SkyNomadPolicy
+from airflow_provider_skynomad.planner.policies.switching import SwitchingPolicy
+from airflow_provider_skynomad.planner.policies.uniform_progress import EagerFailoverPolicy, UniformProgressPolicy
 
 POLICIES = {
     "skynomad": SkyNomadPolicy,

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..market.view import MarketView
-from .actions import Mode, Option
-from .job import JobSpec, JobState
+from airflow_provider_skynomad.market.view import MarketView
+from airflow_provider_skynomad.planner.actions import Mode, Option
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
 
 EPS_HOURS = 1e-9
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..market.view import MarketView
-from .actions import Mode, Option
-from .job import JobSpec, JobState
-from .safety import launch_delays_hours
+from airflow_provider_skynomad.market.view import MarketView
+from airflow_provider_skynomad.planner.actions import Mode, Option
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
+from airflow_provider_skynomad.planner.safety import launch_delays_hours
 
 MODES = (Mode.SPOT, Mode.ON_DEMAND)  # column order of `Scores`
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from .app import PREFIX, app
+from airflow_provider_skynomad.plugin.app import PREFIX, app
 
 JOB_VIEW = {
     "name": "SkyNomad job",

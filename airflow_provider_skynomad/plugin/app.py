@@ -26,13 +26,20 @@ from urllib.parse import quote
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from .auth import auth_manager, current_user, dag_access, may_read_connection, may_run, same_origin
+from airflow_provider_skynomad.plugin.auth import (
+    auth_manager,
+    current_user,
+    dag_access,
+    may_read_connection,
+    may_run,
+    same_origin,
+)
 
 log = logging.getLogger(__name__)
 PREFIX = "/skynomad"
 PROBE_DAG_ID = "skynomad_probe"
 DEFAULT_CONN_ID = "skynomad_default"
-DEFAULT_MAX_AGE_HOURS = 2.0  # SkyNomadOperator's default max_market_age (market/overview.py has the same)
+DEFAULT_MAX_AGE_HOURS = 2.0  # SkyNomadOperator's default max_market_age (plugin/overview.py has the same)
 
 # No /docs or /openapi.json: they would be the only routes outside the auth manager.
 app = FastAPI(title="SkyNomad", docs_url=None, redoc_url=None, openapi_url=None)
@@ -59,8 +66,8 @@ def job_page(dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> H
     except ValueError:
         map_index = -1
     title = f"{dag_id} / {run_id} / {task_id}" + (f" [{map_index}]" if map_index >= 0 else "")
-    from . import jobs, pages
-    from .facts import job_facts
+    from airflow_provider_skynomad.plugin import jobs, pages
+    from airflow_provider_skynomad.plugin.facts import job_facts
 
     job = jobs.find_job(dag_id, run_id, task_id, map_index)
     if job is None:
@@ -91,7 +98,7 @@ def jobs_dashboard(
     user: Annotated[object, Depends(current_user)], days: Annotated[float, Query(gt=0, le=366)] = 7
 ) -> HTMLResponse:
     """Every SkyNomad task of the last `days` days in the DAGs this user may read."""
-    from . import jobs, pages
+    from airflow_provider_skynomad.plugin import jobs, pages
 
     readable = auth_manager().get_authorized_dag_ids(user=user, method="GET")
     found = jobs.list_jobs(set(readable), days)
@@ -108,18 +115,24 @@ def markets(
 ) -> HTMLResponse:
     """The market table behind `conn_id`: availability heatmap, prices, probe ages, forecasts, probe spend.
 
-    Heatmap and prices come from the database's GROUP BY (market/aggregate.py), the forecast from the
+    Heatmap and prices come from the database's GROUP BY (market/store/aggregate.py), the forecast from the
     last `FORECAST_DAYS` of rows, so the page costs about the same for a week or a month of probes.
     """
     import pandas as pd
 
-    from ..market.table import MarketTable
-    from . import pages
-    from .markets import daily_probe_spend, fleet_holdings, market_config, market_summary
+    from airflow_provider_skynomad.clouds.factory import market_now
+    from airflow_provider_skynomad.market.store.table import MarketTable
+    from airflow_provider_skynomad.plugin import pages
+    from airflow_provider_skynomad.plugin.markets import (
+        daily_probe_spend,
+        fleet_holdings,
+        market_config,
+        market_summary,
+    )
 
     config = market_config(conn_id, lambda conn: may_read_connection(user, conn))
     url = config.market_url
-    now = config.market_now()  # the simulated cloud's rows are on its replayed trace's clock
+    now = market_now(config)  # the simulated cloud's rows are on its replayed trace's clock
     since = now - pd.Timedelta(days=days)
     table = MarketTable(url)
     try:

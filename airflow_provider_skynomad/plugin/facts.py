@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..jobs.narrate import say
+from airflow_provider_skynomad.jobs.narrate import say
 
 
 @dataclass

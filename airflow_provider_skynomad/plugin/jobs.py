@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from ..jobs.record import RECORD_KEY, STATUS_KEY
+from airflow_provider_skynomad.jobs.record import RECORD_KEY, STATUS_KEY
 
 OPERATORS = ("SkyNomadOperator",)
 log = logging.getLogger(__name__)
@@ -89,8 +89,8 @@ def attach_controlled(job: Job) -> None:
     job page's timeline, chart and options weighed come from that newer record. One that cannot
     be read leaves the task state's (the page says when that was).
     """
-    from ..jobs.table import JobTable
-    from .markets import market_config
+    from airflow_provider_skynomad.jobs.table import JobTable
+    from airflow_provider_skynomad.plugin.markets import market_config
 
     record, status = job.record or {}, job.status or {}
     if record.get("finished") or not record.get("job_id") or not status.get("conn_id"):
@@ -141,8 +141,8 @@ def attach_live(jobs: list[Job]) -> None:
 
     The rows live in the market database of the connection each job ran on; one that cannot be
     read leaves the task state's status as it is (the page says when that was)."""
-    from ..jobs.live import LiveStatusTable, newer_status
-    from .markets import market_config
+    from airflow_provider_skynomad.jobs.live import LiveStatusTable, newer_status
+    from airflow_provider_skynomad.plugin.markets import market_config
 
     by_conn: dict[str, list[Job]] = {}
     for job in jobs:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 from fastapi import HTTPException
 
-from ..market import aggregate
-from ..market.overview import (
+from airflow_provider_skynomad.market.store import aggregate
+from airflow_provider_skynomad.plugin.overview import (
     FORECAST_DAYS,
     bucket_hours_for,
     forecast_lifetimes,
@@ -31,7 +31,7 @@ def market_config(conn_id: str, may_read_connection):
     from airflow.exceptions import AirflowNotFoundException
     from airflow.models.connection import Connection
 
-    from ..hooks.skynomad import SkyNomadConfig
+    from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig
 
     if conn_id != DEFAULT_CONN_ID and not may_read_connection(conn_id):
         raise HTTPException(403, f"you may not read connection {conn_id!r}")
@@ -81,9 +81,9 @@ def market_summary(table, since: pd.Timestamp, now: pd.Timestamp, max_age_hours:
 
 
 def daily_probe_spend(url: str, since: pd.Timestamp) -> list[tuple[str, float]] | None:
-    """USD of paid probes per UTC day from the probe-spend record (market/signals.py), None when unreadable."""
+    """USD of paid probes per UTC day from the probe-spend record (market/store/signals.py), None when unreadable."""
     try:
-        from ..market.signals import SignalTable
+        from airflow_provider_skynomad.market.store.signals import SignalTable
     except ImportError:
         return None
     try:
@@ -105,7 +105,7 @@ def fleet_holdings(url: str, rows) -> dict[str, tuple[int, int]] | None:
     A job's row names the market by its planner key; a key that is only a zone matches the zone's row.
     """
     try:
-        from ..jobs.live import LiveStatusTable
+        from airflow_provider_skynomad.jobs.live import LiveStatusTable
 
         board = LiveStatusTable(url)
         try:

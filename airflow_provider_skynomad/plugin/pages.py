@@ -1,6 +1,6 @@
 """The plugin's HTML pages: a job page, a markets page and a jobs dashboard, plain words first, numbers in tables.
 
-Pure rendering from plain data (facts.py, market/overview.py): no I/O. This module works out what
+Pure rendering from plain data (facts.py, plugin/overview.py): no I/O. This module works out what
 each page says (words, totals, chart geometry through svg.py); the templates in templates/ lay it
 out, escaping every value (render.py). Nothing here ever sees a connection: the markets page gets
 the market table's URL already stripped of its password.
@@ -12,10 +12,10 @@ import logging
 
 import pandas as pd
 
-from ..market.overview import Heatmap, MarketRow
-from . import svg
-from .facts import JobFacts, dashboard_row
-from .render import render, usd
+from airflow_provider_skynomad.plugin import svg
+from airflow_provider_skynomad.plugin.facts import JobFacts, dashboard_row
+from airflow_provider_skynomad.plugin.overview import Heatmap, MarketRow
+from airflow_provider_skynomad.plugin.render import render, usd
 
 log = logging.getLogger(__name__)
 REFRESH_SECONDS = 10  # a running job's page reloads itself: live while the task is deferred

@@ -13,7 +13,7 @@ import copy
 
 import numpy as np
 
-from ..forecasts.base import check_params
+from airflow_provider_skynomad.forecasts.base import check_params
 
 
 def remaining_run_hours(usable: np.ndarray, step_hours: float) -> np.ndarray:

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..market.grid import MarketGrid
-from ..planner.job import JobSpec
-from ..planner.registry import POLICIES, get_policy
-from .optimal import GAP_WARNING, optimal_cost
-from .simulator import check_work_ratio, simulate, window_ticks
+from airflow_provider_skynomad.market.grid import MarketGrid
+from airflow_provider_skynomad.planner.job import JobSpec
+from airflow_provider_skynomad.planner.registry import POLICIES, get_policy
+from airflow_provider_skynomad.simulation.optimal import GAP_WARNING, optimal_cost
+from airflow_provider_skynomad.simulation.simulator import check_work_ratio, simulate, window_ticks
 
 OPTIMAL = "optimal"
 UNIFORM = "uniform-progress"

@@ -4,7 +4,7 @@
 Here the jobs step in lock-step on one grid and share each market's capacity by the rule of
 market.capacity (a launch gets capacity only if ``available − held ≥ gang``; when capacity drops,
 the youngest groups are taken back first), through the same per-job loop as `simulate`
-(simulation.simulator.JobRun: one accounting of billing, preemption, lost work, pace, lag).
+(planner.rollout.JobRun: one accounting of billing, preemption, lost work, pace, lag).
 
 One grid tick:
 
@@ -38,17 +38,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..market import capacity as rule
-from ..market.egress import EgressModel
-from ..market.fleet import MODES, Fleet
-from ..market.grid import MarketGrid
-from ..planner.actions import Mode, Option
-from ..planner.base import Policy
-from ..planner.crowding import slack_hours
-from ..planner.job import JobSpec, JobState
-from ..planner.pace import Pace
-from .result import RunResult
-from .simulator import JobRun, _Truth, check_work_ratio, window_ticks
+from airflow_provider_skynomad.market import capacity as rule
+from airflow_provider_skynomad.market.egress import EgressModel
+from airflow_provider_skynomad.market.fleet import MODES, Fleet
+from airflow_provider_skynomad.market.grid import MarketGrid
+from airflow_provider_skynomad.planner.actions import Mode, Option
+from airflow_provider_skynomad.planner.base import Policy
+from airflow_provider_skynomad.planner.crowding import slack_hours
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
+from airflow_provider_skynomad.planner.pace import Pace
+from airflow_provider_skynomad.planner.result import RunResult
+from airflow_provider_skynomad.planner.rollout import JobRun, Truth, window_ticks
+from airflow_provider_skynomad.simulation.simulator import check_work_ratio
 
 _SPOT, _WAITING, _ON_DEMAND, _IDLE = (MODES.index(m) for m in ("spot", "waiting", "on-demand", "idle"))
 
@@ -244,5 +245,5 @@ def _start(spec: FleetJob, grid: MarketGrid, egress: np.ndarray, history: bool, 
     seen = np.zeros(grid.available.shape, dtype=bool)
     if history:
         seen[: spec.start_tick] = True
-    truth = _Truth(spec.job.work_hours * spec.work_ratio, Pace(spec.job.work_hours))
+    truth = Truth(spec.job.work_hours * spec.work_ratio, Pace(spec.job.work_hours))
     return JobRun(spec.policy, spec.job, grid, spec.start_tick, 0, JobState(), seen, egress, None, truth, capacity)

@@ -33,10 +33,10 @@ from functools import reduce
 
 import numpy as np
 
-from ..market.egress import EgressModel
-from ..market.grid import MarketGrid
-from ..planner.job import JobSpec
-from .simulator import window_ticks
+from airflow_provider_skynomad.market.egress import EgressModel
+from airflow_provider_skynomad.market.grid import MarketGrid
+from airflow_provider_skynomad.planner.job import JobSpec
+from airflow_provider_skynomad.planner.rollout import window_ticks
 
 SPOT, ON_DEMAND = 0, 1
 MAX_BAND_LEVELS = 12_000  # progress levels the DP holds at once: ~10 s for 52 h × 13 zones at the worst band

@@ -18,9 +18,9 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from ..hooks import skynomad as _hooks
-from ..hooks.skynomad import SkyNomadHook
-from ..jobs.contract import ControllerArgs, Outcome, OutcomeKind
+from airflow_provider_skynomad.hooks import skynomad as _hooks
+from airflow_provider_skynomad.hooks.skynomad import SkyNomadHook
+from airflow_provider_skynomad.jobs.contract import ControllerArgs, Outcome, OutcomeKind
 
 # The triggerer imports this module on its event loop: keep it light. pandas, numpy, SQLAlchemy
 # and the planner are imported inside the threads that use them.
@@ -59,7 +59,7 @@ class SkyNomadTrigger(BaseTrigger):
         try:
             outcome = await self._control(controller, config)
         finally:
-            from ..market.table import release_shared
+            from airflow_provider_skynomad.market.store.table import release_shared
 
             release_shared(table)  # also when the generator is closed after its loop has ended
         if outcome is None:
@@ -74,7 +74,7 @@ class SkyNomadTrigger(BaseTrigger):
 
     async def _control(self, controller, config) -> Outcome | None:
         """Step on a fixed schedule until the job ends; None when another copy took control."""
-        from ..jobs.errors import ControlLost
+        from airflow_provider_skynomad.jobs.errors import ControlLost
 
         params = self.args.params
         wall_per_hour = config.wall_seconds_per_cloud_hour
@@ -116,8 +116,8 @@ class SkyNomadTrigger(BaseTrigger):
             await asyncio.sleep(max(0.0, due - time.monotonic()))
 
     def _open(self, config):
-        from ..jobs.controller import Controller
-        from ..market.table import release_shared, shared_table
+        from airflow_provider_skynomad.jobs.controller import Controller
+        from airflow_provider_skynomad.market.store.table import release_shared, shared_table
 
         cloud = _hooks.make_cloud(config)
         table = shared_table(config.market_url)  # one per triggerer process, not one per trigger
@@ -155,7 +155,7 @@ class SkyNomadTrigger(BaseTrigger):
         await asyncio.to_thread(self._end_job, config, state)
 
     def _end_job(self, config, state: str) -> None:
-        from ..jobs.table import JobTable
+        from airflow_provider_skynomad.jobs.table import JobTable
 
         cloud = _hooks.make_cloud(config)
         with JobTable(config.market_url) as jobs:

@@ -41,7 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..files import atomic_write
+from airflow_provider_skynomad.exceptions import CheckpointMismatch
+from airflow_provider_skynomad.utils.files import atomic_write
 
 CHECKPOINT_FILE = "checkpoint.pkl"
 PROGRESS_FILE = "progress.json"
@@ -49,10 +50,6 @@ MODEL_FILE = "model.pkl"
 BATCH_SIZE = 64
 CLASSES = np.arange(10)
 CHECKPOINT_FORMAT = 1
-
-
-class CheckpointMismatch(ValueError):
-    """The checkpoint in the directory belongs to a run with other settings."""
 
 
 def load_data() -> tuple[np.ndarray, np.ndarray]:

@@ -66,7 +66,7 @@ def gcp_frame():
 
 def seed_market(frame: pd.DataFrame, until: pd.Timestamp, hours: float = 48.0, url: str | None = None):
     """Write the trace rows of [until - hours, until) to the market table: the probe DAG's history."""
-    from airflow_provider_skynomad.market.table import MarketTable
+    from airflow_provider_skynomad.market.store.table import MarketTable
 
     table = MarketTable(url)
     table.create()

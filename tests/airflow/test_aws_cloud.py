@@ -17,8 +17,8 @@ moto = pytest.importorskip("moto")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clouds"))
 from aws_fixtures import BUCKET, account, put_checkpoint  # noqa: E402
 
-from airflow_provider_skynomad.clouds.aws import AwsCloud  # noqa: E402
-from airflow_provider_skynomad.clouds.aws_boot import UserDataError  # noqa: E402
+from airflow_provider_skynomad.clouds.aws.boot import UserDataError  # noqa: E402
+from airflow_provider_skynomad.clouds.aws.cloud import AwsCloud  # noqa: E402
 from airflow_provider_skynomad.clouds.base import CapacityError, GroupStatus, LaunchRequest  # noqa: E402
 
 REGION, ZONE, WEST = "us-east-1", "us-east-1a", "us-west-2"
@@ -426,8 +426,8 @@ def test_a_refusal_fails_the_zone_naming_it(aws, fleets):
 
 
 def test_no_answer_fails_the_zone_and_what_raced_in_is_terminated(aws, fleets):
-    from airflow_provider_skynomad.clouds.aws import PURPOSE_TAG
-    from airflow_provider_skynomad.clouds.aws_probe import ProbeNoAnswer, request_probe
+    from airflow_provider_skynomad.clouds.aws.cloud import PURPOSE_TAG
+    from airflow_provider_skynomad.clouds.aws.probe import ProbeNoAnswer, request_probe
 
     fleets.hides_instances()  # the fleet launches, but the probe never sees it before the delete
     waited = []
@@ -450,7 +450,7 @@ def test_no_answer_fails_the_zone_and_what_raced_in_is_terminated(aws, fleets):
 
 
 def test_an_instance_first_seen_after_the_delete_is_counted_billed(aws, fleets, monkeypatch):
-    from airflow_provider_skynomad.clouds import aws_probe
+    from airflow_provider_skynomad.clouds.aws import probe as aws_probe
 
     fleets.no_capacity()  # the history says no capacity at once ...
     created = fleets.created

@@ -1,7 +1,7 @@
 """AWS end to end on localhost: moto in server mode (EC2 + S3), the real operator through ``dag.test()``.
 
 Every instance the job launches really runs: an "instance runner" watches moto's EC2 for new
-running instances, decodes each one's user data (the boot script, clouds/aws_boot.py) and runs it
+running instances, decodes each one's user data (the boot script, clouds/aws/boot.py) and runs it
 as a local bash process, with ``AWS_ENDPOINT_URL`` = moto, its own IMDS stub (tests/agent/
 metadata_stub.py) and a ``shutdown`` on PATH that records the instance powering itself off. What
 EC2 would do on its own, the runner does through moto's in-process backend: an instance whose
@@ -92,7 +92,7 @@ def market_rows(at: pd.Timestamp, zone: str, available: int, spot_usd: float) ->
 
 def seed_market(until: pd.Timestamp) -> None:
     """Six hours of probes every 10 min: spot in both zones, us-east-1a the cheaper."""
-    from airflow_provider_skynomad.market.table import MarketTable
+    from airflow_provider_skynomad.market.store.table import MarketTable
 
     times = pd.date_range(end=until, periods=36, freq="10min")
     rows = [market_rows(t, ZONE_A, 1, 0.16) for t in times] + [market_rows(t, ZONE_B, 1, 0.25) for t in times]
@@ -290,9 +290,9 @@ def moto_server(monkeypatch, tmp_path):
 def test_aws_job_survives_a_spot_interruption_and_moves_region(
     airflow_db, skynomad_home, moto_server, tmp_path, monkeypatch
 ):
-    from airflow_provider_skynomad.clouds.aws import AwsCloud
+    from airflow_provider_skynomad.cli.demo import run_dag_test, task_result
+    from airflow_provider_skynomad.clouds.aws.cloud import AwsCloud
     from airflow_provider_skynomad.clouds.base import LaunchRequest
-    from airflow_provider_skynomad.demo import run_dag_test, task_result
     from airflow_provider_skynomad.workload import default_steps
     from airflow_provider_skynomad.workload.train import MODEL_FILE, train
 
@@ -318,7 +318,7 @@ def test_aws_job_survives_a_spot_interruption_and_moves_region(
 
     def capacity_gone_in_us_east_1a():
         """What the probe DAG would see from the notice on: no spot capacity in us-east-1a, and dear."""
-        from airflow_provider_skynomad.market.table import MarketTable
+        from airflow_provider_skynomad.market.store.table import MarketTable
 
         table = MarketTable()
         for _ in range(3):  # a sustained outage, not one odd probe
@@ -430,7 +430,7 @@ def test_bad_aws_settings_fail_the_task_before_any_launch_naming_each_setting(
     airflow_db, skynomad_home, moto_server, monkeypatch, capfd
 ):
     """A zone with no subnet, an unknown template and a missing bucket, through the operator."""
-    from airflow_provider_skynomad.demo import run_dag_test
+    from airflow_provider_skynomad.cli.demo import run_dag_test
 
     acct = account({EAST: [ZONE_A], WEST: [ZONE_B]}, endpoint_url=moto_server, buckets=False)
     client("s3", EAST, moto_server).create_bucket(Bucket="ckpt-us-east-1")  # us-west-2's is missing

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from airflow_provider_skynomad.demo import model_is_bit_identical, run_dag_test, task_result
+from airflow_provider_skynomad.cli.demo import model_is_bit_identical, run_dag_test, task_result
 
 from .conftest import DAGS_FOLDER, seed_market
 
@@ -83,7 +83,7 @@ def dry_us_east4(simulated, now_hours: float) -> pd.DataFrame:
 
 
 def attach_cloud(home):
-    from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+    from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
 
     return SimulatedCloud.attach(home / "cloud")
 
@@ -93,7 +93,7 @@ def test_probe_then_fine_tune_with_preemption_and_migration(us_east4_drought, tm
     started = time.monotonic()
     state, _ = run_dag_test(load_dag("skynomad_probe"))
     assert state == "success"
-    from airflow_provider_skynomad.market.table import MarketTable
+    from airflow_provider_skynomad.market.store.table import MarketTable
 
     table = MarketTable()
     probed = table.read(since=simulated.trace_start)

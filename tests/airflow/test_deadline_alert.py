@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from airflow_provider_skynomad import demo
+from airflow_provider_skynomad.cli import demo
 
 SPEED = 300.0
 QUEUE_TO_FIRST_TRY = timedelta(seconds=7.0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from airflow_provider_skynomad import demo
+from airflow_provider_skynomad.cli import demo
 
 
 def test_demo_constants_are_the_fine_tune_dags():

@@ -28,8 +28,8 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from airflow_provider_skynomad.clouds import gcp
-from airflow_provider_skynomad.demo import run_dag_test, task_result
+from airflow_provider_skynomad.cli.demo import run_dag_test, task_result
+from airflow_provider_skynomad.clouds.gcp import cloud as gcp
 
 from ..clouds.gcp_fakes import FakeCompute, FakeGceHook, LocalBoot, anonymous_storage_client, gcs_emulator
 from .conftest import DAGS_FOLDER
@@ -80,7 +80,7 @@ def market_row(at, zone: str, spot: float, available: int) -> dict:
 
 
 def append_market(rows: pd.DataFrame) -> None:
-    from airflow_provider_skynomad.market.table import MarketTable
+    from airflow_provider_skynomad.market.store.table import MarketTable
 
     table = MarketTable()
     table.create()

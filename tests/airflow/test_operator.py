@@ -15,7 +15,7 @@ from airflow.sdk.exceptions import TaskDeferred
 from airflow_provider_skynomad.clouds.base import GroupHandle, GroupStatus
 from airflow_provider_skynomad.jobs.deadline import resolve_deadline_hours
 from airflow_provider_skynomad.jobs.record import RECORD_KEY
-from airflow_provider_skynomad.market.table import MarketTable
+from airflow_provider_skynomad.market.store.table import MarketTable
 from airflow_provider_skynomad.operators.skynomad import SkyNomadInputError, SkyNomadOperator, on_deadline_missed
 from airflow_provider_skynomad.triggers.skynomad import SkyNomadTrigger
 

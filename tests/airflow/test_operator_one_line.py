@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from airflow.sdk import RetryPolicy
 
-from airflow_provider_skynomad.demo import run_dag_test
+from airflow_provider_skynomad.cli.demo import run_dag_test
 from airflow_provider_skynomad.operators.skynomad import Stop, StopIsFinal
 
 from .conftest import DAGS_FOLDER, seed_market

@@ -14,8 +14,8 @@ import pytest
 
 from airflow_provider_skynomad.clouds.base import Signal
 from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig, SkyNomadHook
-from airflow_provider_skynomad.market.signals import SignalTable
-from airflow_provider_skynomad.market.table import MarketTable
+from airflow_provider_skynomad.market.store.signals import SignalTable
+from airflow_provider_skynomad.market.store.table import MarketTable
 from airflow_provider_skynomad.operators.probe import SkyNomadProbeOperator, plan_probes, probe_targets
 
 from .conftest import seed_market
@@ -42,8 +42,8 @@ def simulated(airflow_db, skynomad_home, gcp_frame, monkeypatch):
 
 
 def test_the_probe_dag_probes_each_zone_once_for_one_instance_and_records_the_cost(simulated, monkeypatch):
+    from airflow_provider_skynomad.cli.demo import run_dag_test
     from airflow_provider_skynomad.clouds.base import GroupStatus
-    from airflow_provider_skynomad.demo import run_dag_test
 
     monkeypatch.setenv("SKYNOMAD_COLD_START_HOURS", "0")
     cloud, leftover = _leftover_group("no_such_dag")  # its cleanup task asks Airflow's API about it
@@ -79,7 +79,7 @@ class SteppedClock:
 
 
 def _simulated_cloud(home, start_hours: float):
-    from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+    from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
     from airflow_provider_skynomad.hooks.skynomad import bundled_trace
 
     cloud = SimulatedCloud(bundled_trace(), home / "cloud", speed=1.0, trace_start=start_hours)
@@ -92,6 +92,7 @@ def test_a_day_of_probing_stays_within_budget_and_keeps_used_markets_fresh(skyno
     budget, job_zones = 5.0, SIX_ZONES
     cloud = _simulated_cloud(skynomad_home, start_hours=60.0)
     monkeypatch.setattr("airflow_provider_skynomad.operators.probe.make_cloud", lambda config: cloud)
+    monkeypatch.setattr("airflow_provider_skynomad.probing.round.make_cloud", lambda config: cloud)
     config = SkyNomadConfig.default()
     monkeypatch.setattr(SkyNomadHook, "get_config", lambda self: config)
     targets = probe_targets(config, count=1, job_zones=job_zones)
@@ -129,6 +130,7 @@ class SignallingCloud(FakeCloud):
 def test_free_signals_land_in_the_table_and_price_the_probes(skynomad_home, monkeypatch):
     cloud = SignallingCloud(pd.Timestamp("2025-10-05T12:00:00Z"))
     monkeypatch.setattr("airflow_provider_skynomad.operators.probe.make_cloud", lambda config: cloud)
+    monkeypatch.setattr("airflow_provider_skynomad.probing.round.make_cloud", lambda config: cloud)
     target = {"cloud": "gcp", "region": "us-east4", "zones": ["us-east4-a", "us-east4-b"], "instance_type": "t"}
     op = SkyNomadProbeOperator(task_id="probe", target=target, probe_budget_usd_per_day=1.0)
     op.execute({})
@@ -189,6 +191,7 @@ def test_the_operator_setting_overrides_the_kind_and_gcp_probes_by_request(skyno
 def test_a_zero_budget_probes_nothing(skynomad_home, monkeypatch):
     cloud = SignallingCloud(pd.Timestamp("2025-10-05T12:00:00Z"))
     monkeypatch.setattr("airflow_provider_skynomad.operators.probe.make_cloud", lambda config: cloud)
+    monkeypatch.setattr("airflow_provider_skynomad.probing.round.make_cloud", lambda config: cloud)
     target = {"cloud": "gcp", "region": "us-east4", "zones": ["us-east4-a"], "instance_type": "t"}
     SkyNomadProbeOperator(task_id="probe", target=target, probe_budget_usd_per_day=0.0).execute({})
     assert cloud.probes == []
@@ -237,6 +240,7 @@ def test_skynomad_cleanup_keeps_a_group_whose_task_instance_it_cannot_find(simul
 def test_a_retried_probe_task_does_not_pay_twice_for_its_part_of_the_plan(skynomad_home, monkeypatch):
     cloud = SignallingCloud(pd.Timestamp("2025-10-05T12:00:00Z"))
     monkeypatch.setattr("airflow_provider_skynomad.operators.probe.make_cloud", lambda config: cloud)
+    monkeypatch.setattr("airflow_provider_skynomad.probing.round.make_cloud", lambda config: cloud)
     config = SkyNomadConfig.default()
     monkeypatch.setattr(SkyNomadHook, "get_config", lambda self: config)
     target = {"cloud": "gcp", "region": "us-east4", "zones": ["us-east4-a"], "instance_type": "t", "count": 1}

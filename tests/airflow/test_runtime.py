@@ -15,7 +15,7 @@ from airflow_provider_skynomad.jobs.errors import SkyNomadDeadlineMissed
 from airflow_provider_skynomad.jobs.record import RECORD_KEY
 from airflow_provider_skynomad.jobs.watch import Watch
 from airflow_provider_skynomad.market.source import MarketSource
-from airflow_provider_skynomad.market.table import MarketTable
+from airflow_provider_skynomad.market.store.table import MarketTable
 from airflow_provider_skynomad.operators.skynomad import SkyNomadInputError
 from airflow_provider_skynomad.planner.actions import Mode, Option
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
@@ -91,7 +91,7 @@ def test_what_the_cloud_check_finds_fails_the_task_naming_the_setting_before_any
 
 
 def test_the_summary_says_what_the_probe_dag_spent_on_the_jobs_markets_while_it_ran(cloud, now):  # noqa: F811
-    from airflow_provider_skynomad.market.signals import ProbeSpend, SignalTable
+    from airflow_provider_skynomad.market.store.signals import ProbeSpend, SignalTable
 
     store = FakeStore()
     defer(make_op(), context_for(store))

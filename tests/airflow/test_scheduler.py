@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from airflow_provider_skynomad.demo import model_is_bit_identical
+from airflow_provider_skynomad.cli.demo import model_is_bit_identical
 
 from .conftest import EXAMPLE_DAGS, TEST_DAGS, seed_market
 
@@ -304,9 +304,9 @@ def test_fine_tune_through_scheduler_and_triggerer(metadata_db, tmp_path, gcp_fr
 def _two_fine_tunes_on_a_busy_box(admin, name, services, skynomad_home: Path, home: Path) -> None:
     """Two fine-tune runs at once beside a CPU burner: the trigger controls each job, so a busy box
     costs neither its saving nor its deadline; what the job page shows matches the cloud's bill."""
-    from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+    from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
     from airflow_provider_skynomad.jobs.live import LiveStatusTable
-    from airflow_provider_skynomad.market.table import default_market_url
+    from airflow_provider_skynomad.market.store.table import default_market_url
 
     before = {r[0] for r in _query(admin, name, "SELECT run_id FROM dag_run WHERE dag_id='skynomad_fine_tune'")}
     burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
@@ -372,7 +372,7 @@ def _two_fine_tunes_on_a_busy_box(admin, name, services, skynomad_home: Path, ho
 
 
 def _job_ids(skynomad_home: Path) -> list[str]:
-    from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+    from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
 
     return sorted({g["job_id"] for g in SimulatedCloud.attach(skynomad_home / "cloud").launches() if g["job_id"]})
 

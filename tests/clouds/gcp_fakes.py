@@ -28,7 +28,7 @@ from google.api_core.exceptions import NotFound
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1
 
-from airflow_provider_skynomad.clouds.gcp_hook import GceHook
+from airflow_provider_skynomad.clouds.gcp.hook import GceHook
 
 COMPUTE = "https://www.googleapis.com/compute/v1"
 

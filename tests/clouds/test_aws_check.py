@@ -15,8 +15,8 @@ moto = pytest.importorskip("moto")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aws_fixtures import BUCKET, account  # noqa: E402
 
-from airflow_provider_skynomad.clouds.aws import AwsCloud  # noqa: E402
-from airflow_provider_skynomad.clouds.aws_boot import UserDataError, boot_script  # noqa: E402
+from airflow_provider_skynomad.clouds.aws.boot import UserDataError, boot_script  # noqa: E402
+from airflow_provider_skynomad.clouds.aws.cloud import AwsCloud  # noqa: E402
 
 REGION = "us-east-1"
 

@@ -111,7 +111,7 @@ def test_every_call_the_adapter_makes_is_allowed(monkeypatch):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from aws_fixtures import BUCKET, FleetEvents, account, put_checkpoint
 
-    from airflow_provider_skynomad.clouds.aws import AwsCloud
+    from airflow_provider_skynomad.clouds.aws.cloud import AwsCloud
     from airflow_provider_skynomad.clouds.base import LaunchRequest
 
     for key, value in {

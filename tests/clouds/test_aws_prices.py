@@ -12,6 +12,7 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 from airflow_provider_skynomad.cli import main
+from airflow_provider_skynomad.cli.prices import run_prices_refresh
 from airflow_provider_skynomad.market.prices import (
     PriceTable,
     PriceTableError,
@@ -19,7 +20,6 @@ from airflow_provider_skynomad.market.prices import (
     refresh_aws,
     refresh_gcp,
     refreshed_path,
-    run_prices_refresh,
     shipped_path,
 )
 

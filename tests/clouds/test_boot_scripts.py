@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_provider_skynomad.clouds.aws_boot import UserDataError, boot_script
+from airflow_provider_skynomad.clouds.aws.boot import UserDataError, boot_script
 from airflow_provider_skynomad.clouds.base import LaunchRequest
 from airflow_provider_skynomad.clouds.boot_env import UnsafeEnvError
-from airflow_provider_skynomad.clouds.gcp_boot import startup_script
+from airflow_provider_skynomad.clouds.gcp.boot import startup_script
 from airflow_provider_skynomad.jobs.errors import SkyNomadInputError
 from airflow_provider_skynomad.jobs.params import validate_params
 

@@ -9,9 +9,10 @@ from datetime import timedelta
 import pandas as pd
 import pytest
 
+from airflow_provider_skynomad.cli.cleanup import _duration
 from airflow_provider_skynomad.clouds.base import Cloud, GroupHandle, GroupStatus, LaunchRequest, Resource
 from airflow_provider_skynomad.clouds.cleanup import JobFact, is_live, plan_cleanup
-from airflow_provider_skynomad.clouds.cleanup_commands import _duration, cleanup, jobs_from_task_api
+from airflow_provider_skynomad.clouds.cleanup_run import cleanup, jobs_from_task_api
 from airflow_provider_skynomad.jobs.record import job_id_for
 
 NOW = pd.Timestamp("2025-10-08T12:00:00Z")
@@ -99,7 +100,7 @@ def _fake_task_api(monkeypatch, states_by_run, run_ends=None):
     """The API server as the probe DAG's task sees it: states only for the exact ids asked about."""
     from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
-    from airflow_provider_skynomad.clouds import cleanup_commands
+    from airflow_provider_skynomad.clouds import cleanup_run
 
     calls = []
 
@@ -108,7 +109,7 @@ def _fake_task_api(monkeypatch, states_by_run, run_ends=None):
         return {run: found for run, found in states_by_run.items() if run in kwargs["run_ids"]}
 
     monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(states))
-    monkeypatch.setattr(cleanup_commands, "dag_run_end", lambda dag_id, run_id: (run_ends or {}).get(run_id))
+    monkeypatch.setattr(cleanup_run, "dag_run_end", lambda dag_id, run_id: (run_ends or {}).get(run_id))
     return calls
 
 
@@ -200,7 +201,7 @@ def test_older_than_parses_durations():
 
 
 def test_the_simulated_cloud_s_leftover_group_is_ended_and_a_live_one_kept(tmp_path, monkeypatch):
-    from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+    from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
     from airflow_provider_skynomad.hooks.skynomad import bundled_trace
 
     monkeypatch.setenv("SKYNOMAD_COLD_START_HOURS", "0")

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from airflow_provider_skynomad.clouds.base import LaunchRequest
-from airflow_provider_skynomad.clouds.cleanup_commands import cleanup, jobs_from_metadata_db, jobs_from_task_api
+from airflow_provider_skynomad.clouds.cleanup_run import cleanup, jobs_from_metadata_db, jobs_from_task_api
 from airflow_provider_skynomad.jobs.record import job_id_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -25,19 +25,19 @@ def fake_task_api(monkeypatch, states_by_run):
     """The API server as the probe DAG's task sees it: states only for the exact run ids asked about."""
     from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
-    from airflow_provider_skynomad.clouds import cleanup_commands
+    from airflow_provider_skynomad.clouds import cleanup_run
 
     def states(**kwargs):
         return {run: found for run, found in states_by_run.items() if run in kwargs["run_ids"]}
 
     monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(states))
-    monkeypatch.setattr(cleanup_commands, "dag_run_end", lambda dag_id, run_id: None, raising=False)
+    monkeypatch.setattr(cleanup_run, "dag_run_end", lambda dag_id, run_id: None, raising=False)
 
 
 def test_break_1_the_probe_dag_keeps_a_running_gcp_job_whose_run_id_labels_mangle(monkeypatch):
     """GCP labels lowercase the run id and replace ':' '+' '.': the cleanup asked Airflow about a run
     that does not exist, took "no such task instance" for ended and deleted the running job."""
-    from airflow_provider_skynomad.clouds.gcp import GcpCloud
+    from airflow_provider_skynomad.clouds.gcp.cloud import GcpCloud
 
     from .gcp_fakes import FakeCompute, FakeGceHook
 
@@ -127,7 +127,7 @@ def test_break_2_the_command_ends_only_what_it_proves_ended(aws, metadata_db):
     deleted an ended job's checkpoints (their end time was looked up from tags S3 has not)."""
     from aws_fixtures import BUCKET, put_checkpoint
 
-    from airflow_provider_skynomad.clouds.aws import AwsCloud
+    from airflow_provider_skynomad.clouds.aws.cloud import AwsCloud
 
     cloud = AwsCloud(checkpoint_bucket=BUCKET, **aws.cloud_options())
     now = pd.Timestamp.now(tz="UTC")
@@ -176,7 +176,7 @@ def shared_account(acct, add_task_instance, now) -> dict[str, list[str]]:
     """
     from aws_fixtures import BUCKET, put_checkpoint
 
-    from airflow_provider_skynomad.clouds.aws import AwsCloud
+    from airflow_provider_skynomad.clouds.aws.cloud import AwsCloud
 
     s3, bucket = boto3.client("s3", region_name="us-east-1"), BUCKET.format(region="us-east-1")
     dag, run = "skynomad_fine_tune", "scheduled__2026-12-03T08:00:00+00:00"
@@ -212,7 +212,7 @@ def shared_account(acct, add_task_instance, now) -> dict[str, list[str]]:
 def test_a_dry_run_on_a_shared_account_lists_only_the_ended_job_and_the_probe_leftover(aws, metadata_db):
     from aws_fixtures import BUCKET
 
-    from airflow_provider_skynomad.clouds.aws import AwsCloud
+    from airflow_provider_skynomad.clouds.aws.cloud import AwsCloud
 
     ids = shared_account(aws, metadata_db, pd.Timestamp.now(tz="UTC"))
     cloud = AwsCloud(checkpoint_bucket=BUCKET, deployment_id="prod", **aws.cloud_options())

@@ -141,7 +141,7 @@ def test_test_connection_reports_what_the_cloud_check_finds_without_launching(
 
 
 def test_test_connection_names_a_cloud_whose_extra_is_missing(monkeypatch, tmp_path):
-    from airflow_provider_skynomad.extras import MissingExtraError
+    from airflow_provider_skynomad.utils.extras import MissingExtraError
 
     def missing(config):
         raise MissingExtraError("gcp", "airflow.providers.google")

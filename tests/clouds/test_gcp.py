@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from airflow_provider_skynomad.clouds.base import CapacityError, GroupStatus, LaunchRequest
-from airflow_provider_skynomad.clouds.gcp import GcpCloud
+from airflow_provider_skynomad.clouds.gcp.cloud import GcpCloud
 
 from .gcp_fakes import EmulatorGcsHook, FakeCompute, FakeGceHook, anonymous_storage_client, gcs_emulator
 
@@ -370,8 +370,8 @@ def test_a_stock_out_is_zero_seen_and_free(compute, emulator):
 
 
 def test_a_request_probe_without_an_answer_fails_the_zone(compute, emulator):
-    from airflow_provider_skynomad.clouds.gcp_probe import ProbeNoAnswer
-    from airflow_provider_skynomad.clouds.gcp_probe import request_probe as gcp_request_probe
+    from airflow_provider_skynomad.clouds.gcp.probe import ProbeNoAnswer
+    from airflow_provider_skynomad.clouds.gcp.probe import request_probe as gcp_request_probe
 
     cloud = make_cloud(compute)
     compute.silent_zones.add("us-central1-a")
@@ -393,8 +393,8 @@ def test_a_request_probe_without_an_answer_fails_the_zone(compute, emulator):
 
 
 def test_a_request_probe_stuck_in_provisioning_is_no_answer_and_deleted(compute, emulator):
-    from airflow_provider_skynomad.clouds.gcp_probe import ProbeNoAnswer
-    from airflow_provider_skynomad.clouds.gcp_probe import request_probe as gcp_request_probe
+    from airflow_provider_skynomad.clouds.gcp.probe import ProbeNoAnswer
+    from airflow_provider_skynomad.clouds.gcp.probe import request_probe as gcp_request_probe
 
     cloud = make_cloud(compute)
     compute.boot_statuses["us-central1-a"] = ["PROVISIONING"] * 10

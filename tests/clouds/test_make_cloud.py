@@ -107,5 +107,6 @@ def test_accepted_options_reach_the_constructor(tmp_path):
 
 
 def test_the_probe_kind_setting_is_checked_when_the_cloud_is_made(tmp_path):
-    with pytest.raises(ValueError, match="the gcp cloud cannot probe by 'request'"):
-        make_cloud(config("gcp", tmp_path, probe_kind="request"))
+    # GCP probes by request too since its request probes (clouds/gcp/probe.py): a kind no cloud has is refused
+    with pytest.raises(ValueError, match="the gcp cloud cannot probe by 'offer'"):
+        make_cloud(config("gcp", tmp_path, probe_kind="offer"))

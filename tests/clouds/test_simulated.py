@@ -20,10 +20,10 @@ import pandas as pd
 import pytest
 
 from airflow_provider_skynomad.agent.store import CheckpointStore
-from airflow_provider_skynomad.clouds import simulated
 from airflow_provider_skynomad.clouds.base import CapacityError, GroupHandle, GroupStatus, LaunchRequest
-from airflow_provider_skynomad.clouds.simulated import CLIENT_TOKEN_TAG, SimulatedCloud, TraceEndedError
-from airflow_provider_skynomad.clouds.simulated_launcher import group_alive
+from airflow_provider_skynomad.clouds.simulated import cloud as simulated
+from airflow_provider_skynomad.clouds.simulated.cloud import CLIENT_TOKEN_TAG, SimulatedCloud, TraceEndedError
+from airflow_provider_skynomad.clouds.simulated.launcher import group_alive
 from airflow_provider_skynomad.market.egress import EgressModel
 from airflow_provider_skynomad.market.grid import Market
 from airflow_provider_skynomad.market.observations import read_observations
@@ -258,7 +258,7 @@ def test_another_process_sees_the_same_clock_and_groups(cloud, trace):
         f"""
         import json, sys
         from airflow_provider_skynomad.clouds.base import GroupHandle
-        from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+        from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
         cloud = SimulatedCloud.attach({str(cloud.state_dir)!r})
         handle = GroupHandle.from_dict(json.loads(sys.argv[1]))
         print(json.dumps({{"now_hours": cloud.now_hours(), "status": cloud.poll(handle).value,
@@ -666,7 +666,7 @@ def test_a_failure_after_the_processes_started_leaves_a_tracked_group(cloud, mon
 CRASHING_LAUNCHER = textwrap.dedent(
     """
     import json, os, sys
-    from airflow_provider_skynomad.clouds import simulated
+    from airflow_provider_skynomad.clouds.simulated import cloud as simulated
     from airflow_provider_skynomad.clouds.base import LaunchRequest
 
     cloud = simulated.SimulatedCloud.attach(sys.argv[1])
@@ -769,17 +769,16 @@ def test_launches_record_every_group_of_a_job_with_its_simulated_interval(trace,
 
 
 def test_a_request_probe_bills_only_what_wins_the_race_to_fulfilment(cloud, monkeypatch):
-    from airflow_provider_skynomad.clouds import simulated
-    from airflow_provider_skynomad.market import probing
+    from airflow_provider_skynomad.clouds.simulated import cloud as simulated  # bills by clouds.base's prior share
 
-    monkeypatch.setattr(probing, "REQUEST_FULFILLED_SHARE", 0.0)
+    monkeypatch.setattr(simulated, "REQUEST_FULFILLED_SHARE", 0.0)
     result = cloud.probe("r1", "r1-a", "g1", 16, kind="request")
     assert (result.kind, result.available, result.billed, result.usd) == ("request", 4, 0, 0.0)
-    monkeypatch.setattr(probing, "REQUEST_FULFILLED_SHARE", 1.0)
+    monkeypatch.setattr(simulated, "REQUEST_FULFILLED_SHARE", 1.0)
     lost = cloud.probe("r1", "r1-a", "g1", 16, kind="request")
     assert (lost.available, lost.billed, lost.usd) == (4, 4, pytest.approx(4 * 1.0 / 60))  # the minimum, as a launch
     assert cloud.bill()["probe_usd"] == pytest.approx(4 * 1.0 / 60)
-    monkeypatch.setattr(probing, "REQUEST_FULFILLED_SHARE", 0.3)
+    monkeypatch.setattr(simulated, "REQUEST_FULFILLED_SHARE", 0.3)
     draws = [simulated.request_race_billed("r1-a", h / 6, 1) for h in range(600)]
     assert draws == [simulated.request_race_billed("r1-a", h / 6, 1) for h in range(600)]  # a replay bills the same
     assert 0.2 < sum(draws) / len(draws) < 0.4

@@ -21,8 +21,8 @@ import pytest
 from sqlalchemy import event
 
 from airflow_provider_skynomad.clouds.base import GroupHandle, GroupStatus, LaunchRequest
-from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
-from airflow_provider_skynomad.clouds.simulated_store import display_url, open_database
+from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
+from airflow_provider_skynomad.clouds.simulated.store import display_url, open_database
 from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig, make_cloud
 
 FAST = 36000.0
@@ -160,7 +160,7 @@ WORKER = textwrap.dedent(
     import json, sys, time
     from pathlib import Path
     from airflow_provider_skynomad.clouds.base import GroupStatus, LaunchRequest
-    from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+    from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
 
     state_dir, url, me, n, barrier = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), Path(sys.argv[5])
     sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]

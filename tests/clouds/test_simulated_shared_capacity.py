@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from airflow_provider_skynomad.clouds.base import CapacityError, GroupHandle, GroupStatus, LaunchRequest
-from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
 
 FAST = 36000.0  # 1 simulated hour = 0.1 wall seconds
 START = pd.Timestamp("2025-01-01T00:00:00Z")
@@ -124,7 +124,7 @@ def test_two_clouds_on_one_state_dir_see_each_others_holdings(trace, tmp_path):
     script = textwrap.dedent(
         f"""
         from airflow_provider_skynomad.clouds.base import CapacityError, LaunchRequest
-        from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+        from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
         cloud = SimulatedCloud.attach({str(cloud.state_dir)!r})
         try:
             cloud.launch(LaunchRequest("gcp", "z1", "z1-b", "g1", 2, True, "b", job_id="job-b"))

@@ -273,7 +273,7 @@ class Cluster:
         import pandas as pd
 
         from airflow_provider_skynomad.market.observations import read_observations
-        from airflow_provider_skynomad.market.table import MarketTable
+        from airflow_provider_skynomad.market.store.table import MarketTable
 
         frame = read_observations(GCP_TRACE)
         until = frame["observed_at"].min() + pd.Timedelta(hours=self.trace_start_hours)
@@ -436,6 +436,6 @@ class Cluster:
         return "".join(p.read_text(errors="replace") for p in sorted(folder.rglob("*.log"))) if folder.exists() else ""
 
     def cloud(self):
-        from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+        from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
 
         return SimulatedCloud.attach(self.skynomad_home / "cloud")

@@ -75,7 +75,7 @@ def write_trace(frame: pd.DataFrame, path: Path) -> Path:
 def seed_rows(frame: pd.DataFrame, until_hours: float = FUTURE_HOURS) -> pd.DataFrame:
     """Write the rows up to `until_hours` after the start to the market table (what the probe DAG
     would write as the job runs: a view never reads past the cloud's now); returns them."""
-    from airflow_provider_skynomad.market.table import MarketTable
+    from airflow_provider_skynomad.market.store.table import MarketTable
 
     rows = frame[frame["observed_at"] <= START + pd.Timedelta(hours=until_hours)]
     table = MarketTable()
@@ -149,7 +149,7 @@ def run_job(attribute: str = "dag", work_hours: float = 1.0, capfd=None) -> tupl
 
     A failed job's outcome carries the error its task log named (from `capfd`, where dag.test()
     prints the task's log)."""
-    from airflow_provider_skynomad.demo import run_dag_test, task_result
+    from airflow_provider_skynomad.cli.demo import run_dag_test, task_result
 
     dag = load_dag("skynomad_faults", attribute)
     state, run_id = run_dag_test(dag, run_conf={"work_hours": work_hours, "workload": str(WORKLOAD)})
@@ -188,13 +188,13 @@ def failure_of(log: str) -> str:
 
 
 def attach_cloud(home: Path):
-    from airflow_provider_skynomad.clouds.simulated import SimulatedCloud
+    from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
 
     return SimulatedCloud.attach(home / "cloud")
 
 
 def market_table():
-    from airflow_provider_skynomad.market.table import MarketTable
+    from airflow_provider_skynomad.market.store.table import MarketTable
 
     return MarketTable()
 

@@ -140,7 +140,7 @@ def test_the_aws_hooks_clients_get_adaptive_retries_unless_the_connection_sets_i
 
 def test_aws_clouds_ec2_client_is_built_with_the_retry_config(monkeypatch):
     pytest.importorskip("airflow.providers.amazon")
-    from airflow_provider_skynomad.clouds.aws import AwsCloud
+    from airflow_provider_skynomad.clouds.aws.cloud import AwsCloud
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")

@@ -53,7 +53,7 @@ class Started:
         from airflow_provider_skynomad.jobs.record import StateStore
         from airflow_provider_skynomad.jobs.runner import JobRunner
         from airflow_provider_skynomad.jobs.table import JobTable
-        from airflow_provider_skynomad.market.table import MarketTable
+        from airflow_provider_skynomad.market.store.table import MarketTable
 
         self.cloud, self.config = cloud, SkyNomadConfig.default()
         self.log = logging.getLogger("test.jobs")

@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from airflow_provider_skynomad.market.commands import add_market_commands
+from airflow_provider_skynomad.cli.market import add_market_commands
 from airflow_provider_skynomad.market.observations import COLUMNS, read_observations, write_observations
-from airflow_provider_skynomad.market.table import MarketTable
+from airflow_provider_skynomad.market.store.table import MarketTable
 
 TRACE = Path(__file__).parents[2] / "airflow_provider_skynomad" / "data" / "gcp-h100-2025-first-week.csv.gz"
 HEADER = ",".join(COLUMNS)

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from airflow_provider_skynomad.cli import main as skynomad
 from airflow_provider_skynomad.market.observations import COLUMNS, TraceError, read_observations
-from airflow_provider_skynomad.market.table import MarketTable
+from airflow_provider_skynomad.market.store.table import MarketTable
 
 FUZZ = settings(
     max_examples=int(os.environ.get("SKYNOMAD_FUZZ_EXAMPLES", "60")),

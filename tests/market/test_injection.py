@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import inspect, select
 
-from airflow_provider_skynomad.market.commands import add_market_commands
+from airflow_provider_skynomad.cli.market import add_market_commands
 from airflow_provider_skynomad.market.observations import COLUMNS, read_observations, write_observations
-from airflow_provider_skynomad.market.retention import compact
 from airflow_provider_skynomad.market.source import select_markets
-from airflow_provider_skynomad.market.table import MarketTable, schema_version
+from airflow_provider_skynomad.market.store.retention import compact
+from airflow_provider_skynomad.market.store.table import MarketTable, schema_version
 
 INJECTIONS = [
     "'; DROP TABLE market_observations; --",
@@ -139,6 +139,6 @@ def test_any_printable_name_round_trips_through_the_table(market_url, name):
 def table_delete():
     from sqlalchemy import delete
 
-    from airflow_provider_skynomad.market.table import market_observations
+    from airflow_provider_skynomad.market.store.table import market_observations
 
     return delete(market_observations)

@@ -24,9 +24,9 @@ from sqlalchemy import (
     select,
 )
 
-from airflow_provider_skynomad.market import bulk
 from airflow_provider_skynomad.market.observations import read_observations
-from airflow_provider_skynomad.market.table import (
+from airflow_provider_skynomad.market.store import bulk
+from airflow_provider_skynomad.market.store.table import (
     SCHEMA_VERSION,
     STORED_KEY,
     MarketTable,
@@ -88,7 +88,7 @@ def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
 def test_a_version_3_table_is_migrated_in_place_with_every_row(market_url, rows, caplog):
     _make_v3(market_url, rows)
     with (
-        caplog.at_level(logging.WARNING, logger="airflow_provider_skynomad.market.migration"),
+        caplog.at_level(logging.WARNING, logger="airflow_provider_skynomad.market.store.migration"),
         MarketTable(market_url) as table,
     ):
         back = table.read()
@@ -149,7 +149,7 @@ def test_processes_opening_a_version_3_table_at_once_migrate_it_once(market_url,
         except Exception as exc:  # noqa: BLE001 - collected and asserted below
             errors.append(exc)
 
-    with caplog.at_level(logging.WARNING, logger="airflow_provider_skynomad.market.migration"):
+    with caplog.at_level(logging.WARNING, logger="airflow_provider_skynomad.market.store.migration"):
         threads = [threading.Thread(target=open_and_count, args=(t,)) for t in tables]
         for thread in threads:
             thread.start()
@@ -163,7 +163,7 @@ def test_processes_opening_a_version_3_table_at_once_migrate_it_once(market_url,
 
 
 def test_a_migration_that_fails_leaves_the_version_3_table_as_it_was(market_url, rows, monkeypatch):
-    from airflow_provider_skynomad.market import migration
+    from airflow_provider_skynomad.market.store import migration
 
     _make_v3(market_url, rows)
 
@@ -255,7 +255,7 @@ def _make_v4(url: str, rows: pd.DataFrame) -> None:
 def test_a_version_4_table_gets_the_probe_kind_column_and_keeps_every_row(market_url, rows, caplog):
     _make_v4(market_url, rows)
     with (
-        caplog.at_level(logging.INFO, logger="airflow_provider_skynomad.market.migration"),
+        caplog.at_level(logging.INFO, logger="airflow_provider_skynomad.market.store.migration"),
         MarketTable(market_url) as table,
     ):
         pd.testing.assert_frame_equal(table.read(), _sorted(rows))  # the format's columns, as before

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from airflow_provider_skynomad.market.probing import ProbeMarket, ProbePlanner, observation_stats, probe_cost_for
-from airflow_provider_skynomad.market.signals import ProbeSpend, SignalTable
+from airflow_provider_skynomad.market.store.signals import ProbeSpend, SignalTable
+from airflow_provider_skynomad.probing.plan import ProbeMarket, ProbePlanner, observation_stats, probe_cost_for
 
 NOW = pd.Timestamp("2025-10-05T06:00:00Z")
 H100_SPOT, H100_OD = 2.3724, 10.3157
@@ -128,7 +128,7 @@ def test_probe_cost_for_a_job_is_the_spend_on_its_markets_while_it_ran(tmp_path)
 def test_a_request_probe_is_planned_at_the_share_fulfilled_before_the_cancel():
     from dataclasses import replace
 
-    from airflow_provider_skynomad.market.probing import REQUEST_FULFILLED_SHARE
+    from airflow_provider_skynomad.probing.plan import REQUEST_FULFILLED_SHARE
 
     planner = ProbePlanner(5.0)
     launch = _market("us-east-1a")
@@ -149,7 +149,7 @@ def test_a_budget_too_small_for_launch_probes_keeps_request_probed_markets_fresh
 
 
 def test_the_default_probe_kind_is_request_only_where_the_cloud_allows_it():
-    from airflow_provider_skynomad.market.probing import default_probe_kind, probe_kind_for
+    from airflow_provider_skynomad.probing.plan import default_probe_kind, probe_kind_for
 
     assert [default_probe_kind(c) for c in ("aws", "gcp", "simulated", "other")] == [
         "request",
@@ -181,7 +181,7 @@ def _spend_and_kinds(cloud: str, billed: list[bool], kind: str = "request", avai
 
 
 def test_the_race_share_starts_at_the_prior_and_moves_to_each_clouds_own_record():
-    from airflow_provider_skynomad.market.probing import RACE_PRIOR_PROBES, REQUEST_FULFILLED_SHARE, race_shares
+    from airflow_provider_skynomad.probing.plan import RACE_PRIOR_PROBES, REQUEST_FULFILLED_SHARE, race_shares
 
     assert race_shares(*_spend_and_kinds("aws", [])) == {}
     few = race_shares(*_spend_and_kinds("aws", [True, False]))["aws"]

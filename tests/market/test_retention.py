@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from airflow_provider_skynomad.market.commands import add_market_commands
+from airflow_provider_skynomad.cli.market import add_market_commands
 from airflow_provider_skynomad.market.grid import build_grid
-from airflow_provider_skynomad.market.retention import compact
-from airflow_provider_skynomad.market.table import MarketTable
+from airflow_provider_skynomad.market.store.retention import compact
+from airflow_provider_skynomad.market.store.table import MarketTable
 
 START = pd.Timestamp("2026-01-01T00:00:00Z")
 

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from airflow_provider_skynomad.clouds.base import Signal
-from airflow_provider_skynomad.market.signals import ProbeSpend, SignalTable
-from airflow_provider_skynomad.market.table import MarketTable
+from airflow_provider_skynomad.market.store.signals import ProbeSpend, SignalTable
+from airflow_provider_skynomad.market.store.table import MarketTable
 
 T0 = pd.Timestamp("2025-10-04T23:50:00Z")
 

@@ -6,7 +6,7 @@ import pandas as pd
 
 from airflow_provider_skynomad.market.observations import COLUMNS
 from airflow_provider_skynomad.market.source import MarketSource
-from airflow_provider_skynomad.market.table import MarketTable
+from airflow_provider_skynomad.market.store.table import MarketTable
 
 START = pd.Timestamp("2026-02-01T00:00:00Z")
 
@@ -50,7 +50,7 @@ def test_incremental_reads_pick_up_new_and_late_rows_in_order(tmp_path):
 
 def test_a_compaction_makes_the_source_read_its_window_again(market_url):
     """Rows a source holds can be deleted (compaction); the deletion counter makes it re-read them."""
-    from airflow_provider_skynomad.market.retention import compact
+    from airflow_provider_skynomad.market.store.retention import compact
 
     with MarketTable(market_url) as table:
         # Two days of one unchanging market every 10 minutes, then one more row.

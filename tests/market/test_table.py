@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import inspect, select, update
 
 from airflow_provider_skynomad.market.observations import COLUMNS, TraceError, read_observations
-from airflow_provider_skynomad.market.table import (
+from airflow_provider_skynomad.market.store.table import (
     SCHEMA_VERSION,
     MarketSchemaError,
     MarketTable,
@@ -231,7 +231,7 @@ def test_concurrent_writer_processes_lose_no_row(market_url, trace):
     # Fresh interpreters (engines must not cross a fork), forked from a server that has the heavy
     # imports done already, so the writers start together and the test stays fast.
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["pandas", "sqlalchemy", "airflow_provider_skynomad.market.table"])
+    context.set_forkserver_preload(["pandas", "sqlalchemy", "airflow_provider_skynomad.market.store.table"])
     barrier, results = context.Barrier(len(CONCURRENT_ZONES)), context.Queue()
     processes = [
         context.Process(target=_writer_process, args=(market_url, z, barrier, results)) for z in CONCURRENT_ZONES
@@ -323,7 +323,7 @@ def test_a_role_that_may_only_insert_still_bulk_imports(postgres_url, trace, mon
 
     from sqlalchemy import create_engine, make_url
 
-    from airflow_provider_skynomad.market import bulk
+    from airflow_provider_skynomad.market.store import bulk
 
     locked = []
     real_lock = bulk._lock_writers_out

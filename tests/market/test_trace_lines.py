@@ -105,7 +105,7 @@ def test_a_good_gzip_trace_still_reads_whole(tmp_path):
 def test_market_import_says_file_and_line_and_writes_nothing(tmp_path, capsys):
     import argparse
 
-    from airflow_provider_skynomad.market.commands import add_market_commands
+    from airflow_provider_skynomad.cli.market import add_market_commands
 
     path = tmp_path / "long.csv.gz"
     write_gzip_with_long_line(path, HEADER + rows(2), 8 * MIB)

@@ -6,7 +6,7 @@ import warnings
 
 import pandas as pd
 
-from airflow_provider_skynomad.market.database import utc
+from airflow_provider_skynomad.market.store.database import utc
 
 
 def test_a_nanosecond_stamp_becomes_a_bound_without_a_warning_in_the_task_log():

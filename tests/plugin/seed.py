@@ -58,7 +58,7 @@ def market_frame(markets: int = 6, days: float = 2.0, step_minutes: int = 10, se
 
 
 def seed_market(url: str, frame: pd.DataFrame) -> int:
-    from airflow_provider_skynomad.market.table import MarketTable
+    from airflow_provider_skynomad.market.store.table import MarketTable
 
     table = MarketTable(url)
     try:
@@ -311,7 +311,7 @@ def simulated_cloud_market(tmp_path: Path) -> tuple[str, dict]:
 
 def empty_markets_page(source: str, days: float = 1) -> str:
     """The markets page of a table with no rows, named `source` (its words and what it names)."""
-    from airflow_provider_skynomad.market.overview import heatmap_from_buckets
+    from airflow_provider_skynomad.plugin.overview import heatmap_from_buckets
     from airflow_provider_skynomad.plugin.pages import markets_page
 
     heat = heatmap_from_buckets(pd.DataFrame(), pd.Timestamp.now(tz="UTC"), 0.0, 0)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from airflow_provider_skynomad.market import aggregate
-from airflow_provider_skynomad.market.overview import bucket_hours_for, heatmap_from_buckets
-from airflow_provider_skynomad.market.table import MarketTable
+from airflow_provider_skynomad.market.store import aggregate
+from airflow_provider_skynomad.market.store.table import MarketTable
+from airflow_provider_skynomad.plugin.overview import bucket_hours_for, heatmap_from_buckets
 
 from .seed import market_frame
 

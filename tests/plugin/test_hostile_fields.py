@@ -213,7 +213,7 @@ def test_the_job_page_of_a_status_that_cannot_be_read_says_what_is_wrong(client,
 def test_the_markets_page_shows_hostile_market_rows_as_text(client, seeded, tmp_path):
     """Zones, clouds, regions and instance types as the market table holds them (so a page that used
     them as markup would run whatever a probe, an import or a database user wrote there)."""
-    from airflow_provider_skynomad.market.table import MarketTable
+    from airflow_provider_skynomad.market.store.table import MarketTable
 
     frame = market_frame(markets=2, days=0.5)
     frame["instance_type"] = frame["zone"].map({z: payload(f"type {i}") for i, z in enumerate(frame["zone"].unique())})
@@ -239,7 +239,7 @@ def test_the_markets_page_renders_every_field_as_text():
     message included)."""
     import numpy as np
 
-    from airflow_provider_skynomad.market.overview import Heatmap, MarketRow
+    from airflow_provider_skynomad.plugin.overview import Heatmap, MarketRow
     from airflow_provider_skynomad.plugin.pages import markets_page
 
     row = MarketRow(

@@ -12,7 +12,7 @@ def test_loading_the_plugin_imports_neither_the_page_code_nor_the_api_servers_se
     probe = (
         "import sys, json; import airflow_provider_skynomad.plugin; "
         "print(json.dumps([m for m in ('sklearn', 'pandas', 'airflow.api_fastapi.core_api.security', "
-        "'airflow_provider_skynomad.plugin.pages', 'airflow_provider_skynomad.market.overview') if m in sys.modules]))"
+        "'airflow_provider_skynomad.plugin.pages', 'airflow_provider_skynomad.plugin.overview') if m in sys.modules]))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=os.environ.copy())
     assert done.returncode == 0, done.stderr[-2000:]

@@ -229,7 +229,7 @@ def test_a_market_url_with_a_password_is_named_without_it(seeded):
     from types import SimpleNamespace
 
     from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig
-    from airflow_provider_skynomad.market.table import MarketTable
+    from airflow_provider_skynomad.market.store.table import MarketTable
 
     from .seed import empty_markets_page
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_skynomad.cli import print_summary
+from airflow_provider_skynomad.cli.evaluate import print_summary
 
 
 def report(optimal: dict) -> dict:

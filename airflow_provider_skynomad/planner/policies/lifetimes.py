@@ -13,9 +13,9 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ...forecasts import make_forecaster
-from ...forecasts.renewal import Spells, spell_means
-from ...market.view import MarketView
+from airflow_provider_skynomad.forecasts import make_forecaster
+from airflow_provider_skynomad.forecasts.renewal import Spells, spell_means
+from airflow_provider_skynomad.market.view import MarketView
 
 _SHARED: OrderedDict = OrderedDict()  # (forecaster spec, cap, source key, gang, bucket) -> fitted
 _SHARED_SIZE = 256

@@ -22,12 +22,18 @@ from functools import reduce
 
 import numpy as np
 
-from ...forecasts.scenarios import ScenarioSampler
-from ...market.view import MarketView
-from ..actions import IDLE, Decision, Mode, Option
-from ..job import JobSpec, JobState
-from ..progress import supply_price
-from ..safety import EPS_HOURS, cheapest_on_demand, is_safe, outlives_warmup, rescue_lead_hours
+from airflow_provider_skynomad.forecasts.scenarios import ScenarioSampler
+from airflow_provider_skynomad.market.view import MarketView
+from airflow_provider_skynomad.planner.actions import IDLE, Decision, Mode, Option
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
+from airflow_provider_skynomad.planner.progress import supply_price
+from airflow_provider_skynomad.planner.safety import (
+    EPS_HOURS,
+    cheapest_on_demand,
+    is_safe,
+    outlives_warmup,
+    rescue_lead_hours,
+)
 
 MAX_STEP_QUANTA = 12  # progress quanta per step; a finer gcd is coarsened (warm-ups rounded up)
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ...market.view import MarketView
-from ..actions import Decision
-from ..job import JobSpec, JobState
-from ..safety import cheapest_on_demand
+from airflow_provider_skynomad.market.view import MarketView
+from airflow_provider_skynomad.planner.actions import Decision
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
+from airflow_provider_skynomad.planner.safety import cheapest_on_demand
 
 
 class OnDemandPolicy:

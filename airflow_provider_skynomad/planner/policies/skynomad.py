@@ -21,15 +21,15 @@ import math
 
 import numpy as np
 
-from ...market.view import MarketView
-from ..actions import IDLE, Decision, Mode, Option
-from ..crowding import Crowding, crowding
-from ..job import JobSpec, JobState
-from ..plans import spot_plans
-from ..progress import market_value, slack_urgency, supply_price, value_of_progress
-from ..safety import cheapest_on_demand, is_safe, outlives_warmup, spare_slack_hours
-from ..utility import MODES, Scored, Scores, migration_pays, score_all
-from .lifetimes import LifetimeCache
+from airflow_provider_skynomad.market.view import MarketView
+from airflow_provider_skynomad.planner.actions import IDLE, Decision, Mode, Option
+from airflow_provider_skynomad.planner.crowding import Crowding, crowding
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
+from airflow_provider_skynomad.planner.plans import spot_plans
+from airflow_provider_skynomad.planner.policies.lifetimes import LifetimeCache
+from airflow_provider_skynomad.planner.progress import market_value, slack_urgency, supply_price, value_of_progress
+from airflow_provider_skynomad.planner.safety import cheapest_on_demand, is_safe, outlives_warmup, spare_slack_hours
+from airflow_provider_skynomad.planner.utility import MODES, Scored, Scores, migration_pays, score_all
 
 VALUES = ("supply", "slack", "barrier")
 

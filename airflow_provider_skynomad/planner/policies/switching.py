@@ -5,11 +5,12 @@ hold, and each of skynomad's rules and eager-failover's wins where its choice he
 (benchmarks/results/planner-experiments.md, E58–E64). Instead of a third rule, this compares the two policies
 themselves: it samples K futures of every market (forecasts.scenarios: blocks of the joint
 history, so a region that is being squeezed is squeezed in the futures too), runs both
-policies from the current job state to the end of each future through the simulator's own
-loop (simulation.simulator.rollout), and follows the one with the lower mean cost. This is
-policy switching (Chang, Givan and Chong, 2004): under the sampled model it is never worse
-than the better of the two, so it buys the insurance the deadline-tight rows need without a
-constant tuned to them.
+policies from the current job state to the end of each future through the one accounting
+every policy is costed by, the simulator's included (planner.rollout: it lives in the planner,
+below simulation, for this), and follows the one with the lower mean cost. This is policy
+switching (Chang, Givan and Chong, 2004): under the sampled model it is never worse than the
+better of the two, so it buys the insurance the deadline-tight rows need without a constant tuned
+to them.
 
 It only compares when it matters: while the slack pays for enough restarts (the same
 criterion as E59), or while both policies would do the same thing, skynomad decides alone. A
@@ -26,14 +27,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...forecasts.scenarios import ScenarioSampler
-from ...market.view import MarketView
-from ..actions import Decision, Mode, Option
-from ..job import JobSpec, JobState
-from ..safety import spare_slack_hours
-from .lookahead import _signature, still_current
-from .skynomad import SkyNomadPolicy
-from .uniform_progress import EagerFailoverPolicy
+from airflow_provider_skynomad.forecasts.scenarios import ScenarioSampler
+from airflow_provider_skynomad.market.view import MarketView
+from airflow_provider_skynomad.planner.actions import Decision, Mode, Option
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
+from airflow_provider_skynomad.planner.policies.lookahead import _signature, still_current
+from airflow_provider_skynomad.planner.policies.skynomad import SkyNomadPolicy
+from airflow_provider_skynomad.planner.policies.uniform_progress import EagerFailoverPolicy
+from airflow_provider_skynomad.planner.rollout import rollout
+from airflow_provider_skynomad.planner.safety import spare_slack_hours
 
 logger = logging.getLogger(__name__)
 
@@ -123,8 +125,6 @@ class SwitchingPolicy:
 
     def _compare(self, job: JobSpec, state: JobState, view: MarketView) -> str:
         """Both policies from `state` on the same K futures; the one with the lower mean cost of the rest."""
-        from ...simulation.simulator import rollout  # the simulator's loop; imported late (it imports the planner)
-
         self.comparisons += 1
         dt = view.step_hours
         steps = max(1, math.ceil((job.deadline_hours - state.elapsed_hours) / dt - 1e-9)) + 1

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...market.view import MarketView
-from ..actions import IDLE, Decision, Mode, Option
-from ..job import JobSpec, JobState
-from ..progress import behind_uniform_line
-from ..safety import cheapest_on_demand, is_safe
+from airflow_provider_skynomad.market.view import MarketView
+from airflow_provider_skynomad.planner.actions import IDLE, Decision, Mode, Option
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
+from airflow_provider_skynomad.planner.progress import behind_uniform_line
+from airflow_provider_skynomad.planner.safety import cheapest_on_demand, is_safe
 
 
 class UniformProgressPolicy:

@@ -1,0 +1,140 @@
+"""What the market table says per market right now, and availability over time as a coarse grid.
+
+Shared by the markets page of the plugin and `skynomad market show`, so the terminal and the UI
+show the same figures: the latest capacity and prices, the lifetime forecast of a fresh spot
+launch (the planner's own forecaster fitted on the table's history) and how old the last probe is
+against the operator's ``max_market_age``. Pure: a frame in, plain rows out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from airflow_provider_skynomad.forecasts import DEFAULT_FORECASTER, make_forecaster
+from airflow_provider_skynomad.forecasts.base import history_from_view
+from airflow_provider_skynomad.market.grid import build_grid
+from airflow_provider_skynomad.market.view import MarketView
+
+DEFAULT_MAX_AGE_HOURS = 2.0  # SkyNomadOperator's default max_market_age
+FORECAST_DAYS = 2.0  # the forecast is fitted on this much recent history (page and CLI alike)
+
+
+@dataclass(frozen=True)
+class MarketRow:
+    """One market as the table shows it now."""
+
+    market: str
+    cloud: str
+    zone: str
+    instance_type: str
+    available: int
+    requested: int
+    spot_usd_per_hour: float
+    on_demand_usd_per_hour: float
+    forecast_lifetime_hours: float | None  # expected stay of a spot launch now (None: too little history)
+    last_probe_age_hours: float
+    stale: bool  # older than max_market_age: a job would refuse to start on it
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def market_rows(
+    frame: pd.DataFrame,
+    now: pd.Timestamp,
+    max_age_hours: float = DEFAULT_MAX_AGE_HOURS,
+    forecaster: str = DEFAULT_FORECASTER,
+) -> list[MarketRow]:
+    """Latest row per (zone, instance type) of `frame`, with its forecast lifetime (fitted on `frame`) and
+    probe age; sorted by market."""
+    if frame.empty:
+        return []
+    latest = frame.sort_values("observed_at").groupby(["zone", "instance_type"], sort=True).tail(1)
+    return rows_from_latest(latest, now, max_age_hours, forecast_lifetimes(frame, forecaster))
+
+
+def market_key(zone: str, instance_type: str, multi_type: bool) -> str:
+    """The planner's market key (market/grid.py): the zone, or zone:instance_type when types are mixed."""
+    return f"{zone}:{instance_type}" if multi_type else zone
+
+
+def rows_from_latest(
+    latest: pd.DataFrame, now: pd.Timestamp, max_age_hours: float, lifetimes: dict[str, float]
+) -> list[MarketRow]:
+    """MarketRows from the newest observation of each market and the forecast lifetimes by market key."""
+    multi_type = latest["instance_type"].nunique() > 1
+    rows = []
+    for r in latest.sort_values(["zone", "instance_type"]).itertuples():
+        key = market_key(r.zone, r.instance_type, multi_type)
+        age = max(0.0, (now - r.observed_at).total_seconds() / 3600.0)
+        rows.append(
+            MarketRow(
+                market=key,
+                cloud=r.cloud,
+                zone=r.zone,
+                instance_type=r.instance_type,
+                available=int(r.available),
+                requested=int(r.requested),
+                spot_usd_per_hour=float(r.spot_price),
+                on_demand_usd_per_hour=float(r.on_demand_price),
+                forecast_lifetime_hours=lifetimes.get(key),
+                last_probe_age_hours=round(age, 3),
+                stale=age > max_age_hours,
+            )
+        )
+    return rows
+
+
+def forecast_lifetimes(frame: pd.DataFrame, forecaster: str = DEFAULT_FORECASTER) -> dict[str, float]:
+    """Expected hours a spot launch made now would last, per market key ({} when the history is too short)."""
+    try:
+        grid = build_grid(frame)
+    except Exception:  # noqa: BLE001 - one row per market has no step: no forecast, the rest still shows
+        return {}
+    if grid.ticks < 2:
+        return {}
+    view = MarketView(grid, tick=grid.ticks - 1, gang_size=1)
+    try:
+        fitted = make_forecaster(forecaster).fit(**history_from_view(view))
+        hours = fitted.expected_remaining_hours(np.zeros(len(grid.markets)))
+    except (ValueError, FloatingPointError):
+        return {}
+    return {m.key: round(float(h), 2) for m, h in zip(grid.markets, np.asarray(hours, dtype=float), strict=True)}
+
+
+@dataclass(frozen=True)
+class Heatmap:
+    """Share of probes that found capacity, per market (rows) and time bucket (columns); NaN = no probe."""
+
+    markets: list[str]
+    starts: list[pd.Timestamp]
+    bucket_hours: float
+    share: np.ndarray  # (markets × buckets) in [0, 1]
+
+
+def bucket_hours_for(first: pd.Timestamp, last: pd.Timestamp, columns: int = 120) -> float:
+    """A bucket width that shows the window in about `columns` cells, never under 10 minutes."""
+    span_hours = (last - first).total_seconds() / 3600.0
+    return max(span_hours / columns, 1 / 6)
+
+
+def heatmap_from_buckets(counts: pd.DataFrame, start: pd.Timestamp, bucket_hours: float, columns: int) -> Heatmap:
+    """A Heatmap from per-bucket probe counts (market/store/aggregate.py's `buckets`)."""
+    if counts.empty:
+        return Heatmap([], [], bucket_hours, np.zeros((0, 0)))
+    multi_type = counts["instance_type"].nunique() > 1
+    keys = [market_key(z, t, multi_type) for z, t in zip(counts["zone"], counts["instance_type"], strict=True)]
+    markets = sorted(set(keys))
+    row = pd.Categorical(keys, categories=markets).codes
+    column = counts["bucket"].clip(0, columns - 1).to_numpy()
+    share = np.full((len(markets), columns), np.nan)
+    probes = np.zeros((len(markets), columns))
+    usable = np.zeros((len(markets), columns))
+    np.add.at(probes, (row, column), counts["probes"].to_numpy(dtype=float))
+    np.add.at(usable, (row, column), counts["usable"].to_numpy(dtype=float))
+    np.divide(usable, probes, out=share, where=probes > 0)
+    starts = [start + pd.Timedelta(hours=i * bucket_hours) for i in range(columns)]
+    return Heatmap(markets, starts, bucket_hours, share)
