@@ -81,7 +81,9 @@ class Controller:
             event, words = self.watch.step(runner.cloud, runner.source, self.policy)
             if self.watch.seen is not None:  # what the look measured is said at once, in time order
                 runner.learn_warmup(self.watch.seen[0], self.watch.warmup_hours)
-                runner.learn_pace(self.watch.seen[0], self.watch.pace)
+                at, progress = self.watch.seen
+                done = progress / self.watch.job.work_hours if self.watch.job.work_hours else None
+                runner.learn_pace(at, self.watch.pace, done)
             look = Look(words=self._new(words), at_hours=self.watch.seen[0] if self.watch.seen else None)
             if event is not None:
                 look.outcome = self._act(event)

@@ -116,6 +116,7 @@ class JobRunner:
         self._source: MarketSource | None = None
         self._stale = StaleGuard()  # learns the probe DAG's pace from the rows it reads
         self._fleet: FleetLens | None = None
+        self._done: float | None = None  # the checkpointed share at the controller's last look
         self.record: JobRecord | None = None
 
     # == entry points =========================================================================
@@ -228,7 +229,9 @@ class JobRunner:
         now = self.elapsed()
         at = event.elapsed_hours if event.elapsed_hours is not None else now
         self.learn_warmup(at, event.warmup_hours)
-        self.learn_pace(at, event.pace)
+        bound = event.pace.planning_job(record.job).work_hours if event.pace is not None else record.job.work_hours
+        done = event.progress_hours / bound if event.progress_hours is not None and bound else None
+        self.learn_pace(at, event.pace, done)
         if event.progress_hours is not None:
             record.state = record.state.progressed(event.progress_hours)
         if event.kind is EventKind.PREEMPTED:
@@ -520,11 +523,13 @@ class JobRunner:
         )
         self.store.save(record)
 
-    def learn_pace(self, at: float, pace: Pace | None) -> bool:
+    def learn_pace(self, at: float, pace: Pace | None, done: float | None = None) -> bool:
         """Plan with what the checkpoints say of the real work (`planner.pace`), and say what is news:
         a pace slower (or faster) than declared, and at once when even on-demand now would be late.
-        True when something was said (and the record written)."""
+        `done`: the share of the work checkpointed at `at` (the controller's last look; the record's
+        state is the job as last acted on, which can be hours older). True when something was said."""
         record = self.record
+        self._done = done
         if pace is None or pace == record.pace:
             return False
         old_bound = record.job.work_hours
@@ -555,7 +560,9 @@ class JobRunner:
         return True
 
     def _left_share(self) -> float:
-        """The share of the work the checkpoints do not prove yet."""
+        """The share of the work the checkpoints do not prove yet (at the last look, when it is known)."""
+        if self._done is not None:
+            return max(0.0, 1.0 - self._done)
         job = self.record.job
         return max(0.0, 1.0 - self.record.state.progress_hours / job.work_hours) if job.work_hours else 0.0
 

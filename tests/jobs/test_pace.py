@@ -89,3 +89,14 @@ def test_every_group_runs_the_command_of_the_first_whatever_the_pace_says(starte
     _drive(job, cloud, real_work_hours=5.0, spot_until=3.0)
     commands = {request.command for request in cloud.launches}
     assert len(cloud.launches) >= 2 and len(commands) == 1, commands
+
+
+def test_a_faster_workload_on_a_tight_deadline_raises_no_false_alarm(started, cloud):
+    """The pace is said at a look between two actions: the work left is the share the checkpoints
+    do not prove at that look, not at the last action (hours earlier, with nothing done yet)."""
+    job = started(work_hours=3.0, deadline_hours=3.6)  # it really needs 2.5 h
+    outcome, record = _drive(job, cloud, real_work_hours=2.5)
+    assert outcome.kind.value == "finished" and record.summary["deadline_met"]
+    assert not [n for n in record.timeline if n["event"] == "deadline risk"], record.timeline
+    for note in (n for n in record.timeline if n["event"] == "pace"):
+        assert note["left_h"] < note["declared_left_h"] < 3.0, note  # faster, and some work already done
