@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml setup.cfg
 demo: $(STAMP)
 	$(BIN)/skynomad demo
 
-# The plugin's browser test (tests/plugin/test_browser.py) drives Debian's chromium through chromium-driver.
+# The plugin's browser test (tests/integration/plugin/test_browser.py) drives Debian's chromium through chromium-driver.
 browser:
 	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver)
