@@ -414,7 +414,7 @@ def test_aws_job_survives_a_spot_interruption_and_moves_region(
           f"EC2 {ec2_calls / steps:.2f}, S3 {s3_calls / steps:.2f}")  # fmt: skip
     for (service, operation), n in sorted(counter.calls.items()):
         print(f"  {service}:{operation} {n}")
-    from test_aws_iam_policy import uncovered  # the policy in docs/ covers every call made
+    from tests.unit.clouds.aws.test_aws_iam_policy import uncovered  # the policy in docs/ covers every call made
 
     assert uncovered(counter.calls) == []
 
