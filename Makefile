@@ -19,8 +19,9 @@ browser:
 	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver)
 
-# All of tests/: tests/unit and tests/integration. Two xdist workers (the machine's two cores); tests
-# marked xdist_group("services") run on one of them, one after another.
+# All of tests/: tests/unit and tests/integration. Two xdist workers (the machine's two cores); the tests
+# of one xdist_group run on one worker, one after another: "services" (Airflow's service processes and
+# whole dag.test() runs: no two load the two cores at once), "browser" (its api-server starts once).
 test: $(STAMP) browser
 	$(BIN)/ruff check --no-cache --quiet .
 	$(BIN)/ruff format --no-cache --check --quiet .

@@ -20,7 +20,8 @@ from cluster import PROBE_DAG, Cluster
 from faults import KillScheduler, KillTriggerer, KillWorker, RestartPostgres, SaturatePool, Wave
 from invariants import check
 
-# With `make test`'s two xdist workers, the tests that start Airflow's services share one (xdist_group "services").
+# `make test` runs the suite on two xdist workers; the tests that start Airflow's services or a whole
+# cloud end to end share one, so no two of them load the two cores at once.
 pytestmark = pytest.mark.xdist_group("services")
 
 RUNS = 12

@@ -33,9 +33,13 @@ CONN_ID = "skynomad_browser"
 HAVE_BROWSER = os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)
 IN_CI = os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 # Skipped on a machine without the browser, but never in CI, where `make test` installs it.
-pytestmark = pytest.mark.skipif(
-    not HAVE_BROWSER and not IN_CI, reason="needs Debian's chromium and chromium-driver (make test installs them)"
-)
+# One group: all its tests on one xdist worker, so the module's api-server starts once, not once per worker.
+pytestmark = [
+    pytest.mark.skipif(
+        not HAVE_BROWSER and not IN_CI, reason="needs Debian's chromium and chromium-driver (make test installs them)"
+    ),
+    pytest.mark.xdist_group("browser"),
+]
 
 
 def free_port() -> int:

@@ -7,10 +7,6 @@ The metadata database is the session's (tests/support/airflow_env.py, set up by 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 from jwt import InvalidTokenError
 from sqlalchemy import select
@@ -20,12 +16,9 @@ CONN_ID = "skynomad_plugin_test"
 
 
 @pytest.fixture(scope="session")
-def seeded(tmp_path_factory):
-    """Metadata DB migrated, the jobs of seed.py written, a market table behind connection CONN_ID."""
-    result = subprocess.run(
-        [sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True, env=os.environ.copy()
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+def seeded(airflow_db, tmp_path_factory):
+    """Metadata DB migrated (the session's, `airflow_db`: one `airflow db migrate` per worker, not one per
+    folder), the jobs of seed.py written, a market table behind connection CONN_ID."""
     from tests.support import plugin_seed as seed
 
     market_db = tmp_path_factory.mktemp("market") / "market.db"
