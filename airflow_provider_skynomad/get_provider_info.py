@@ -48,7 +48,7 @@ def _cloud_connection(conn_type: str, hook: str, name: str, cloud: str) -> dict:
 
 
 def get_provider_info() -> dict:
-    """What ProvidersManager reads without importing the hooks; tests/test_packaging.py checks it against the code."""
+    """What ProvidersManager reads without importing the hooks; tests/unit/test_packaging.py checks it."""
     return {
         "package-name": "airflow-provider-skynomad",
         "name": "SkyNomad",

@@ -1,6 +1,6 @@
 """SkyNomad on a distributed Airflow: N concurrent jobs, then each fault on its own wave of jobs.
 
-The cluster is tests/distributed/cluster.py (CeleryExecutor, Redis broker, two Celery workers,
+The cluster is tests/integration/distributed/cluster.py (CeleryExecutor, Redis broker, two Celery workers,
 two triggerers, scheduler, dag-processor, api-server, a private PostgreSQL for the metadata DB
 and the market table, the simulated cloud on a fast clock). Printed:
 
@@ -11,7 +11,7 @@ and the market table, the simulated cloud on a fast clock). Printed:
   DB queries per decision step (pg_stat_statements calls and pg_stat_database transactions on
   the market database over the run, per timed step);
 - each fault on its own wave (`--fault-runs` jobs): runs completed / started, the invariants of
-  tests/distributed/invariants.py, and the recovery time after the triggerer kill.
+  tests/integration/distributed/invariants.py, and the recovery time after the triggerer kill.
 
 Run: ``python benchmarks/bench_distributed.py --runs 200`` (the issue's N; on a loaded 2-core box
 a run of 200 takes tens of minutes, mostly Celery workers parsing the DAG for each task start).
@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "distributed"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration" / "distributed"))
 
 from cluster import FLEET_DAG, PROBE_DAG, Cluster  # noqa: E402
 from faults import KillScheduler, KillTriggerer, KillWorker, RestartPostgres, SaturatePool, Wave  # noqa: E402

@@ -1,10 +1,10 @@
 """Runs completed / runs started under each injected fault (issue 16, item 3), with the invariants checked.
 
-Each run is one whole `dag.test()` of tests/faults' job DAG (the light workload, 1 h of work by
-default) on the simulated cloud replaying tests/faults' synthetic three-zone trace, with the
+Each run is one whole `dag.test()` of tests/integration/faults' job DAG (the light workload, 1 h of work by
+default) on the simulated cloud replaying tests/integration/faults' synthetic three-zone trace, with the
 fault of its scenario: API faults come from `clouds/faults.py` below the runtime's retries, market
 faults are in the trace and the market table. After each run the invariants of
-tests/faults/invariants.py are checked (no job lost, one group at a time, nothing left running,
+tests/integration/faults/invariants.py are checked (no job lost, one group at a time, nothing left running,
 deadlines met, the bill adds up, no market row lost or duplicated).
 
 Per scenario it prints: runs started, runs that succeeded, runs that failed naming their cause
@@ -33,9 +33,9 @@ sys.path.insert(0, str(ROOT))
 
 import pytest  # noqa: E402 - after the path: tests/ is imported from the checkout
 
-from tests.airflow import conftest as airflow_env  # noqa: E402 - sets up a throwaway AIRFLOW_HOME
-from tests.faults import conftest as faults  # noqa: E402
-from tests.faults.invariants import check_all  # noqa: E402
+from tests.integration.faults import conftest as faults  # noqa: E402
+from tests.integration.faults.invariants import check_all  # noqa: E402
+from tests.support import airflow_env  # noqa: E402 - sets up a throwaway AIRFLOW_HOME
 
 
 @dataclass(frozen=True)

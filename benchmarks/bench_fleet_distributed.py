@@ -1,11 +1,11 @@
 """A fleet of SkyNomad jobs on shared spot capacity, through the distributed harness (issue 26).
 
-The cluster is tests/distributed/cluster.py (CeleryExecutor, Redis broker, two Celery workers, two
+The cluster is tests/integration/distributed/cluster.py (CeleryExecutor, Redis broker, two Celery workers, two
 triggerers, scheduler, dag-processor, api-server, a private PostgreSQL, the simulated cloud on a
 fast clock). The cloud shares spot capacity between groups (`market.capacity`): a spot launch is
 refused when the trace's `available` minus what other groups hold is below its count, and when
 capacity drops the youngest groups are taken back first. The GCP H100 trace shows at most 16
-instances per zone; every job here is a gang of 4 (tests/distributed/dags/skynomad_fleet_capacity.py,
+instances per zone; every job here is a gang of 4 (tests/integration/distributed/dags/skynomad_fleet_capacity.py,
 light workload), so 50 jobs cannot all hold spot at once.
 
 The jobs start staggered (evenly over ``--stagger-hours`` of the cloud's clock) with mixed slack:
@@ -47,7 +47,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "distributed"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration" / "distributed"))
 
 from cluster import PROBE_DAG, Cluster  # noqa: E402
 
@@ -57,7 +57,9 @@ COLD_START_HOURS = 0.2  # the DAG's
 WORK_HOURS = (3.0, 3.5)
 SLACK_RATIOS = (1.1, 2.0)  # T/P, lowest and highest
 SEED = 26
-_CAUSE = re.compile(r'"exc_type":\s*"(\w+)",\s*"exc_value":\s*"((?:[^"\\]|\\.)*)"')  # as tests/distributed/invariants
+_CAUSE = re.compile(
+    r'"exc_type":\s*"(\w+)",\s*"exc_value":\s*"((?:[^"\\]|\\.)*)"'
+)  # as in tests/integration/distributed
 _TAKEN_BY_OLDER = "groups launched earlier hold"  # the cloud's end reason when sharing cost a group its capacity
 
 

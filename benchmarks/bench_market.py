@@ -238,7 +238,7 @@ def compaction(url: str) -> dict:
     return {"before": before, "after": after, "seconds": elapsed, "deleted": report.deleted}
 
 
-# `skynomad market ...` through its own parser, as tests/market/test_commands.py does: the whole
+# `skynomad market ...` through its own parser, as tests/unit/cli/test_market_commands.py does: the whole
 # `skynomad` CLI also imports Airflow and every other subcommand (~650 MB before any work), which
 # would hide what import and export themselves hold. `_cli_baseline_rss` gives that figure.
 _MARKET_CLI = (

@@ -29,7 +29,7 @@ os.environ.update(
     AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{HOME}/airflow.db",
     SKYNOMAD_HOME=str(HOME / "skynomad"),
 )
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "plugin"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 
 MARKETS, DAYS, JOBS, LOADS = 50, 30, 200, 5
 CONN_ID = "skynomad_bench"
@@ -53,7 +53,7 @@ def main() -> None:
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     migrated = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True)
     assert migrated.returncode == 0, migrated.stderr[-2000:]
-    import seed  # tests/plugin/seed.py
+    import plugin_seed as seed  # tests/support/plugin_seed.py
 
     started = time.perf_counter()
     url = f"sqlite:///{HOME}/market.db"

@@ -5,6 +5,10 @@
 afterwards, so tests can run in parallel and leave nothing behind. The issue requires the
 PostgreSQL tests to *run* in CI: with CI=true an unreachable server fails the test instead
 of skipping it. Set SKYNOMAD_TEST_POSTGRES_URL to use another server or database.
+
+The Airflow environment (a throwaway AIRFLOW_HOME, `airflow_db`, `skynomad_home`, `gcp_frame`) comes
+from tests/support/airflow_env.py, imported here so that it is set before any test imports Airflow,
+whichever part of the tree a session runs (`tests/unit`, `tests/integration` or both).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from sqlalchemy import create_engine, make_url
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.schema import CreateSchema, DropSchema
+
+from tests.support.airflow_env import airflow_db, gcp_frame, skynomad_home  # noqa: F401 - fixtures, and Airflow's env
 
 _DRIVER = "psycopg2" if importlib.util.find_spec("psycopg2") else "psycopg"
 _CANDIDATES = [f"postgresql+{_DRIVER}://{user}@127.0.0.1:5432/test" for user in ("postgres", "root")]

@@ -43,7 +43,7 @@ MARKER = ".skynomad-demo"
 """Written into the working directory the demo makes; only a directory holding it (or an empty one) is cleared."""
 TRACE = "gcp-h100-2025-first-week.csv.gz"
 """The bundled trace the demo replays (its history, its simulated cloud) and checks --trace-start-hours against."""
-# What example_dags/skynomad_fine_tune.py declares (tests/airflow/test_demo_dag.py checks it), so that
+# What example_dags/skynomad_fine_tune.py declares (tests/unit/cli/test_demo_dag.py checks it), so that
 # --work-hours and --trace-start-hours are checked here, before anything is deleted.
 FINE_TUNE_DEADLINE_HOURS = 10.0
 FINE_TUNE_COLD_START_HOURS = 0.2

@@ -28,7 +28,7 @@ without plans as if alone. A failed launch marks the cell observed with the trac
 market's capacity, as a probe of the whole market shows): what the job did not get is what its
 fleet holds, which only a fleet-aware job knows.
 
-A fleet of one job is `simulate` exactly (tests/simulation/test_fleet.py).
+A fleet of one job is `simulate` exactly (tests/unit/simulation/test_fleet.py).
 """
 
 from __future__ import annotations

@@ -1,0 +1,185 @@
+"""The probe operator without Airflow's services: free signals first, launch probes planned within a
+daily budget, every probe's cost recorded, markets in use kept fresher than max_market_age, a retry
+that does not pay twice; the probe DAG's retries. The whole probe DAG under ``dag.test()`` and
+`skynomad cleanup` against Airflow's metadata database: tests/integration/airflow/test_probe_dag.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from datetime import timedelta
+
+import pandas as pd
+import pytest
+
+from airflow_provider_skynomad.clouds.base import Signal
+from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig, SkyNomadHook
+from airflow_provider_skynomad.market.store.signals import SignalTable
+from airflow_provider_skynomad.market.store.table import MarketTable
+from airflow_provider_skynomad.operators.probe import SkyNomadProbeOperator, plan_probes, probe_targets
+from tests.support.fakes import FakeCloud
+
+SIX_ZONES = ["us-central1-a", "us-west1-a", "europe-west1-c", "europe-west3-c", "asia-southeast1-b", "asia-south2-b"]
+MAX_AGE = timedelta(hours=2)
+INTERVAL = timedelta(minutes=10)
+RUNS = 25 * 6  # 25 hours of 10-minute runs from 12:10 UTC: crosses a UTC midnight
+
+
+class SteppedClock:
+    """The simulated cloud's clock, moved by the test: a day of 10-minute runs in seconds."""
+
+    def __init__(self, start: pd.Timestamp):
+        self.start, self.hours = start, 0.0
+
+    def now_hours(self) -> float:
+        return self.hours
+
+    def now(self) -> pd.Timestamp:
+        return (self.start + pd.Timedelta(hours=self.hours)).floor("us")
+
+
+def _simulated_cloud(home, start_hours: float):
+    from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
+    from airflow_provider_skynomad.hooks.skynomad import bundled_trace
+
+    cloud = SimulatedCloud(bundled_trace(), home / "cloud", speed=1.0, trace_start=start_hours)
+    cloud.clock = SteppedClock(cloud.clock.now() - pd.Timedelta(hours=cloud.clock.now_hours()))
+    return cloud
+
+
+def test_a_day_of_probing_stays_within_budget_and_keeps_used_markets_fresh(skynomad_home, monkeypatch):
+    """Jobs on the benchmarks' six GCP zones (one of them asia-south2-b at $8.74/h), $5 a day."""
+    budget, job_zones = 5.0, SIX_ZONES
+    cloud = _simulated_cloud(skynomad_home, start_hours=60.0)
+    monkeypatch.setattr("airflow_provider_skynomad.operators.probe.make_cloud", lambda config: cloud)
+    monkeypatch.setattr("airflow_provider_skynomad.probing.round.make_cloud", lambda config: cloud)
+    config = SkyNomadConfig.default()
+    monkeypatch.setattr(SkyNomadHook, "get_config", lambda self: config)
+    targets = probe_targets(config, count=1, job_zones=job_zones)
+    used = set(job_zones or [z for t in targets for z in t["zones"]])
+    log = logging.getLogger("test")
+    worst_age = pd.Timedelta(0)
+    with MarketTable() as table:
+        for run in range(RUNS):  # 26 hours of 10-minute runs: crosses a UTC midnight
+            cloud.clock.hours = run * INTERVAL.total_seconds() / 3600
+            now = cloud.now_timestamp()
+            if run > 0:  # before this run's probes: how stale may a used market get
+                latest = table.read(since=now - pd.Timedelta(hours=6)).groupby("zone")["observed_at"].max()
+                worst_age = max(worst_age, max(now - latest.get(z, now - pd.Timedelta(days=1)) for z in used))
+            for target in plan_probes(config, targets, budget_usd_per_day=budget, log=log):
+                if target["probe_zones"]:  # (a region with nothing planned only stores free signals: none here)
+                    op = SkyNomadProbeOperator(task_id=f"probe_{run}_{target['region']}", target=target)
+                    op.execute({})
+        spend = SignalTable(market=table).read_spend()
+    per_day = spend.groupby(spend["probed_at"].dt.floor("D"))["usd"].sum()
+    assert len(per_day) == 2 and (per_day <= budget + 1e-9).all(), per_day
+    assert worst_age < MAX_AGE, worst_age
+    # adaptive, not every zone every run: far below 13 zones × 156 runs
+    assert len(spend) < 13 * RUNS / 4
+    print(f"budget ${budget}/day: spent {per_day.round(2).to_dict()}, {len(spend)} probes, worst age {worst_age}")
+
+
+class SignallingCloud(FakeCloud):
+    def signals(self, region, zones, instance_type, count):
+        now = self.now_timestamp()
+        return [Signal(now, "gcp", region, z, instance_type, "placement_score", 3.0, count) for z in zones] + [
+            Signal(now, "gcp", region, zones[0], instance_type, "spot_price", 1.5, count)
+        ]
+
+
+def test_free_signals_land_in_the_table_and_price_the_probes(skynomad_home, monkeypatch):
+    cloud = SignallingCloud(pd.Timestamp("2025-10-05T12:00:00Z"))
+    monkeypatch.setattr("airflow_provider_skynomad.operators.probe.make_cloud", lambda config: cloud)
+    monkeypatch.setattr("airflow_provider_skynomad.probing.round.make_cloud", lambda config: cloud)
+    target = {"cloud": "gcp", "region": "us-east4", "zones": ["us-east4-a", "us-east4-b"], "instance_type": "t"}
+    op = SkyNomadProbeOperator(task_id="probe", target=target, probe_budget_usd_per_day=1.0)
+    op.execute({})
+    with SignalTable() as records:
+        signals = records.read_signals()
+        spend = records.read_spend()
+    assert sorted(signals["kind"]) == ["placement_score", "placement_score", "spot_price"]
+    # us-east4-a is priced by its free spot-price signal before any launch; us-east4-b has no price yet
+    assert list(spend["zone"]) == ["us-east4-a"] and cloud.probes == ["us-east4-a"]
+    assert spend["usd"].iloc[0] == pytest.approx(2.0 / 60)  # the fake grants 1 at $2/h for a minute
+
+
+class RacingCloud(SignallingCloud):
+    """Answers request probes as EC2 does when the request was cancelled before fulfilment
+    (granted, nothing billed), except in `lost`, where EC2 fulfilled it first."""
+
+    lost: tuple[str, ...] = ()
+
+    def probe(self, region, zone, instance_type, count, *, tags=None, kind="launch"):
+        result = super().probe(region, zone, instance_type, count, tags=tags, kind=kind)
+        if kind != "request":
+            return result
+        billed = result.available if zone in self.lost else 0
+        return dataclasses.replace(result, billed=billed, usd=billed * result.spot_usd_per_hour / 60)
+
+
+def test_aws_markets_are_probed_by_request_and_the_row_says_so(skynomad_home, monkeypatch):
+    cloud = RacingCloud(pd.Timestamp("2025-10-05T12:00:00Z"))
+    cloud.lost = ("us-east-1b",)
+    monkeypatch.setattr("airflow_provider_skynomad.operators.probe.make_cloud", lambda config: cloud)
+    zones = ["us-east-1a", "us-east-1b"]
+    target = {"cloud": "aws", "region": "us-east-1", "zones": zones, "instance_type": "t", "spot_usd_per_hour": 2.0}
+    SkyNomadProbeOperator(task_id="probe", target=target, probe_budget_usd_per_day=1.0).execute({})
+    assert cloud.probe_kinds_asked == ["request", "request"]
+    with MarketTable() as table:
+        kinds = table.probe_kinds()
+        spend = SignalTable(market=table).read_spend()
+    assert dict(zip(kinds["zone"], kinds["probe_kind"], strict=True)) == {z: "request" for z in zones}
+    # cancelled in time: granted and free; fulfilled first: the minute of what ran
+    assert dict(zip(spend["zone"], spend["usd"], strict=True)) == {
+        "us-east-1a": 0.0,
+        "us-east-1b": pytest.approx(2.0 / 60),
+    }
+
+
+def test_the_operator_setting_overrides_the_kind_and_gcp_probes_by_request(skynomad_home, monkeypatch):
+    cloud = RacingCloud(pd.Timestamp("2025-10-05T12:00:00Z"))
+    monkeypatch.setattr("airflow_provider_skynomad.operators.probe.make_cloud", lambda config: cloud)
+    aws = {"cloud": "aws", "region": "us-east-1", "zones": ["us-east-1a"], "instance_type": "t", "spot_usd_per_hour": 2}
+    SkyNomadProbeOperator(task_id="a", target=aws, probe_budget_usd_per_day=1.0, probe_kind="launch").execute({})
+    gcp = {"cloud": "gcp", "region": "us-east4", "zones": ["us-east4-a"], "instance_type": "t", "spot_usd_per_hour": 2}
+    SkyNomadProbeOperator(task_id="g", target=gcp, probe_budget_usd_per_day=1.0).execute({})
+    assert cloud.probe_kinds_asked == ["launch", "request"]
+    with pytest.raises(ValueError, match="probe_kind must be"):
+        SkyNomadProbeOperator(task_id="r", target=gcp, probe_budget_usd_per_day=1.0, probe_kind="offer").execute({})
+
+
+def test_a_zero_budget_probes_nothing(skynomad_home, monkeypatch):
+    cloud = SignallingCloud(pd.Timestamp("2025-10-05T12:00:00Z"))
+    monkeypatch.setattr("airflow_provider_skynomad.operators.probe.make_cloud", lambda config: cloud)
+    monkeypatch.setattr("airflow_provider_skynomad.probing.round.make_cloud", lambda config: cloud)
+    target = {"cloud": "gcp", "region": "us-east4", "zones": ["us-east4-a"], "instance_type": "t"}
+    SkyNomadProbeOperator(task_id="probe", target=target, probe_budget_usd_per_day=0.0).execute({})
+    assert cloud.probes == []
+
+
+def test_a_retried_probe_task_does_not_pay_twice_for_its_part_of_the_plan(skynomad_home, monkeypatch):
+    cloud = SignallingCloud(pd.Timestamp("2025-10-05T12:00:00Z"))
+    monkeypatch.setattr("airflow_provider_skynomad.operators.probe.make_cloud", lambda config: cloud)
+    monkeypatch.setattr("airflow_provider_skynomad.probing.round.make_cloud", lambda config: cloud)
+    config = SkyNomadConfig.default()
+    monkeypatch.setattr(SkyNomadHook, "get_config", lambda self: config)
+    target = {"cloud": "gcp", "region": "us-east4", "zones": ["us-east4-a"], "instance_type": "t", "count": 1}
+    target["spot_usd_per_hour"] = 1.5  # a price to plan with before any observation
+    (planned,) = plan_probes(config, [target], budget_usd_per_day=1.0)
+    assert [z["zone"] for z in planned["probe_zones"]] == ["us-east4-a"]
+    for _ in range(2):  # the first try, then its retry with the same planned target
+        SkyNomadProbeOperator(task_id="probe", target=planned).execute({})
+    assert cloud.probes == ["us-east4-a"]
+
+
+def test_every_task_of_the_probe_dag_retries_a_database_blip():
+    """A PostgreSQL restart while `plan_targets` read the market table failed a whole probe run
+    (tests/integration/distributed/test_faults.py): every task, not only the probes, retries once."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "example_dags" / "skynomad_probe.py"
+    spec = importlib.util.spec_from_file_location("skynomad_probe_for_retries", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert {task.task_id: task.retries for task in module.dag.tasks} == {"plan_targets": 1, "probe": 1, "cleanup": 1}
