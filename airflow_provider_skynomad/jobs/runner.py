@@ -116,7 +116,6 @@ class JobRunner:
         self._source: MarketSource | None = None
         self._stale = StaleGuard()  # learns the probe DAG's pace from the rows it reads
         self._fleet: FleetLens | None = None
-        self._done: float | None = None  # the checkpointed share at the controller's last look
         self.record: JobRecord | None = None
 
     # == entry points =========================================================================
@@ -529,27 +528,26 @@ class JobRunner:
         `done`: the share of the work checkpointed at `at` (the controller's last look; the record's
         state is the job as last acted on, which can be hours older). True when something was said."""
         record = self.record
-        self._done = done
         if pace is None or pace == record.pace:
             return False
+        left = self._left_share(done)
         old_bound = record.job.work_hours
         record.pace = pace
         record.job = pace.planning_job(record.job)
         if record.job.work_hours != old_bound and old_bound > 0:
-            done = record.state.progress_hours / old_bound  # the same checkpointed share, at the new bound
-            record.state = record.state.progressed(done * record.job.work_hours)
-        said = self._tell_pace(at, pace) | self._tell_deadline_risk(at, pace)
+            share = record.state.progress_hours / old_bound  # the same checkpointed share, at the new bound
+            record.state = record.state.progressed(share * record.job.work_hours)
+        said = self._tell_pace(at, pace, left) | self._tell_deadline_risk(at, pace, left)
         if said:
             self.store.save(record)
         return said
 
-    def _tell_pace(self, at: float, pace: Pace) -> bool:
+    def _tell_pace(self, at: float, pace: Pace, left_share: float) -> bool:
         record = self.record
         ratio = pace.slower_than_declared() or pace.faster_than_declared()
         if ratio is None or abs(ratio - record.pace_told) < PACE_NEWS:
             return False
         record.pace_told = ratio
-        left_share = self._left_share()
         left = left_share * pace.work_hours_bound
         declared_left = left_share * pace.declared_work_hours
         self._say(
@@ -559,21 +557,21 @@ class JobRunner:
         )
         return True
 
-    def _left_share(self) -> float:
-        """The share of the work the checkpoints do not prove yet (at the last look, when it is known)."""
-        if self._done is not None:
-            return max(0.0, 1.0 - self._done)
+    def _left_share(self, done: float | None) -> float:
+        """The share of the work the checkpoints do not prove yet: `done` seen at the last look, else the record's."""
+        if done is not None:
+            return max(0.0, 1.0 - done)
         job = self.record.job
         return max(0.0, 1.0 - self.record.state.progress_hours / job.work_hours) if job.work_hours else 0.0
 
-    def _tell_deadline_risk(self, at: float, pace: Pace) -> bool:
+    def _tell_deadline_risk(self, at: float, pace: Pace, left_share: float) -> bool:
         """Even on-demand from now, at the measured pace, would finish after the task's deadline."""
         record = self.record
         if record.deadline_risk_told:
             return False
         running = record.state.running
         start = 0.0 if running is not None and running.mode is Mode.ON_DEMAND else record.job.cold_start_hours
-        finish = at + start + self._left_share() * pace.work_hours_bound
+        finish = at + start + left_share * pace.work_hours_bound
         if finish <= record.deadline_hours:
             return False
         record.deadline_risk_told = True
