@@ -115,15 +115,20 @@ class FleetLens:
         return with_fleet(view, rows, self.job_id, own, float(cloud.now_hours()), cloud.now_timestamp())
 
 
-def own_row(job_id: str, market: str | None, spot: bool, count: int, since_hours: float, slack_hours: float):
-    """This job's row when its spot group runs (its place in the youngest-first order), else None."""
-    if market is None or not spot:
+def own_row(job_id: str, state, group, job_start_hours: float, count: int) -> dict | None:
+    """This job's row when its spot group runs (its place in the youngest-first order), else None.
+
+    `since` is the group's launch on the cloud's clock, as the other jobs publish theirs; the
+    planner reads only `since` of its own row, so its slack is left at 0.
+    """
+    running = state.running if group is not None else None
+    if running is None or not group.spot:
         return None
     return {
         "job_id": job_id,
-        "market": market,
+        "market": running.market,
         "mode": HOLDING,
         "count": count,
-        "since": since_hours,
-        "slack_hours": slack_hours,
+        "since": job_start_hours + state.running_since_hours,
+        "slack_hours": 0.0,
     }

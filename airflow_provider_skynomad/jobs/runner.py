@@ -332,14 +332,6 @@ class JobRunner:
             self._fleet = FleetLens(LiveStatusTable(market=self.table), self.record.job_id)
         return self._fleet
 
-    def own_row(self, state: JobState, group) -> dict | None:
-        """This job's fleet row while its spot group runs: its place in the youngest-first order."""
-        record = self.record
-        running = state.running if group is not None else None
-        since = record.job_start_hours + state.running_since_hours
-        return own_row(record.job_id, running.market if running else None, bool(group and group.spot),
-                       record.job.instances, since, 0.0)  # fmt: skip
-
     @property
     def source(self) -> MarketSource:
         """The job's market source (opened by the first `view()`)."""
@@ -371,7 +363,8 @@ class JobRunner:
         for words in warnings:
             self.log.warning("%s", words)
         if self.fleet is not None:
-            view = self.fleet.apply(view, self.cloud, self.own_row(record.state, record.group))
+            own = own_row(record.job_id, record.state, record.group, record.job_start_hours, record.job.instances)
+            view = self.fleet.apply(view, self.cloud, own)
         return view
 
     def _job_spec(self, deadline_hours: float) -> JobSpec:

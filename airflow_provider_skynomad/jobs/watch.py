@@ -241,10 +241,8 @@ class Watch:
         view, warnings = self.stale.apply(view, held_rows(source), now, running)
         self.stale_warnings += warnings
         if self.fleet is not None:
-            group, base = self.group, self.base
-            spot = group is not None and group.spot
-            since = self.job_start_hours + base.running_since_hours
-            view = self.fleet.apply(view, cloud, own_row(self.job_id, running, spot, self.job.instances, since, 0.0))
+            own = own_row(self.job_id, self.base, self.group, self.job_start_hours, self.job.instances)
+            view = self.fleet.apply(view, cloud, own)
         return view
 
     def _event(
