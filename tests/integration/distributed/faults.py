@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from cluster import FLEET_DAG, HOG_DAG, Cluster
+from cluster import FLEET_DAG, HOG_DAG, PROBE_DAG, Cluster
 
 
 def fleet_tasks(cluster: Cluster, state: str, hostname: str | None = None) -> int:
@@ -155,6 +155,39 @@ class RestartPostgres(Fault):
         self._thread.start()
 
     def finished(self, cluster):
+        return not self._thread.is_alive()
+
+
+@dataclass
+class RestartPostgresUnderProbes(Fault):
+    """A probe DAG run triggered while the jobs run, and PostgreSQL restarted once its tasks are
+    queued or running (probing and writing the market table): a task that loses its connection
+    fails, its retry writes its rows. Over when the restart is; the run itself is waited for after."""
+
+    run_id: str | None = None
+
+    def ready(self, cluster):
+        return fleet_tasks(cluster, "deferred") >= 1
+
+    def inject(self, cluster):
+        self.run_id = cluster.trigger(PROBE_DAG)
+        self._thread: threading.Thread | None = None
+
+    def finished(self, cluster):
+        if self._thread is None:
+            busy = cluster.sql(
+                "SELECT count(*) FROM task_instance WHERE dag_id=%s AND run_id=%s AND state IN ('queued', 'running')",
+                (PROBE_DAG, self.run_id),
+            )[0][0]
+            if not busy:
+                return False
+            self.record["tasks_busy"] = busy
+
+            def restart():
+                self.record["restart_seconds"] = round(cluster.pg.restart(), 2)
+
+            self._thread = threading.Thread(target=restart, daemon=True)
+            self._thread.start()
         return not self._thread.is_alive()
 
 
