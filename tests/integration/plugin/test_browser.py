@@ -291,7 +291,9 @@ def test_the_probe_button_works_on_the_page_and_not_from_another_origin_of_the_s
         def log_message(self, *args):
             pass
 
-    other = http.server.HTTPServer(("127.0.0.1", 0), Page)
+    # Threads per connection: Chromium opens spare connections it never sends on, and a one-thread
+    # server would sit in reading one until Chromium drops it (100 s), holding up shutdown() below.
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
     threading.Thread(target=other.serve_forever, daemon=True).start()
     try:
         browser.get(f"http://127.0.0.1:{other.server_address[1]}/")
