@@ -275,17 +275,15 @@ def test_fine_tune_through_scheduler_and_triggerer(metadata_db, tmp_path, gcp_fr
             quantiles.append((same["lag_hours_p50"], same["lag_hours_p99"]))
         # Both runs' train task cleared, as from the UI: each trains again from the start as a new
         # job (Airflow 3.3 keeps the task state on a clear: the old record must not be resumed).
-        # Meanwhile a saturated pool: another task holds the only slot while a job is deferred, so
-        # every resume waits for it; the deadline holds anyway. Its job needs a fresh market: a
-        # probe run first.
+        # Meanwhile, on a busy box (a CPU burner), after a probe run: two fine-tunes, and a job in a
+        # saturated pool (another task holds the only slot while the job is deferred, so every
+        # resume waits for it); each deadline holds anyway.
         for (run_id,) in _query(admin, name, "SELECT run_id FROM dag_run WHERE dag_id='skynomad_same_zone'"):
             body = {"dry_run": False, "dag_run_id": run_id, "task_ids": ["train"], "only_failed": False}
             api.call("POST", "/api/v2/dags/skynomad_same_zone/clearTaskInstances", body)
         first_jobs = {s["job_id"] for s in summaries}
         api.call("POST", "/api/v2/pools", {"name": "skynomad_tight", "slots": 1, "description": "one slot, shared"})
-        api.trigger("skynomad_probe")
-        assert set(_wait_for_all_runs(admin, name, "skynomad_probe", 2, services, 240)) == {"success"}
-        api.trigger("skynomad_busy_pool")
+        _two_fine_tunes_on_a_busy_box(admin, name, api, services, skynomad_home, home, beside="skynomad_busy_pool")
         stop = time.monotonic() + 300
         while time.monotonic() < stop:
             states = [r[0] for r in _query(admin, name, "SELECT state FROM dag_run WHERE dag_id='skynomad_same_zone'")]
@@ -314,28 +312,29 @@ def test_fine_tune_through_scheduler_and_triggerer(metadata_db, tmp_path, gcp_fr
         quantiles.append((busy["lag_hours_p50"], busy["lag_hours_p99"]))
         wall = [[round(h * 3600 / SPEED, 2) for h in pair] for pair in quantiles]
         print(f"resume lag per job, (p50, p99) in wall s at {SPEED:g}x: {wall}; max in cloud h: {lags}")
-        _two_fine_tunes_on_a_busy_box(admin, name, api, services, skynomad_home, home)
     finally:
         services.stop()
 
 
-def _two_fine_tunes_on_a_busy_box(admin, name, api, services, skynomad_home: Path, home: Path) -> None:
+def _two_fine_tunes_on_a_busy_box(admin, name, api, services, skynomad_home: Path, home: Path, beside: str) -> None:
     """Two fine-tune runs at once beside a CPU burner: the trigger controls each job, so a busy box
-    costs neither its saving nor its deadline; what the job page shows matches the cloud's bill."""
+    costs neither its saving nor its deadline; what the job page shows matches the cloud's bill.
+    A run of the DAG `beside` starts with them (its outcome is the caller's to check)."""
     from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
     from airflow_provider_skynomad.jobs.live import LiveStatusTable
     from airflow_provider_skynomad.market.store.table import default_market_url
 
     before = {r[0] for r in _query(admin, name, "SELECT run_id FROM dag_run WHERE dag_id='skynomad_fine_tune'")}
     burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    # As the recipe says: the probe DAG runs, then the fine-tunes (the market table must be fresh).
-    probes = len(_query(admin, name, "SELECT run_id FROM dag_run WHERE dag_id='skynomad_probe'"))
-    api.trigger("skynomad_probe")
-    assert set(_wait_for_all_runs(admin, name, "skynomad_probe", probes + 1, services, 240)) == {"success"}
     samples: list[dict] = []
     try:
+        # As the recipe says: the probe DAG runs, then the fine-tunes (the market table must be fresh).
+        probes = len(_query(admin, name, "SELECT run_id FROM dag_run WHERE dag_id='skynomad_probe'"))
+        api.trigger("skynomad_probe")
+        assert set(_wait_for_all_runs(admin, name, "skynomad_probe", probes + 1, services, 240)) == {"success"}
         for _ in range(2):
             api.trigger("skynomad_fine_tune", {"work_hours": 2.0})
+        api.trigger(beside)
         stop = time.monotonic() + 420
         os.environ["SKYNOMAD_HOME"], old = str(skynomad_home), os.environ.get("SKYNOMAD_HOME")
         try:
