@@ -15,7 +15,7 @@ moto = pytest.importorskip("moto")
 from airflow_provider_skynomad.clouds.aws.boot import UserDataError  # noqa: E402
 from airflow_provider_skynomad.clouds.aws.cloud import AwsCloud  # noqa: E402
 from airflow_provider_skynomad.clouds.base import CapacityError, GroupStatus, LaunchRequest  # noqa: E402
-from tests.support.aws_fixtures import BUCKET, account, put_checkpoint  # noqa: E402
+from tests.support.aws_fixtures import BUCKET, account, amazon_image, put_checkpoint  # noqa: E402
 
 REGION, ZONE, WEST = "us-east-1", "us-east-1a", "us-west-2"
 ZONES = {REGION: ["us-east-1a", "us-east-1b"], WEST: ["us-west-2a"]}
@@ -467,7 +467,7 @@ def test_an_instance_first_seen_after_the_delete_is_counted_billed(aws, fleets, 
     real = aws_probe._end_what_the_fleet_launched
 
     def raced(client, zone, probe_id, known):  # ... but EC2 launched one just before the delete
-        image = client.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+        image = amazon_image(client)
         tag = [{"Key": "skynomad:probe-id", "Value": probe_id}, {"Key": "skynomad-deployment", "Value": "default"}]
         client.run_instances(
             ImageId=image,
