@@ -39,6 +39,17 @@ def client(service: str, region: str, endpoint_url: str | None = None):
     return boto3.client(service, region_name=region, endpoint_url=endpoint_url)
 
 
+# The first of moto's Amazon images (the same id in every region). Asked for by name: listing all of
+# moto's ~1300 Amazon images takes a second or more per call, most of it building the answer.
+AMAZON_IMAGE_NAME = "Windows_Server-2016-English-Nano-Base-2017.10.13"
+
+
+def amazon_image(ec2) -> str:
+    """An Amazon image in the client's region: AMAZON_IMAGE_NAME, else the first Amazon image listed."""
+    named = ec2.describe_images(Owners=["amazon"], Filters=[{"Name": "name", "Values": [AMAZON_IMAGE_NAME]}])
+    return (named["Images"] or ec2.describe_images(Owners=["amazon"])["Images"])[0]["ImageId"]
+
+
 def account(zones: dict[str, list[str]], endpoint_url: str | None = None, buckets: bool = True) -> Account:
     """`zones`: ``{region: [zone, ...]}``; one subnet per zone, one template per region."""
     acct = Account(regions=list(zones))
@@ -65,7 +76,7 @@ def account(zones: dict[str, list[str]], endpoint_url: str | None = None, bucket
             acct.subnets[zone] = subnet["SubnetId"]
         group = ec2.create_security_group(GroupName="skynomad", Description="skynomad jobs", VpcId=vpc)["GroupId"]
         acct.security_groups[region] = [group]
-        image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+        image = amazon_image(ec2)
         acct.images[region] = image
         template = ec2.create_launch_template(
             LaunchTemplateName="skynomad-gpu", LaunchTemplateData={"ImageId": image, "KeyName": "ops"}

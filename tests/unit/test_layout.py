@@ -9,10 +9,7 @@ is still a dependency), so the test costs no imports.
 from __future__ import annotations
 
 import ast
-import json
-import os
-import subprocess
-import sys
+import functools
 from pathlib import Path
 
 import pytest
@@ -43,6 +40,12 @@ LAYERS: list[tuple[str, ...]] = [
 
 def module_imports() -> dict[str, set[str]]:
     """Module → the package's modules it imports, at the top or inside functions (both can cycle)."""
+    return {module: set(targets) for module, targets in _module_imports().items()}
+
+
+@functools.cache
+def _module_imports() -> dict[str, frozenset[str]]:
+    """The graph read from the source once per session (every test here asks for it)."""
     files = {}
     for path in ROOT.rglob("*.py"):
         parts = path.relative_to(ROOT.parent).with_suffix("").parts
@@ -58,7 +61,7 @@ def module_imports() -> dict[str, set[str]]:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
                 prefix = ".".join([*base, *([node.module] if node.module else [])])
                 targets |= {f"{prefix}.{a.name}" if f"{prefix}.{a.name}" in files else prefix for a in node.names}
-        graph[name] = {t for t in targets if t in files and t != name}
+        graph[name] = frozenset(t for t in targets if t in files and t != name)
     return graph
 
 
@@ -161,35 +164,37 @@ def test_the_job_side_stays_free_of_airflow():
 
 # --------------------------------------------------------------------------- one exception hierarchy
 
-# Every error class, in a fresh interpreter that imports every module. Not errors, so not counted: warning
-# categories (simulation.evaluate.OptimumGapWarning) and operators.skynomad.Stop, a SystemExit on purpose
-# (Airflow logs it in one line; an `except Exception` must not catch it).
-_EXCEPTIONS = """
-import importlib, inspect, json, pkgutil
-import airflow_provider_skynomad as package
-from airflow_provider_skynomad.exceptions import SkyNomadError
-found = {}
-for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
-    if info.name.endswith("__main__"):
-        continue
-    for value in vars(importlib.import_module(info.name)).values():
-        if (
-            inspect.isclass(value) and issubclass(value, Exception) and not issubclass(value, Warning)
-            and value.__module__.startswith(package.__name__)
-        ):
-            found[f"{value.__module__}.{value.__qualname__}"] = issubclass(value, SkyNomadError)
-print(json.dumps(found))
-"""
+# Every error class, with every module imported. Not errors, so not counted: warning categories
+# (simulation.evaluate.OptimumGapWarning) and operators.skynomad.Stop, a SystemExit on purpose (Airflow
+# logs it in one line; an `except Exception` must not catch it).
 
 
 @pytest.fixture(scope="module")
 def exception_classes() -> dict[str, bool]:
-    """Every exception class defined in the package → whether it is a SkyNomadError (every module imported,
-    in a fresh interpreter)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT.parent), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", _EXCEPTIONS], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """Every exception class defined in the package → whether it is a SkyNomadError. Every module is
+    imported here, in the test's interpreter: most already are by the other tests (a fresh interpreter
+    importing all of them took 7-10 s); the package's modules have no import-time side effects but
+    matplotlib's Agg backend (simulation.plot) and a fork hook (clouds.simulated.store)."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import airflow_provider_skynomad as package
+    from airflow_provider_skynomad.exceptions import SkyNomadError
+
+    found = {}
+    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        if info.name.endswith("__main__"):
+            continue
+        for value in vars(importlib.import_module(info.name)).values():
+            if (
+                inspect.isclass(value)
+                and issubclass(value, Exception)
+                and not issubclass(value, Warning)
+                and value.__module__.startswith(package.__name__)
+            ):
+                found[f"{value.__module__}.{value.__qualname__}"] = issubclass(value, SkyNomadError)
+    return found
 
 
 def test_every_exception_class_is_a_skynomad_error(exception_classes):

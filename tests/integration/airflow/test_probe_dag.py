@@ -1,6 +1,7 @@
 """The probe DAG through ``dag.test()`` (each zone probed once for one instance, its cost recorded) and
 `skynomad cleanup` against Airflow's metadata database. The operator's planning, budget and signals
-without Airflow's services: tests/unit/operators/test_probe_operator.py."""
+without Airflow's services: tests/unit/operators/test_probe_operator.py; a day of its runs:
+tests/integration/probing/test_probe_day.py."""
 
 from __future__ import annotations
 

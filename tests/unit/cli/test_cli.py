@@ -1,13 +1,12 @@
-"""`skynomad evaluate` (docs/evaluate.md): bad input → clear message, exit 2, nothing written; a good run."""
+"""`skynomad evaluate` (docs/evaluate.md): bad input → clear message, exit 2, nothing written; a good run.
+
+The installed `skynomad` entry point, run as a process: tests/integration/cli/test_entry_point.py."""
 
 from __future__ import annotations
 
 import itertools
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,35 +15,10 @@ import pytest
 
 from airflow_provider_skynomad.cli import main
 from airflow_provider_skynomad.market.observations import COLUMNS
+from tests.support.evaluate_traces import JOB, ZONES, strict_json, trace_lines, write_trace
 
-ZONES = [("us-central1", "us-central1-a"), ("us-central1", "us-central1-b"), ("europe-west1", "europe-west1-c")]
 RESULT_FIELDS = {"cost_usd", "met_deadline", "migrations", "spot_hours", "on_demand_hours", "egress_usd", "probe_usd"}
 SUMMARY_FIELDS = {"mean_cost_usd", "misses", "mean_migrations"}
-JOB = ["--work-hours", "1.0", "--deadline-hours", "1.5", "--cold-start-hours", "0.2", "--checkpoint-gb", "10"]
-
-
-def trace_lines(hours: float = 6.0, seed: int = 0) -> list[str]:
-    """A valid trace: 3 zones probed every 10 minutes, capacity coming and going."""
-    rng = np.random.default_rng(seed)
-    start = pd.Timestamp("2025-10-04T00:00:00Z")
-    lines = [",".join(COLUMNS)]
-    up = [True, False, True]
-    for k in range(int(hours * 6) + 1):
-        t = (start + pd.Timedelta(minutes=10 * k)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        for j, (region, zone) in enumerate(ZONES):
-            if rng.random() < 0.15:
-                up[j] = not up[j]
-            available = int(rng.integers(1, 17)) if up[j] else 0
-            spot = [2.1, 1.8, 2.6][j] * (1 + 0.05 * math.sin(k / 5))
-            on_demand = [10.3, 10.3, 11.2][j]
-            lines.append(f"{t},gcp,{region},{zone},a3-highgpu-1g,H100,1,16,{available},{spot:.4f},{on_demand}")
-    return lines
-
-
-def write_trace(tmp_path: Path, lines: list[str], name: str = "trace.csv") -> Path:
-    path = tmp_path / name
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def run(argv: list[str], capsys) -> tuple[int, str, str]:
@@ -78,13 +52,6 @@ def assert_nothing_written(tmp_path: Path) -> None:
     assert not (tmp_path / "out.png").exists()
 
 
-def _strict_json(text: str):
-    def reject(constant):
-        raise ValueError(f"not strict JSON: {constant}")
-
-    return json.loads(text, parse_constant=reject)
-
-
 # --------------------------------------------------------------------------- a good run
 
 
@@ -109,7 +76,7 @@ def test_good_run_exits_zero_and_writes_both_files(good_run):
 
 def test_good_run_json_has_the_design_shape(good_run):
     _, trace, out, _ = good_run
-    report = _strict_json(out.read_text())
+    report = strict_json(out.read_text())
     assert {"job", "trace", "windows", "summary"} <= set(report)
     assert report["job"]["work_hours"] == 1.0 and report["job"]["deadline_hours"] == 1.5
     assert report["job"]["cold_start_hours"] == 0.2 and report["job"]["checkpoint_gb"] == 10
@@ -190,7 +157,7 @@ def test_zone_filter_policies_and_max_windows(tmp_path, capsys):
         capsys,
     )
     assert code == 0, err
-    report = _strict_json((tmp_path / "out.json").read_text())
+    report = strict_json((tmp_path / "out.json").read_text())
     assert report["trace"]["zones"] == ["europe-west1-c", "us-central1-b"] or sorted(report["trace"]["zones"]) == [
         "europe-west1-c",
         "us-central1-b",
@@ -403,7 +370,7 @@ def test_timeline_adds_each_runs_segments_and_they_add_up_to_its_cost(tmp_path, 
     ]
     code, _, err = run(argv, capsys)
     assert code == 0, err
-    report = _strict_json(out.read_text())
+    report = strict_json(out.read_text())
     segments = 0
     for window in report["windows"]:
         assert "timeline" not in window["results"]["optimal"]  # the optimum is a number, not a run
@@ -516,7 +483,7 @@ def test_infeasible_job_is_evaluated_as_misses_with_strict_json(tmp_path, capsys
         assert_nothing_written(tmp_path)
         return
     assert code == 0, err
-    report = _strict_json((tmp_path / "out.json").read_text())
+    report = strict_json((tmp_path / "out.json").read_text())
     for name, row in report["summary"].items():
         assert row["misses"] == len(report["windows"]), name
     for window in report["windows"]:
@@ -531,41 +498,11 @@ def test_zone_first_observed_after_a_window_start_gives_finite_costs(tmp_path, c
     trace = write_trace(tmp_path, late)
     code, _, err = run(evaluate(trace, tmp_path), capsys)
     assert code == 0, err
-    report = _strict_json((tmp_path / "out.json").read_text())
+    report = strict_json((tmp_path / "out.json").read_text())
     for window in report["windows"]:
         for name, result in window["results"].items():
             assert math.isfinite(result["cost_usd"]), (window["start"], name, result)
             assert result["met_deadline"], (window["start"], name)
-
-
-# --------------------------------------------------------------------------- the installed entry point
-
-
-def test_installed_entry_point_runs_evaluate(tmp_path):
-    exe = Path(sys.executable).parent / "skynomad"
-    if not exe.exists():
-        pytest.skip(f"{exe} not installed (pip install -e .)")
-    trace = write_trace(tmp_path, trace_lines(hours=3))
-    out = tmp_path / "r.json"
-    env = {**os.environ, "COLUMNS": "120"}
-    done = subprocess.run(
-        [str(exe), "evaluate", "--trace", str(trace), *JOB, "--policies", "on-demand,optimal", "--output", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr
-    report = _strict_json(out.read_text())
-    assert set(report["summary"]) >= {"on-demand", "optimal"}
-    bad = subprocess.run(
-        [str(exe), "evaluate", "--trace", str(tmp_path / "absent.csv"), *JOB],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert bad.returncode == 2 and "absent.csv" in bad.stderr
 
 
 def test_bundled_gcp_trace_two_zones(tmp_path, capsys):
@@ -591,7 +528,7 @@ def test_bundled_gcp_trace_two_zones(tmp_path, capsys):
         capsys,
     )
     assert code == 0, err
-    report = _strict_json((tmp_path / "out.json").read_text())
+    report = strict_json((tmp_path / "out.json").read_text())
     assert report["trace"]["step_hours"] == pytest.approx(1 / 6)
     assert len(report["windows"]) == 2
     for window in report["windows"]:

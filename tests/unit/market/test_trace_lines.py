@@ -1,34 +1,15 @@
 """Traces with one enormous line, broken bytes or broken CSV: a TraceError naming file and line,
-memory bounded by the line limit, never an uncaught parser error."""
+never an uncaught parser error. The memory a gigabyte line costs (a fresh interpreter reading one):
+tests/integration/market/test_trace_memory.py."""
 
 from __future__ import annotations
 
 import gzip
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
-from airflow_provider_skynomad.market.observations import COLUMNS, TraceError, iter_observations, read_observations
-
-HEADER = ",".join(COLUMNS) + "\n"
-ROW = "2025-10-04T00:{m:02d}:00Z,gcp,us-central1,us-central1-a,a3-highgpu-1g,H100,1,16,16,2.3724,10.3157\n"
-MIB = 1 << 20
-
-
-def rows(n: int) -> str:
-    return "".join(ROW.format(m=i) for i in range(n))
-
-
-def write_gzip_with_long_line(path, before: str, length: int) -> None:
-    """`before`, then one line of `length` bytes, streamed: the test itself never holds it."""
-    with gzip.open(path, "wb", compresslevel=9) as out:
-        out.write(before.encode())
-        block = b"a" * MIB
-        for _ in range(length // MIB):
-            out.write(block)
-        out.write(b"\n")
+from airflow_provider_skynomad.market.observations import TraceError, iter_observations, read_observations
+from tests.support.trace_files import HEADER, MIB, ROW, rows, write_gzip_with_long_line
 
 
 @pytest.mark.parametrize("line", [1, 4])
@@ -39,33 +20,6 @@ def test_a_long_line_in_a_small_gzip_is_refused_naming_file_and_line(tmp_path, l
     assert path.stat().st_size < 600 * 1024  # the shape of the report: a few hundred KiB on disk
     with pytest.raises(TraceError, match=rf"^{path}, line {line}: the line is longer than 65536 bytes"):
         list(iter_observations(path))
-
-
-def test_reading_a_gigabyte_line_costs_no_gigabyte(tmp_path):
-    """Peak memory of a fresh interpreter reading it stays within 200 MiB of one reading a good trace."""
-    bad = tmp_path / "long.csv.gz"
-    write_gzip_with_long_line(bad, HEADER + rows(3), 1024 * MIB)
-    good = tmp_path / "good.csv"
-    good.write_text(HEADER + rows(3))
-    probe = textwrap.dedent(
-        """
-        import resource, sys
-        from airflow_provider_skynomad.market.observations import TraceError, iter_observations
-        try:
-            list(iter_observations(sys.argv[1]))
-        except TraceError as exc:
-            print("TraceError:", exc, file=sys.stderr)
-        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-        """
-    )
-
-    def peak_kib(path) -> int:
-        done = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
-        return int(done.stdout.split()[-1])
-
-    grown_mib = (peak_kib(bad) - peak_kib(good)) / 1024
-    assert grown_mib < 200, f"reading a trace with a 1 GiB line grew memory by {grown_mib:.0f} MiB"
 
 
 @pytest.mark.parametrize(

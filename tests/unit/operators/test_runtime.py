@@ -291,7 +291,15 @@ def test_deadline_reserve_for_downstream_tasks_is_taken_off_the_dags_deadline(cl
 
 
 def _first_event(trigger) -> dict:
+    """The trigger's event as soon as the job ends: the trigger is rebuilt from what it serializes (as
+    the triggerer builds it) without the worker's first-event hold, 9 s of waiting for a first try
+    (the hold is tested beside: test_a_retry_holds_its_first_trigger_event_longer, and in
+    tests/unit/triggers/test_trigger.py)."""
     import asyncio
+
+    from airflow_provider_skynomad.triggers.skynomad import SkyNomadTrigger
+
+    trigger = SkyNomadTrigger(**{**trigger.serialize()[1], "min_event_seconds": 0.0})
 
     async def first():
         return await asyncio.wait_for(anext(trigger.run()), 20)

@@ -15,7 +15,7 @@ moto = pytest.importorskip("moto")
 from airflow_provider_skynomad.clouds.aws.boot import UserDataError  # noqa: E402
 from airflow_provider_skynomad.clouds.aws.cloud import AwsCloud  # noqa: E402
 from airflow_provider_skynomad.clouds.base import CapacityError, GroupStatus, LaunchRequest  # noqa: E402
-from tests.support.aws_fixtures import BUCKET, account, put_checkpoint  # noqa: E402
+from tests.support.aws_fixtures import BUCKET, account, amazon_image, put_checkpoint  # noqa: E402
 
 REGION, ZONE, WEST = "us-east-1", "us-east-1a", "us-west-2"
 ZONES = {REGION: ["us-east-1a", "us-east-1b"], WEST: ["us-west-2a"]}
@@ -38,9 +38,25 @@ def moto_env():
             yield account(ZONES)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def aws(moto_env):
+    """One AwsCloud for the module: it keeps only its clients (each costs a second to make through the
+    Airflow hook), no job state. A test that patches a client does it with `monkeypatch` or `listen`."""
     return AwsCloud(aws_conn_id="aws_default", checkpoint_bucket=BUCKET, **moto_env.cloud_options())
+
+
+@pytest.fixture
+def listen():
+    """`listen(client, event, handler)`: a botocore event handler on a shared client, for this test only."""
+    registered = []
+
+    def register(client, event, handler):
+        client.meta.events.register(event, handler)
+        registered.append((client, event, handler))
+
+    yield register
+    for client, event, handler in registered:
+        client.meta.events.unregister(event, handler)
 
 
 _serial = iter(range(10**6))
@@ -81,11 +97,9 @@ def described(region, ids):
     return [i for r in reservations for i in r["Instances"]]
 
 
-def test_launch_uses_the_template_subnet_groups_and_profile_and_is_idempotent(aws, moto_env):
+def test_launch_uses_the_template_subnet_groups_and_profile_and_is_idempotent(aws, moto_env, listen):
     sent = []
-    aws.ec2(REGION).meta.events.register(
-        "provide-client-params.ec2.RunInstances", lambda params, **_: sent.append(params)
-    )
+    listen(aws.ec2(REGION), "provide-client-params.ec2.RunInstances", lambda params, **_: sent.append(params))
     first = aws.launch(request())
     again = aws.launch(request())
     assert again.instance_ids == first.instance_ids and len(first.instance_ids) == 2
@@ -321,7 +335,7 @@ def test_console_url_of_the_first_instance(aws):
     assert aws.output_location(f"{P}sn", ZONE) == f"s3://ckpt-us-east-1/skynomad/{P}sn/output/"
 
 
-def test_a_launch_brings_the_newest_checkpoint_into_its_region_before_the_instances_boot(aws):
+def test_a_launch_brings_the_newest_checkpoint_into_its_region_before_the_instances_boot(aws, monkeypatch, listen):
     east, west = boto3.client("s3", region_name=REGION), boto3.client("s3", region_name=WEST)
     put_checkpoint(east, "ckpt-us-east-1", f"{P}mv", 7, {"model.pkl": b"seven"})
     keys_at_launch = []
@@ -332,13 +346,13 @@ def test_a_launch_brings_the_newest_checkpoint_into_its_region_before_the_instan
         keys_at_launch.extend(sorted(o["Key"] for o in listed.get("Contents", [])))
         return real(**kwargs)
 
-    aws.ec2(WEST).run_instances = run_instances
+    monkeypatch.setattr(aws.ec2(WEST), "run_instances", run_instances)
     aws.launch(request("w", count=1, zone="us-west-2a", region=WEST, job_id="mv"))
     assert f"skynomad/{P}mv/checkpoints/0000000007/MANIFEST.json" in keys_at_launch
     assert f"skynomad/{P}mv/progress.json" in keys_at_launch
     # The job runtime's copy after the launch finds it in place: True (it existed), nothing sent again.
     sent = []
-    aws.s3(WEST).meta.events.register("before-parameter-build.s3.CopyObject", lambda **_: sent.append(1))
+    listen(aws.s3(WEST), "before-parameter-build.s3.CopyObject", lambda **_: sent.append(1))
     assert aws.copy_checkpoint("us-east-1a", "us-west-2a", 1.0, job_id=f"{P}mv") is True
     assert sent == []
 
@@ -453,7 +467,7 @@ def test_an_instance_first_seen_after_the_delete_is_counted_billed(aws, fleets, 
     real = aws_probe._end_what_the_fleet_launched
 
     def raced(client, zone, probe_id, known):  # ... but EC2 launched one just before the delete
-        image = client.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+        image = amazon_image(client)
         tag = [{"Key": "skynomad:probe-id", "Value": probe_id}, {"Key": "skynomad-deployment", "Value": "default"}]
         client.run_instances(
             ImageId=image,

@@ -2,14 +2,14 @@
 
 Most tests replay a tiny synthetic trace (hourly rows, exact prices) at 36 000× real time, so
 one simulated hour takes 0.1 wall seconds and costs can be asserted exactly; one test replays
-a window of the bundled GCP trace with a known capacity loss.
+a window of the bundled GCP trace with a known capacity loss. The bundled training workload moved
+to another region mid-run is tests/integration/clouds/test_simulated_workload.py.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import pickle
 import subprocess
 import sys
 import textwrap
@@ -20,120 +20,44 @@ import pandas as pd
 import pytest
 
 from airflow_provider_skynomad.agent.store import CheckpointStore
-from airflow_provider_skynomad.clouds.base import CapacityError, GroupHandle, GroupStatus, LaunchRequest
+from airflow_provider_skynomad.clouds.base import CapacityError, GroupStatus, LaunchRequest
 from airflow_provider_skynomad.clouds.simulated import cloud as simulated
 from airflow_provider_skynomad.clouds.simulated.cloud import CLIENT_TOKEN_TAG, SimulatedCloud, TraceEndedError
 from airflow_provider_skynomad.clouds.simulated.launcher import group_alive
-from airflow_provider_skynomad.market.egress import EgressModel
-from airflow_provider_skynomad.market.grid import Market
 from airflow_provider_skynomad.market.observations import read_observations
-from airflow_provider_skynomad.workload import train_command
+from tests.support.simulated import (
+    CROSS_REGION_USD_PER_GB,
+    FAST,
+    JOB,
+    SAME_REGION_USD_PER_GB,
+    SLEEPER,
+    live_members,
+    request,
+    terminate_leftovers,
+    wait_for,
+    write_trace,
+)
 
-FAST = 36000.0  # simulated seconds per wall second: 1 simulated hour = 0.1 s
-START = pd.Timestamp("2025-01-01T00:00:00Z")
 BUNDLED_GCP = Path(__file__).parents[4] / "airflow_provider_skynomad" / "data" / "gcp-h100-2025-first-week.csv.gz"
-SLEEPER = (sys.executable, "-c", "import time; time.sleep(600)")
-JOB = "job-a"  # the job every request() belongs to unless a test says otherwise
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="process checks read /proc (Linux)")
 
 
-def _zone_rows(hour: int) -> list[tuple]:
-    """(zone, region, available, spot $/h, on-demand $/h) at trace hour `hour`.
-
-    r1-a loses capacity at hour 10 and regains it at hour 11; its spot price doubles at hour 5.
-    """
-    return [
-        ("r1-a", "r1", 0 if hour == 10 else 4, 1.0 if hour < 5 else 2.0, 10.0),
-        ("r1-b", "r1", 4, 1.5, 10.0),
-        ("r2-a", "r2", 1, 3.0, 12.0),
-    ]
-
-
 @pytest.fixture
 def trace(tmp_path) -> Path:
-    rows = [
-        {
-            "observed_at": (START + pd.Timedelta(hours=h)).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "cloud": "gcp",
-            "region": region,
-            "zone": zone,
-            "instance_type": "g1",
-            "accelerator": "H100",
-            "accelerator_count": 1,
-            "requested": 4,
-            "available": available,
-            "spot_price": spot,
-            "on_demand_price": on_demand,
-        }
-        for h in range(48)
-        for zone, region, available, spot, on_demand in _zone_rows(h)
-    ]
-    path = tmp_path / "trace.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
-    return path
+    return write_trace(tmp_path / "trace.csv")
 
 
 @pytest.fixture(autouse=True)
 def _no_leftover_groups(tmp_path):
     """Whatever a test leaves running (even when it fails) is terminated, so no test leaks processes."""
     yield
-    for config in tmp_path.rglob("cloud.json"):
-        cloud = SimulatedCloud.attach(config.parent)
-        for group in cloud.groups():
-            cloud.terminate(GroupHandle.from_dict({k: group[k] for k in GroupHandle.__dataclass_fields__}))
+    terminate_leftovers(tmp_path)
 
 
 @pytest.fixture
 def cloud(trace, tmp_path) -> SimulatedCloud:
     return SimulatedCloud(trace, tmp_path / "state", speed=FAST)
-
-
-# The simulated cloud charges the planner's public list prices (market.egress). The synthetic
-# regions r1 and r2 share no known continent, so a copy between them is priced as intercontinental.
-_R1A = Market("r1-a", "gcp", "r1", "r1-a", "g1")
-SAME_REGION_USD_PER_GB = EgressModel().usd_per_gb(_R1A, Market("r1-b", "gcp", "r1", "r1-b", "g1"))
-CROSS_REGION_USD_PER_GB = EgressModel().usd_per_gb(_R1A, Market("r2-a", "gcp", "r2", "r2-a", "g1"))
-
-
-def request(
-    zone: str = "r1-b", token: str = "job-1", spot: bool = True, count: int = 2, job_id: str = JOB, **kwargs
-) -> LaunchRequest:
-    region = zone.split("-")[0]
-    return LaunchRequest(
-        cloud="gcp",
-        region=region,
-        zone=zone,
-        instance_type="g1",
-        count=count,
-        spot=spot,
-        client_token=token,
-        job_id=job_id,
-        **kwargs,
-    )
-
-
-def live_members(pgid: int) -> list[int]:
-    """Pids of the process group that are alive (zombies excluded: they are dead, just unreaped)."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(stat.parent.name))
-    return members
-
-
-def wait_for(predicate, timeout_s: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
 # -- capacity and preemption ----------------------------------------------------------------
@@ -459,44 +383,6 @@ def test_bill_filtered_by_tags_covers_one_jobs_groups_probes_and_copies(trace, t
     assert len(everything["groups"]) == 2 and everything["probes"] == 2
     assert everything["egress_usd"] == pytest.approx(0.5 + 50 * CROSS_REGION_USD_PER_GB)
     assert [g["client_token"] for g in cloud.groups(tags=theirs)] == ["theirs-1"]
-
-
-# -- the real workload on the simulated cloud -----------------------------------------------
-
-
-def test_training_moved_to_another_region_mid_run_ends_bit_identical(trace, tmp_path):
-    """The bundled workload, migrated mid-run as the planner would: stop, copy the checkpoint, resume elsewhere.
-
-    The move is triggered by observed progress rather than by a trace capacity loss so the test
-    does not depend on how fast this machine imports scikit-learn (preemption itself is covered
-    above; the workload tests kill it with SIGKILL at arbitrary instants).
-    """
-    from airflow_provider_skynomad.workload.train import MODEL_FILE, train
-
-    cloud = SimulatedCloud(trace, tmp_path / "state", speed=3600)
-    command = train_command(total_steps=30, work_hours=6.0)  # 0.2 wall seconds per step
-    first = cloud.launch(request("r1-b", token="run-1", count=1, command=command))
-    done = wait_for(lambda: (cloud.progress(first) or 0) >= 0.3 and cloud.progress(first), timeout_s=60, what="30%")
-    cloud.terminate(first)
-    wait_for(lambda: not live_members(cloud.describe(first)["pgid"]), what="first group gone")
-    stopped_at = cloud.progress(first)
-    assert done <= stopped_at < 1
-
-    second = cloud.launch(request("r2-a", token="run-2", count=1, spot=False, command=command))
-    cloud.copy_checkpoint("r1-b", "r2-a", 50, job_id=JOB)  # during the new group's cold start, as the driver does
-    wait_for(lambda: cloud.poll(second) is GroupStatus.SUCCEEDED, timeout_s=120, what="resumed run to finish")
-
-    reference = train(tmp_path / "uninterrupted", 30)
-    assert cloud.output_location(JOB, "r1-b") is None  # the stopped run never finished
-    assert cloud.output_location(JOB, "r2-a") == str(cloud.checkpoint_dir(JOB, "r2-a") / "output")
-    resumed_bytes = (Path(cloud.output_location(JOB, "r2-a")) / MODEL_FILE).read_bytes()
-    resumed = pickle.loads(resumed_bytes)
-    assert (resumed.coef_ == reference.coef_).all() and (resumed.intercept_ == reference.intercept_).all()
-    assert resumed_bytes == (tmp_path / "uninterrupted" / MODEL_FILE).read_bytes()
-    bill = cloud.bill()
-    assert bill["egress_usd"] == pytest.approx(50 * CROSS_REGION_USD_PER_GB)
-    assert [(g["zone"], g["status"]) for g in bill["groups"]] == [("r1-b", "terminated"), ("r2-a", "succeeded")]
-    assert (Path(cloud.describe(second)["group_dir"]) / "workload.log").exists()
 
 
 # -- checkpoints per job, the workload's environment, find, crash safety, failure detail ---------

@@ -1,11 +1,11 @@
-"""The market table on SQLite and PostgreSQL: schema, idempotent appends, concurrency, reads."""
+"""The market table on SQLite and PostgreSQL: schema, idempotent appends, concurrency, reads.
+
+Writer processes at once: tests/integration/market/test_table_processes.py."""
 
 from __future__ import annotations
 
-import multiprocessing
 import sys
 import threading
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -21,8 +21,7 @@ from airflow_provider_skynomad.market.store.table import (
     schema_version,
     shared_table,
 )
-
-TRACE = Path(__file__).parents[4] / "airflow_provider_skynomad" / "data" / "gcp-h100-2025-first-week.csv.gz"
+from tests.support.market_rows import CONCURRENT_ZONES, TRACE, append_in_batches, expected_concurrent, first_rows
 
 
 @pytest.fixture(scope="module")
@@ -34,13 +33,6 @@ def trace() -> pd.DataFrame:
 def table(market_url):
     with MarketTable(market_url) as t:
         yield t
-
-
-def _rows(trace: pd.DataFrame, zones: list[str], hours: float = 6) -> pd.DataFrame:
-    """The first `hours` of `zones`, in file order."""
-    start = trace["observed_at"].min()
-    keep = trace["zone"].isin(zones) & (trace["observed_at"] < start + pd.Timedelta(hours=hours))
-    return trace[keep].reset_index(drop=True)
 
 
 # -- schema ----------------------------------------------------------------------------------
@@ -137,7 +129,7 @@ def test_airflow_style_postgres_scheme_is_accepted():
 
 
 def test_append_then_read_returns_the_rows_typed_and_sorted(table, trace):
-    rows = _rows(trace, ["us-central1-a", "europe-west1-c"])
+    rows = first_rows(trace, ["us-central1-a", "europe-west1-c"])
     assert table.append(rows) == len(rows)
     back = table.read()
     expected = rows.sort_values(["observed_at", "zone"], kind="stable").reset_index(drop=True)
@@ -146,17 +138,17 @@ def test_append_then_read_returns_the_rows_typed_and_sorted(table, trace):
 
 
 def test_reappending_identical_rows_is_a_noop(table, trace):
-    rows = _rows(trace, ["us-central1-a"])
+    rows = first_rows(trace, ["us-central1-a"])
     assert table.append(rows) == len(rows)
     assert table.append(rows) == 0
-    assert table.append(pd.concat([rows, _rows(trace, ["us-west1-a"])])) == len(_rows(trace, ["us-west1-a"]))
+    assert table.append(pd.concat([rows, first_rows(trace, ["us-west1-a"])])) == len(first_rows(trace, ["us-west1-a"]))
     assert len(table.read()) == 2 * len(rows)
 
 
 def test_bad_rows_raise_and_write_nothing(table, trace):
-    kept = _rows(trace, ["us-central1-a"])
+    kept = first_rows(trace, ["us-central1-a"])
     table.append(kept)
-    bad = _rows(trace, ["us-west1-a"]).astype({"available": object})
+    bad = first_rows(trace, ["us-west1-a"]).astype({"available": object})
     bad.loc[5, "available"] = "lots"
     with pytest.raises(TraceError, match=r"line 7, column 'available'"):
         table.append(bad)
@@ -180,70 +172,19 @@ def test_non_utc_offsets_are_stored_as_utc(table, trace):
 
 # -- concurrency -----------------------------------------------------------------------------
 
-CONCURRENT_ZONES = [
-    ["us-central1-a", "us-west1-a"],
-    ["europe-west1-c", "europe-west3-c"],
-    ["asia-south2-b"],
-    ["asia-southeast1-b", "asia-southeast1-c"],
-    ["us-east4-b"],
-]
-
-
-def _append_in_batches(url: str, zones: list[str], barrier, batch: int = 25) -> int:
-    """One writer: its own MarketTable (as a mapped probe task would have), many small transactions."""
-    rows = _rows(read_observations(TRACE), zones, hours=24)
-    barrier.wait()
-    with MarketTable(url) as t:  # first use creates the schema: concurrent create() is exercised too
-        return sum(t.append(rows.iloc[i : i + batch]) for i in range(0, len(rows), batch))
-
-
-def _expected_concurrent(trace: pd.DataFrame) -> pd.DataFrame:
-    zones = [z for group in CONCURRENT_ZONES for z in group]
-    return _rows(trace, zones, hours=24).sort_values(["observed_at", "zone"], kind="stable").reset_index(drop=True)
-
 
 def test_concurrent_writer_threads_lose_no_row(market_url, trace):
     barrier = threading.Barrier(len(CONCURRENT_ZONES))
     counts: list[int] = []
     threads = [
-        threading.Thread(target=lambda z=z: counts.append(_append_in_batches(market_url, z, barrier)))
+        threading.Thread(target=lambda z=z: counts.append(append_in_batches(market_url, z, barrier)))
         for z in CONCURRENT_ZONES
     ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    expected = _expected_concurrent(trace)
-    assert sum(counts) == len(expected)
-    with MarketTable(market_url) as t:
-        pd.testing.assert_frame_equal(t.read(), expected)
-
-
-def _writer_process(url: str, zones: list[str], barrier, results) -> None:
-    try:
-        results.put(_append_in_batches(url, zones, barrier))
-    except BaseException as exc:  # report, so the test fails at once with the cause
-        results.put(f"{type(exc).__name__}: {exc}")
-        raise
-
-
-def test_concurrent_writer_processes_lose_no_row(market_url, trace):
-    # Fresh interpreters (engines must not cross a fork), forked from a server that has the heavy
-    # imports done already, so the writers start together and the test stays fast.
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["pandas", "sqlalchemy", "airflow_provider_skynomad.market.store.table"])
-    barrier, results = context.Barrier(len(CONCURRENT_ZONES)), context.Queue()
-    processes = [
-        context.Process(target=_writer_process, args=(market_url, z, barrier, results)) for z in CONCURRENT_ZONES
-    ]
-    for process in processes:
-        process.start()
-    counts = [results.get(timeout=60) for _ in processes]
-    assert all(isinstance(c, int) for c in counts), counts
-    for process in processes:
-        process.join(timeout=10)
-        assert process.exitcode == 0
-    expected = _expected_concurrent(trace)
+    expected = expected_concurrent(trace)
     assert sum(counts) == len(expected)
     with MarketTable(market_url) as t:
         pd.testing.assert_frame_equal(t.read(), expected)
@@ -253,7 +194,7 @@ def test_concurrent_writer_processes_lose_no_row(market_url, trace):
 
 
 def test_read_filters_combine(table, trace):
-    rows = _rows(trace, ["us-central1-a", "us-west1-a", "europe-west1-c"], hours=3)
+    rows = first_rows(trace, ["us-central1-a", "us-west1-a", "europe-west1-c"], hours=3)
     table.append(rows)
     since, until = pd.Timestamp("2025-10-04T01:00:00Z"), pd.Timestamp("2025-10-04T02:00:00Z")
     got = table.read(zones=["us-west1-a", "europe-west1-c"], since=since, until=until, instance_types=["a3-highgpu-1g"])
@@ -269,7 +210,7 @@ def test_read_filters_combine(table, trace):
 
 def test_latest_and_zones(table, trace):
     assert table.latest_observed_at() is None and table.zones() == []
-    rows = _rows(trace, ["us-west1-a", "europe-west1-c"], hours=2)
+    rows = first_rows(trace, ["us-west1-a", "europe-west1-c"], hours=2)
     table.append(rows)
     assert table.zones() == ["europe-west1-c", "us-west1-a"]
     assert table.latest_observed_at() == rows["observed_at"].max()
@@ -279,7 +220,7 @@ def test_latest_and_zones(table, trace):
 def test_an_older_layout_is_brought_up_to_date_and_keeps_its_rows(market_url, trace):
     """A version-2 database (no `market_changes`, one index fewer) is migrated by `create()` in place."""
     with MarketTable(market_url) as t:
-        t.append(_rows(trace, ["us-central1-a"], hours=1))
+        t.append(first_rows(trace, ["us-central1-a"], hours=1))
         with t.engine.begin() as conn:
             conn.exec_driver_sql("DROP TABLE market_changes")
             conn.exec_driver_sql("DROP INDEX ix_market_observations_observed_at")
@@ -335,7 +276,7 @@ def test_a_role_that_may_only_insert_still_bulk_imports(postgres_url, trace, mon
     schema = url.query["options"].split("=", 1)[1]
     role = f"skynomad_insert_only_{uuid.uuid4().hex[:8]}"
     with MarketTable(postgres_url) as owner:
-        owner.append(_rows(trace, ["us-central1-a"], hours=1))
+        owner.append(first_rows(trace, ["us-central1-a"], hours=1))
     admin = create_engine(url)
     with admin.begin() as conn:
         conn.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN')
@@ -358,7 +299,7 @@ def test_a_role_that_may_only_insert_still_bulk_imports(postgres_url, trace, mon
 
 
 def test_the_triggers_of_one_process_share_one_table_and_one_connection(market_url, trace):
-    rows = _rows(trace, ["us-central1-a", "us-west1-a"], hours=2)
+    rows = first_rows(trace, ["us-central1-a", "us-west1-a"], hours=2)
     with MarketTable(market_url) as writer:
         writer.append(rows)
     tables = [shared_table(market_url) for _ in range(40)]
