@@ -5,6 +5,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-fast evaluate benchmarks clean browser
 
+# Python's compiled modules are kept (__pycache__, ignored by git) even where the environment says
+# not to write them: every xdist worker and every Airflow process the tests start imports the package
+# and the tests again, and recompiling them costs each one seconds.
+export PYTHONDONTWRITEBYTECODE :=
+
 $(STAMP): pyproject.toml setup.cfg
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
