@@ -38,10 +38,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-# `make test` runs the suite on two xdist workers; the tests that start Airflow's services or a whole
-# cloud end to end share one, so no two of them load the two cores at once.
-pytestmark = pytest.mark.xdist_group("services")
-
 moto = pytest.importorskip("moto")
 
 HERE = Path(__file__).resolve().parent

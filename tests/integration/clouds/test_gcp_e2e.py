@@ -35,10 +35,6 @@ from tests.support.gcp_fakes import FakeCompute, FakeGceHook, LocalBoot, anonymo
 
 from .conftest import DAGS_FOLDER
 
-# `make test` runs the suite on two xdist workers; the tests that start Airflow's services or a whole
-# cloud end to end share one, so no two of them load the two cores at once.
-pytestmark = pytest.mark.xdist_group("services")
-
 ZONE_A, ZONE_B = "us-central1-a", "europe-west4-b"
 BUCKET_A, BUCKET_B = "sn-ckpt-us-central1", "sn-ckpt-europe-west4"
 PREEMPT_AT_STEP = 6
