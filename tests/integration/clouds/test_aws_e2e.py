@@ -10,15 +10,15 @@ after the interruption notice is reclaimed with ``Server.SpotInstanceTermination
 user data runs `BOOT_SECONDS` after it shows as running (EC2 boots take tens of seconds; the job
 copies the checkpoint right after a launch returns, as it would on EC2).
 
-The scenario: the planner launches in us-east-1 (the cheaper spot market); a retried launch with
-the same client token returns the same group; the tags are on the instances; the IMDS stub serves a
-spot interruption notice → the agent uploads its last checkpoint to S3 → the instance is reclaimed
-→ the planner retries us-east-1 (a refused launch is free), EC2 refuses it for capacity (from the
-notice on, moto's us-east-1 refuses launches and the market rows show no capacity there) → the job
-relaunches in us-west-2 → the newest checkpoint is copied to us-west-2's bucket → the job
-finishes with the model bit-identical to an uninterrupted local run. Printed: notice → last
-checkpoint uploaded, preemption → relaunch, and the EC2/S3 calls the Airflow side made per
-decision step (counted by a botocore event hook).
+The scenario: the planner launches in us-east-1 (the cheaper spot market); a retried launch with the
+same client token returns the same group; the tags are on the instances; the IMDS stub serves a spot
+interruption notice → the agent uploads its last checkpoint to S3 → the instance is reclaimed → the
+planner retries us-east-1 while the market rows it has read still show it cheap (a refused launch is
+free), EC2 refuses it for capacity (from the notice on, moto's us-east-1 refuses launches and the
+market rows show no capacity there) → the job relaunches in us-west-2 → the newest checkpoint is
+copied to us-west-2's bucket → the job finishes with the model bit-identical to an uninterrupted
+local run. Printed: notice → last checkpoint uploaded, preemption → relaunch, and the EC2/S3 calls
+the Airflow side made per decision step (counted by a botocore event hook).
 """
 
 from __future__ import annotations
