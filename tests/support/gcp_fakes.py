@@ -338,20 +338,27 @@ class LocalBoot:
     instance is TERMINATED. `preempt` does what Compute Engine does to a spot VM: notice via the
     metadata server, a logged ``compute.instances.preempted`` operation, ~30 s of soft-off, then
     the VM is deleted (``instance_termination_action = DELETE``).
+
+    `boot_seconds`: the script starts that long after the insert (a VM boots for tens of seconds
+    before its startup script runs; the job copies the checkpoint right after the insert returns,
+    as it would on Compute Engine). 0: at once, inside the insert.
     """
 
     POWER_OFF = 'touch "$SKYNOMAD_FAKE_POWER_OFF"'
 
-    def __init__(self, compute: FakeCompute, root: Path, env: dict[str, str], stub_factory):
+    def __init__(self, compute: FakeCompute, root: Path, env: dict[str, str], stub_factory, boot_seconds: float = 0.0):
         self.compute = compute
         self.root = root
         self.env = env
         self.stub_factory = stub_factory
+        self.boot_seconds = boot_seconds
         self.processes: dict[str, subprocess.Popen] = {}
         self.stubs: dict[str, object] = {}
         self.booted_at: dict[str, float] = {}
         self.preempted_at: dict[str, float] = {}
         self.threads: list[threading.Thread] = []
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()  # a delayed boot and `stop` do not interleave
         compute.on_insert = self.boot
 
     def boot(self, zone: str, instance) -> None:
@@ -359,6 +366,22 @@ class LocalBoot:
         script = items.get("startup-script")
         if not script:
             return
+        if self.boot_seconds <= 0:
+            self._run(zone, instance, script)
+            return
+
+        def later():
+            if self._stopped.wait(self.boot_seconds):
+                return
+            with self._lock:
+                if not self._stopped.is_set() and (zone, instance.name) in self.compute.instances:
+                    self._run(zone, instance, script)  # not deleted while it booted
+
+        thread = threading.Thread(target=later, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def _run(self, zone: str, instance, script: str) -> None:
         stub = self.stub_factory()
         marker = self.root / f"{instance.name}.off"
         env = {**self.env, "SKYNOMAD_GCE_METADATA_ENDPOINT": stub.url, "SKYNOMAD_FAKE_POWER_OFF": str(marker)}
@@ -390,6 +413,8 @@ class LocalBoot:
         self.compute.remove(zone, name)
 
     def stop(self) -> None:
+        with self._lock:
+            self._stopped.set()
         for process in self.processes.values():
             if process.poll() is None:
                 process.kill()

@@ -10,15 +10,15 @@ after the interruption notice is reclaimed with ``Server.SpotInstanceTermination
 user data runs `BOOT_SECONDS` after it shows as running (EC2 boots take tens of seconds; the job
 copies the checkpoint right after a launch returns, as it would on EC2).
 
-The scenario: the planner launches in us-east-1 (the cheaper spot market); a retried launch with
-the same client token returns the same group; the tags are on the instances; the IMDS stub serves a
-spot interruption notice → the agent uploads its last checkpoint to S3 → the instance is reclaimed
-→ the planner retries us-east-1 (a refused launch is free), EC2 refuses it for capacity (from the
-notice on, moto's us-east-1 refuses launches and the market rows show no capacity there) → the job
-relaunches in us-west-2 → the newest checkpoint is copied to us-west-2's bucket → the job
-finishes with the model bit-identical to an uninterrupted local run. Printed: notice → last
-checkpoint uploaded, preemption → relaunch, and the EC2/S3 calls the Airflow side made per
-decision step (counted by a botocore event hook).
+The scenario: the planner launches in us-east-1 (the cheaper spot market); a retried launch with the
+same client token returns the same group; the tags are on the instances; the IMDS stub serves a spot
+interruption notice → the agent uploads its last checkpoint to S3 → the instance is reclaimed → the
+planner retries us-east-1 while the market rows it has read still show it cheap (a refused launch is
+free), EC2 refuses it for capacity (from the notice on, moto's us-east-1 refuses launches and the
+market rows show no capacity there) → the job relaunches in us-west-2 → the newest checkpoint is
+copied to us-west-2's bucket → the job finishes with the model bit-identical to an uninterrupted
+local run. Printed: notice → last checkpoint uploaded, preemption → relaunch, and the EC2/S3 calls
+the Airflow side made per decision step (counted by a botocore event hook).
 """
 
 from __future__ import annotations
@@ -38,10 +38,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-# Not in the serial "services" group: the job runs on the wall clock (real clouds) with a deadline
-# of minutes for under a minute of work, so a loaded box slows it and changes nothing else (it
-# passes beside the other cloud's end-to-end run and a CPU burner, finishing at 0.02 h of 0.33 h).
-
 moto = pytest.importorskip("moto")
 
 HERE = Path(__file__).resolve().parent
@@ -53,10 +49,11 @@ from .conftest import DAGS_FOLDER  # noqa: E402
 EAST, WEST = "us-east-1", "us-west-2"
 ZONE_A, ZONE_B = "us-east-1a", "us-west-2a"
 INSTANCE_TYPE = "g4dn.xlarge"
-WORK_HOURS = 0.015  # 54 s of work on the wall clock
+WORK_HOURS = 0.0075  # 27 s of work on the wall clock: 20 steps of 1.35 s (workload.default_steps)
 STEP_SECONDS = 6.0  # decision_step_minutes=0.1 in the DAG
 NOTICE_AFTER_STEP = 4  # the notice comes once this many steps are checkpointed in us-east-1
 BOOT_SECONDS = 3.0  # an instance's boot before its user data runs (EC2: tens of seconds)
+PROBE_SECONDS = 0.5  # from the notice on, the probe rows of the outage come this often (OutageProbes)
 
 
 def free_port() -> int:
@@ -98,6 +95,45 @@ def seed_market(until: pd.Timestamp) -> None:
     table.create()
     table.append(pd.DataFrame(rows))
     table.close()
+
+
+class OutageProbes:
+    """What the probe DAG sees from the notice on: no spot capacity in us-east-1a, and dear (us-west-2a
+    as before). A round of rows every `PROBE_SECONDS` until the run ends, as probes would keep coming.
+
+    One round would not do: the planner's grid takes a row at the first decision tick at or after
+    it, the last row of a market in a tick winning, and the job writes its own observations (the
+    preemption, each refused launch) at the price it saw last. One of those landing in the notice's
+    tick would then hide the dear price for good, and the job would wait for us-east-1a's cheap
+    spot until its deadline."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="outage-probes", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(10)
+
+    def _loop(self) -> None:
+        from airflow_provider_skynomad.market.store.table import MarketTable
+
+        table = MarketTable()
+        try:
+            while True:
+                at = pd.Timestamp.now(tz="UTC")
+                table.append(pd.DataFrame([market_rows(at, ZONE_A, 0, 2.0), market_rows(at, ZONE_B, 1, 0.25)]))
+                if self._stop.wait(PROBE_SECONDS):
+                    return
+        except Exception as exc:  # noqa: BLE001 - reported by the test
+            self.errors.append(repr(exc))
+        finally:
+            table.close()
 
 
 class CallCounter:
@@ -314,16 +350,7 @@ def test_aws_job_survives_a_spot_interruption_and_moves_region(
     }
     runner = InstanceRunner(tmp_path / "runner", instance_env, s3_east, s3_west)
 
-    def capacity_gone_in_us_east_1a():
-        """What the probe DAG would see from the notice on: no spot capacity in us-east-1a, and dear."""
-        from airflow_provider_skynomad.market.store.table import MarketTable
-
-        table = MarketTable()
-        for _ in range(3):  # a sustained outage, not one odd probe
-            at = pd.Timestamp.now(tz="UTC")
-            table.append(pd.DataFrame([market_rows(at, ZONE_A, 0, 2.0), market_rows(at, ZONE_B, 1, 0.25)]))
-            time.sleep(0.05)
-        table.close()
+    probes = OutageProbes()
 
     from moto.ec2.exceptions import EC2ClientError
 
@@ -337,7 +364,7 @@ def test_aws_job_survives_a_spot_interruption_and_moves_region(
         # From the notice on, us-east-1 has no spot capacity: EC2 refuses launches there (as it would)
         # and the probe DAG's rows say so.
         monkeypatch.setattr(runner.ec2[EAST], "run_instances", no_capacity)
-        capacity_gone_in_us_east_1a()
+        probes.start()
 
     runner.on_notice = notice
     counter = CallCounter()
@@ -350,10 +377,12 @@ def test_aws_job_survives_a_spot_interruption_and_moves_region(
     finally:
         counter.on = False
         runner.stop()
+        probes.stop()
     job_seconds = time.time() - started
     logs = {p.name: p.read_text()[-3000:] for p in (tmp_path / "runner").glob("*.log")}
     summary = task_result("skynomad_aws_e2e", run_id, "train")
     assert not runner.errors, runner.errors
+    assert not probes.errors, probes.errors
     assert state == "success", (summary, logs)
 
     # Launched in us-east-1 first, then (after the notice) in us-west-2: one instance each, no duplicate.

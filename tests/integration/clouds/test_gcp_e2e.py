@@ -2,9 +2,10 @@
 
 Compute Engine is a fake at the adapter boundary (tests/support/gcp_fakes.py): it checks each
 insert as a real ``compute_v1.Instance`` and "boots" the instance by running its startup script
-as a local process, with its own GCE metadata stub. The startup script runs the real workload
-agent, which keeps the job's checkpoints in the GCS emulator on localhost; the adapter reads them
-through the google provider's GCSHook on an anonymous ``google_cloud_default`` connection.
+as a local process `BOOT_SECONDS` after the insert, with its own GCE metadata stub. The startup
+script runs the real workload agent, which keeps the job's checkpoints in the GCS emulator on
+localhost; the adapter reads them through the google provider's GCSHook on an anonymous
+``google_cloud_default`` connection.
 
 The run: launch in us-central1 (the first insert's answer is lost, so the task's retry must find
 the group by its token, not launch another), the stub says preempted and Compute Engine logs
@@ -34,13 +35,12 @@ from tests.support.gcp_fakes import FakeCompute, FakeGceHook, LocalBoot, anonymo
 
 from .conftest import DAGS_FOLDER
 
-# Not in the serial "services" group: the job runs on the wall clock (real clouds) with a deadline
-# of minutes for under a minute of work, so a loaded box slows it and changes nothing else (it
-# passes beside the other cloud's end-to-end run and a CPU burner, finishing at 0.02 h of 0.33 h).
-
 ZONE_A, ZONE_B = "us-central1-a", "europe-west4-b"
 BUCKET_A, BUCKET_B = "sn-ckpt-us-central1", "sn-ckpt-europe-west4"
 PREEMPT_AT_STEP = 6
+# A VM boots before its startup script runs (Compute Engine: tens of seconds); the job copies the
+# checkpoint right after the insert returns, so B's agent finds it when it restores.
+BOOT_SECONDS = 3.0
 
 
 def load_dag(name: str):
@@ -103,6 +103,7 @@ def gcp_env(airflow_db, skynomad_home, tmp_path, monkeypatch):
             vm,
             env={**os.environ, "STORAGE_EMULATOR_HOST": url},
             stub_factory=lambda: metadata_stub.MetadataStub().start(),
+            boot_seconds=BOOT_SECONDS,
         )
         options = {
             "source_instance_template": {

@@ -15,7 +15,7 @@ def test_throttled_and_timed_out_calls_are_retried_and_a_lost_launch_reply_launc
     plan.add("poll", "throttle", skip=1, times=3)  # the trigger's polls are throttled for a while
     plan.add("progress", "timeout", times=2)
     env = sim(synthetic_trace(), plan=plan)
-    outcome, state = run_job()
+    outcome, state = run_job(work_hours=0.5)  # a few decision steps are all the faults need
     assert state == "success", (outcome, capfd.readouterr().out[-3000:])
     assert plan.injected("launch", "throttle") == 2 and plan.injected("launch", "lost_reply") == 1
     assert plan.injected("poll") == 3 and plan.injected("progress") == 2
@@ -67,7 +67,7 @@ def test_no_on_demand_capacity_in_one_zone_falls_back_to_on_demand_in_another(si
     plan = FaultPlan()
     plan.add("launch", "capacity", zones={"us-central1-a"}, spot=False, times=None)
     env = sim(synthetic_trace(), plan=plan)
-    outcome, state = run_job("on_demand_dag", capfd=capfd)
+    outcome, state = run_job("on_demand_dag", work_hours=0.5, capfd=capfd)  # the first launch is the point
     assert state == "success", (outcome, capfd.readouterr().out[-3000:])
     assert plan.injected("launch", "capacity") == 1
     (launch,) = attach_cloud(env.home).launches(outcome["job_id"])

@@ -127,7 +127,7 @@ def test_demo_runs_from_a_wheel_outside_the_repository(tmp_path):
 
     demo_started = time.monotonic()
     done = subprocess.run(
-        [str(venv / "bin" / "skynomad"), "demo", "--work-hours", "1", "--speed", "600"],
+        [str(venv / "bin" / "skynomad"), "demo", "--work-hours", "1", "--speed", "1200"],
         capture_output=True, text=True, cwd=cwd, env=env, timeout=300,
     )  # fmt: skip
     demo_seconds = time.monotonic() - demo_started

@@ -1,9 +1,10 @@
 """Test DAG: a tiny job on the AWS cloud (moto on localhost in tests/integration/clouds/test_aws_e2e.py).
 
 Two zones in two regions; the job runs on the wall clock (real clouds), so the work is tiny
-(`work_hours` from the run's conf, ~1 minute) and the planner (the ``skynomad`` policy) decides
-every 6 s. After the preemption it first retries us-east-1a (by design: a refused launch costs
-nothing and staying saves the egress); the test makes EC2 refuse it for capacity, as it would.
+(`work_hours` from the run's conf, half a minute) and the planner (the ``skynomad`` policy) decides
+every 6 s. After the preemption it retries us-east-1a while the market rows it has read still show it
+cheap (by design: a refused launch costs nothing and staying saves the egress); the test makes EC2
+refuse it for capacity, as it would.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Test DAG: a tiny job on the GCP adapter (fake Compute Engine, GCS emulator; test_gcp_e2e.py beside dags/).
 
-Two regions, spot, decisions every 6 s: about a minute of work on the bundled training
-loop, so the preemption, the move to the other region and the finish all happen within minutes.
+Two regions, spot, decisions every 6 s: half a minute of work on the bundled training
+loop, so the preemption, the move to the other region and the finish all happen within a minute or two.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from airflow.sdk import DAG
 
 from airflow_provider_skynomad.operators.skynomad import SkyNomadOperator
 
-WORK_HOURS = 0.015  # 54 s of work: 20 steps of 2.7 s
+WORK_HOURS = 0.0075  # 27 s of work: 20 steps of 1.35 s (workload.default_steps)
 
 with DAG("skynomad_gcp_e2e", schedule=None, start_date=datetime(2025, 1, 1), catchup=False) as dag:
     SkyNomadOperator(
