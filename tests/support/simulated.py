@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from airflow_provider_skynomad.clouds.base import GroupHandle, LaunchRequest
 from airflow_provider_skynomad.market.egress import EgressModel
 from airflow_provider_skynomad.market.grid import Market
+from tests.support.waiting import wait_for  # noqa: F401 - the tests that use these helpers import it from here
 
 FAST = 36000.0  # simulated seconds per wall second: 1 simulated hour = 0.1 s
 START = pd.Timestamp("2025-01-01T00:00:00Z")
@@ -119,11 +120,9 @@ def live_members(pgid: int) -> list[int]:
     return members
 
 
-def wait_for(predicate, timeout_s: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+@pytest.fixture
+def no_leftover_groups(tmp_path):
+    """Whatever a test leaves running (even when it fails) is terminated, so no test leaks processes.
+    A module that starts groups uses it for every test: ``pytestmark = pytest.mark.usefixtures(...)``."""
+    yield
+    terminate_leftovers(tmp_path)

@@ -22,6 +22,7 @@ from airflow_provider_skynomad.agent.backends import open_backend
 from airflow_provider_skynomad.agent.store import CheckpointStore
 from airflow_provider_skynomad.workload import train_command
 from tests.support import metadata_stub
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the agent's process handling is Linux's")
 
@@ -77,16 +78,6 @@ def finish(agent: subprocess.Popen, timeout_s: float = 60) -> tuple[int, str]:
     return agent.returncode, stderr
 
 
-def wait_for(predicate, timeout_s: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-
-
 def stored_step(uri: str) -> float:
     progress = CheckpointStore(uri).read_progress()
     return progress["step"] if progress else 0
@@ -118,7 +109,7 @@ def test_a_metadata_notice_stops_the_workload_and_uploads_its_last_checkpoint(cl
     env = {"SKYNOMAD_IMDS_ENDPOINT": stub.url, "SKYNOMAD_GCE_METADATA_ENDPOINT": stub.url}
     work = tmp_path / "work"
     agent = start_agent(file_uri, work, "grp-1", stepper(10_000), "--notice", cloud, "--poll-seconds", "0.05", env=env)
-    wait_for(lambda: stored_step(file_uri) >= 3, what="a few checkpoints uploaded")
+    wait_for(lambda: stored_step(file_uri) >= 3, timeout_s=30, what="a few checkpoints uploaded")
     stub.set_aws_notice() if cloud == "aws" else stub.set_gcp_preempted()
     code, stderr = finish(agent)
     assert code == 3, stderr
@@ -140,7 +131,7 @@ def test_a_rebalance_recommendation_uploads_but_does_not_stop(stub, file_uri, tm
     agent = start_agent(
         file_uri, tmp_path / "w", "grp-1", stepper(60), "--notice", "aws", "--poll-seconds", "0.05", env=env
     )
-    wait_for(lambda: stored_step(file_uri) >= 1, what="a first checkpoint")
+    wait_for(lambda: stored_step(file_uri) >= 1, timeout_s=30, what="a first checkpoint")
     stub.set_rebalance()
     code, stderr = finish(agent)
     assert code == 0, stderr
@@ -154,7 +145,7 @@ def test_sigterm_to_an_agent_whose_workload_ignores_it_ends_within_the_notice(fi
     agent = start_agent(
         file_uri, tmp_path / "w", "grp-1", stepper(10_000, on_term="ignore"), "--notice", "simulated", env=env
     )
-    wait_for(lambda: stored_step(file_uri) >= 3, what="a few checkpoints uploaded")
+    wait_for(lambda: stored_step(file_uri) >= 3, timeout_s=30, what="a few checkpoints uploaded")
     agent.send_signal(signal.SIGTERM)
     code, stderr = finish(agent)
     assert code == 3, stderr
@@ -348,7 +339,7 @@ USES_HELPER = textwrap.dedent(
 def test_the_helper_checkpoints_on_sigterm_and_resumes(file_uri, tmp_path):
     command = [sys.executable, "-c", USES_HELPER, "100000"]
     agent = start_agent(file_uri, tmp_path / "w1", "grp-1", command, env={"SKYNOMAD_NOTICE_SECONDS": "5"})
-    wait_for(lambda: stored_step(file_uri) >= 3, what="a few checkpoints")
+    wait_for(lambda: stored_step(file_uri) >= 3, timeout_s=30, what="a few checkpoints")
     agent.send_signal(signal.SIGTERM)
     code, stderr = finish(agent)
     assert code == 3, stderr

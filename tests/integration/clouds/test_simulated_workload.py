@@ -16,25 +16,21 @@ from tests.support.simulated import (
     CROSS_REGION_USD_PER_GB,
     JOB,
     live_members,
+    no_leftover_groups,  # noqa: F401 - a fixture
     request,
-    terminate_leftovers,
     wait_for,
     write_trace,
 )
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="process checks read /proc (Linux)")
+pytestmark = [
+    pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="process checks read /proc (Linux)"),
+    pytest.mark.usefixtures("no_leftover_groups"),
+]
 
 
 @pytest.fixture
 def trace(tmp_path) -> Path:
     return write_trace(tmp_path / "trace.csv")
-
-
-@pytest.fixture(autouse=True)
-def _no_leftover_groups(tmp_path):
-    """Whatever a test leaves running (even when it fails) is terminated, so no test leaks processes."""
-    yield
-    terminate_leftovers(tmp_path)
 
 
 def test_training_moved_to_another_region_mid_run_ends_bit_identical(trace, tmp_path):

@@ -32,27 +32,23 @@ from tests.support.simulated import (
     SAME_REGION_USD_PER_GB,
     SLEEPER,
     live_members,
+    no_leftover_groups,  # noqa: F401 - a fixture
     request,
-    terminate_leftovers,
     wait_for,
     write_trace,
 )
 
 BUNDLED_GCP = Path(__file__).parents[4] / "airflow_provider_skynomad" / "data" / "gcp-h100-2025-first-week.csv.gz"
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="process checks read /proc (Linux)")
+pytestmark = [
+    pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="process checks read /proc (Linux)"),
+    pytest.mark.usefixtures("no_leftover_groups"),
+]
 
 
 @pytest.fixture
 def trace(tmp_path) -> Path:
     return write_trace(tmp_path / "trace.csv")
-
-
-@pytest.fixture(autouse=True)
-def _no_leftover_groups(tmp_path):
-    """Whatever a test leaves running (even when it fails) is terminated, so no test leaks processes."""
-    yield
-    terminate_leftovers(tmp_path)
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -20,6 +19,7 @@ import pytest
 
 from airflow_provider_skynomad.clouds.base import CapacityError, GroupHandle, GroupStatus, LaunchRequest
 from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
+from tests.support.waiting import wait_for
 
 FAST = 36000.0  # 1 simulated hour = 0.1 wall seconds
 START = pd.Timestamp("2025-01-01T00:00:00Z")
@@ -81,15 +81,6 @@ def _no_leftover_groups(tmp_path):
 
 def request(token: str, count: int = 2, zone: str = "z1-a", **kwargs) -> LaunchRequest:
     return LaunchRequest("gcp", "z1", zone, "g1", count, True, token, job_id=f"job-{token}", **kwargs)
-
-
-def wait_for(predicate, timeout_s: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
 # -- launches and probes see what other groups hold ---------------------------------------------
