@@ -56,22 +56,10 @@ def before(frame: pd.DataFrame, start: pd.Timestamp) -> dict:
     return {"asked": asked, "granted": granted, "zones": int(spot.size)}
 
 
-class SteppedClock:
-    """The simulated cloud's clock, moved by the benchmark (a day of runs in minutes, not a day)."""
-
-    def __init__(self, start: pd.Timestamp):
-        self.start, self.hours = start, 0.0
-
-    def now_hours(self) -> float:
-        return self.hours
-
-    def now(self) -> pd.Timestamp:
-        return (self.start + pd.Timedelta(hours=self.hours)).floor("us")
-
-
 def after(trace: str, start_hours: float, home: Path, probe_kind: str | None) -> dict:
     """A day of the new DAG on the simulated cloud over `trace`; `probe_kind` None: each market's
     cloud default (request where the cloud allows it)."""
+    from airflow_provider_skynomad.clouds.simulated.clock import SteppedClock
     from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
     from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig, SkyNomadHook, bundled_trace
     from airflow_provider_skynomad.market.store.signals import SignalTable

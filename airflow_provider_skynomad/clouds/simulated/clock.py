@@ -63,6 +63,20 @@ class SimClock:
             time.sleep(remaining)
 
 
+class SteppedClock:
+    """A clock its caller moves (`hours = ...`), for replaying a day of 10-minute probe runs in
+    seconds: a benchmark or test puts it in place of a cloud's `clock`."""
+
+    def __init__(self, start: pd.Timestamp):
+        self.start, self.hours = start, 0.0
+
+    def now_hours(self) -> float:
+        return self.hours
+
+    def now(self) -> pd.Timestamp:
+        return (self.start + pd.Timedelta(hours=self.hours)).floor("us")
+
+
 def open_shared_clock(state_dir: Path, settings: dict) -> dict:
     """Create `cloud.json` with `settings`, the epoch (now) and the cloud's id, or check `settings` against it.
 

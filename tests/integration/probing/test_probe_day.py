@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import pandas as pd
 
+from airflow_provider_skynomad.clouds.simulated.clock import SteppedClock
 from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig, SkyNomadHook
 from airflow_provider_skynomad.market.store.signals import SignalTable
 from airflow_provider_skynomad.market.store.table import MarketTable
@@ -19,19 +20,6 @@ SIX_ZONES = ["us-central1-a", "us-west1-a", "europe-west1-c", "europe-west3-c", 
 MAX_AGE = timedelta(hours=2)
 INTERVAL = timedelta(minutes=10)
 RUNS = 25 * 6  # 25 hours of 10-minute runs from 12:10 UTC: crosses a UTC midnight
-
-
-class SteppedClock:
-    """The simulated cloud's clock, moved by the test: a day of 10-minute runs in seconds."""
-
-    def __init__(self, start: pd.Timestamp):
-        self.start, self.hours = start, 0.0
-
-    def now_hours(self) -> float:
-        return self.hours
-
-    def now(self) -> pd.Timestamp:
-        return (self.start + pd.Timedelta(hours=self.hours)).floor("us")
 
 
 def _simulated_cloud(home, start_hours: float):
