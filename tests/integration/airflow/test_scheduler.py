@@ -368,7 +368,9 @@ def _two_fine_tunes_on_a_busy_box(admin, name, api, services, skynomad_home: Pat
         saving = 1.0 - summary["cost_usd"]["total"] / summary["all_on_demand_cost_usd"]
         assert summary["deadline_met"] and saving >= 0.6, summary
         groups = sorted(cloud.launches(summary["job_id"]), key=lambda g: g["start_hours"])
-        start = groups[0]["start_hours"]
+        # The job's clock starts when its task does, which may be well before its first launch on a busy
+        # box (the task waited for a worker): the first group started at the first segment's job hour.
+        start = groups[0]["start_hours"] - summary["zones_timeline"][0]["start_hours"]
         for before_group, after_group in zip(groups, groups[1:], strict=False):
             # No idling after a preemption: the relaunch comes within a decision step (and its call).
             if before_group["end_reason"] == "preempted":
