@@ -12,11 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-import pandas as pd
-from sqlalchemy.exc import SQLAlchemyError
-
-from airflow_provider_skynomad.market.store.table import MarketSchemaError, MarketTable
-from airflow_provider_skynomad.plugin.overview import DEFAULT_MAX_AGE_HOURS, FORECAST_DAYS, market_rows
+from airflow_provider_skynomad.market.freshness import DEFAULT_MAX_AGE_HOURS, FORECAST_DAYS
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -52,8 +48,14 @@ def run_show(args: argparse.Namespace) -> int:
     if args.days <= 0 or args.max_age_hours <= 0:
         print("skynomad market show: --days and --max-age-hours must be > 0", file=sys.stderr)
         return EXIT_BAD_INPUT
+    # Imported here: `skynomad market import` and the others build this parser too.
+    import pandas as pd
+    from sqlalchemy.exc import SQLAlchemyError
+
     from airflow_provider_skynomad.clouds.factory import market_now
     from airflow_provider_skynomad.hooks.skynomad import DEFAULT_CONN_ID, SkyNomadConfigError, SkyNomadHook
+    from airflow_provider_skynomad.market.store.table import MarketSchemaError, MarketTable
+    from airflow_provider_skynomad.plugin.overview import market_rows
 
     try:
         config = SkyNomadHook(args.conn_id or DEFAULT_CONN_ID).get_config()

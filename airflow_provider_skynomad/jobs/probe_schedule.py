@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from airflow_provider_skynomad.jobs.params import MAX_HOURS
+from airflow_provider_skynomad.market.freshness import DEFAULT_MAX_AGE_HOURS
 
 MIN_WALL_INTERVAL = timedelta(seconds=60)  # what one scheduler on a busy 2-core box keeps (a run takes ~30 s)
 DEFAULT_INTERVAL_MINUTES = 10.0  # of the cloud's clock: the traces' own probe cadence
-DEFAULT_MAX_AGE_HOURS = 2.0  # SkyNomadOperator's default max_market_age
 STALE_AFTER_MIN_HOURS = 3.0  # markets are trusted at least this long (jobs/stale.py)
 
 

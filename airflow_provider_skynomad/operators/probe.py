@@ -17,6 +17,7 @@ from airflow_provider_skynomad.clouds.factory import make_cloud
 from airflow_provider_skynomad.config import DEFAULT_CONN_ID, SkyNomadConfig
 from airflow_provider_skynomad.exceptions import SkyNomadProbeError
 from airflow_provider_skynomad.hooks.skynomad import SkyNomadHook
+from airflow_provider_skynomad.market.freshness import DEFAULT_MAX_MARKET_AGE
 from airflow_provider_skynomad.probing.round import ProbeRound, plan_probes
 from airflow_provider_skynomad.probing.targets import DEFAULT_PROBE_COUNT, probe_targets, target_with_count
 
@@ -53,7 +54,7 @@ class SkyNomadProbeOperator(BaseOperator):
         target: dict,
         skynomad_conn_id: str = DEFAULT_CONN_ID,
         probe_budget_usd_per_day: float | None = None,
-        max_market_age: timedelta = timedelta(hours=2),
+        max_market_age: timedelta = DEFAULT_MAX_MARKET_AGE,
         probe_interval: timedelta = timedelta(minutes=10),
         probe_kind: str | None = None,
         **kwargs: Any,

@@ -24,6 +24,7 @@ from airflow_provider_skynomad.jobs.params import validate_params
 from airflow_provider_skynomad.jobs.record import StateStore
 from airflow_provider_skynomad.links.job import SkyNomadJobLink
 from airflow_provider_skynomad.links.skynomad import SkyNomadGroupLink, persist_group_links
+from airflow_provider_skynomad.market.freshness import DEFAULT_MAX_MARKET_AGE
 from airflow_provider_skynomad.triggers.skynomad import SkyNomadTrigger
 
 if TYPE_CHECKING:
@@ -154,7 +155,7 @@ class SkyNomadOperator(BaseOperator):
         policy: str = "skynomad",
         policy_params: dict | None = None,
         decision_step_minutes: float = 10.0,
-        max_market_age: timedelta = timedelta(hours=2),
+        max_market_age: timedelta = DEFAULT_MAX_MARKET_AGE,
         market_lookback_hours: float = 72.0,
         skynomad_conn_id: str | None = None,
         market_conn_id: str | None = None,

@@ -26,6 +26,8 @@ from urllib.parse import quote
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
+from airflow_provider_skynomad.config import DEFAULT_CONN_ID
+from airflow_provider_skynomad.market.freshness import DEFAULT_MAX_AGE_HOURS
 from airflow_provider_skynomad.plugin.auth import (
     auth_manager,
     current_user,
@@ -38,8 +40,6 @@ from airflow_provider_skynomad.plugin.auth import (
 log = logging.getLogger(__name__)
 PREFIX = "/skynomad"
 PROBE_DAG_ID = "skynomad_probe"
-DEFAULT_CONN_ID = "skynomad_default"
-DEFAULT_MAX_AGE_HOURS = 2.0  # SkyNomadOperator's default max_market_age (plugin/overview.py has the same)
 
 # No /docs or /openapi.json: they would be the only routes outside the auth manager.
 app = FastAPI(title="SkyNomad", docs_url=None, redoc_url=None, openapi_url=None)

@@ -5,18 +5,16 @@ from __future__ import annotations
 import pandas as pd
 from fastapi import HTTPException
 
+from airflow_provider_skynomad.config import DEFAULT_CONN_ID
+from airflow_provider_skynomad.market.freshness import FORECAST_DAYS
 from airflow_provider_skynomad.market.store import aggregate
 from airflow_provider_skynomad.plugin.overview import (
-    FORECAST_DAYS,
     bucket_hours_for,
     forecast_lifetimes,
     heatmap_from_buckets,
     market_key,
     rows_from_latest,
 )
-
-DEFAULT_CONN_ID = "skynomad_default"
-
 
 SKYNOMAD_CONN_TYPES = ("skynomad", "skynomad_aws", "skynomad_gcp")
 

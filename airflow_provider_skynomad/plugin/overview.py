@@ -15,11 +15,9 @@ import pandas as pd
 
 from airflow_provider_skynomad.forecasts import DEFAULT_FORECASTER, make_forecaster
 from airflow_provider_skynomad.forecasts.base import history_from_view
+from airflow_provider_skynomad.market.freshness import DEFAULT_MAX_AGE_HOURS
 from airflow_provider_skynomad.market.grid import build_grid
 from airflow_provider_skynomad.market.view import MarketView
-
-DEFAULT_MAX_AGE_HOURS = 2.0  # SkyNomadOperator's default max_market_age
-FORECAST_DAYS = 2.0  # the forecast is fitted on this much recent history (page and CLI alike)
 
 
 @dataclass(frozen=True)

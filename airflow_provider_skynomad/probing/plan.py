@@ -42,6 +42,7 @@ import pandas as pd
 
 # the probe kinds and the prior race share are the clouds' (the simulated cloud bills by the prior too)
 from airflow_provider_skynomad.clouds.base import PROBE_LAUNCH, PROBE_REQUEST, REQUEST_FULFILLED_SHARE
+from airflow_provider_skynomad.market.freshness import DEFAULT_MAX_AGE_HOURS
 
 MIN_BILLED_HOURS = {"aws": 60.0 / 3600.0, "gcp": 60.0 / 3600.0, "simulated": 60.0 / 3600.0}
 """The shortest time each cloud bills an instance for (AWS Linux and GCP: 60 s; the simulated
@@ -212,7 +213,12 @@ class ProbePlanner:
     :param interval_hours: the probe DAG's period (the next chance to probe).
     """
 
-    def __init__(self, budget_usd_per_day: float, max_market_age_hours: float = 2.0, interval_hours: float = 1 / 6):
+    def __init__(
+        self,
+        budget_usd_per_day: float,
+        max_market_age_hours: float = DEFAULT_MAX_AGE_HOURS,
+        interval_hours: float = 1 / 6,
+    ):
         if not (math.isfinite(budget_usd_per_day) and budget_usd_per_day >= 0):
             raise ValueError(f"probe_budget_usd_per_day must be a number ≥ 0, got {budget_usd_per_day!r}")
         if not max_market_age_hours > 0:

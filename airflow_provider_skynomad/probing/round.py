@@ -27,6 +27,7 @@ import pandas as pd
 
 from airflow_provider_skynomad.clouds.factory import make_cloud
 from airflow_provider_skynomad.config import SkyNomadConfig
+from airflow_provider_skynomad.market.freshness import DEFAULT_MAX_MARKET_AGE
 
 
 def plan_probes(
@@ -34,7 +35,7 @@ def plan_probes(
     targets: list[dict],
     *,
     budget_usd_per_day: float,
-    max_market_age: timedelta = timedelta(hours=2),
+    max_market_age: timedelta = DEFAULT_MAX_MARKET_AGE,
     probe_interval: timedelta = timedelta(minutes=10),
     log=None,
 ) -> list[dict]:
