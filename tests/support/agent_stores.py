@@ -7,16 +7,11 @@ this process and the agent subprocesses it starts. Nothing here reaches beyond 1
 
 from __future__ import annotations
 
-import socket
 import uuid
 
 import pytest
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.support.network import free_port
 
 
 @pytest.fixture(scope="module")

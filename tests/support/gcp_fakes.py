@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import threading
 import time
@@ -29,14 +28,9 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1
 
 from airflow_provider_skynomad.clouds.gcp.hook import GceHook
+from tests.support.network import free_port
 
 COMPUTE = "https://www.googleapis.com/compute/v1"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @contextmanager

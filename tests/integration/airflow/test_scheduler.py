@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ import pandas as pd
 import pytest
 
 from airflow_provider_skynomad.cli.demo import model_is_bit_identical
+from tests.support.network import AirflowApi, free_port
 
 from .conftest import EXAMPLE_DAGS, TEST_DAGS, seed_market
 
@@ -52,36 +52,6 @@ def _wait_for_api(port: int, services, timeout: float = 180) -> None:
             return
         time.sleep(1)
     pytest.fail(f"the api-server did not answer in {timeout:.0f} s\n{services.tail()}")
-
-
-class Api:
-    """Airflow's REST API, as the UI calls it (every user is an admin here): triggers runs at once,
-    where each `airflow dags trigger` would start a CLI process that imports Airflow."""
-
-    def __init__(self, port: int):
-        self.base = f"http://127.0.0.1:{port}"
-        with urllib.request.urlopen(f"{self.base}/auth/token", timeout=30) as answer:
-            self.token = json.load(answer)["access_token"]
-
-    def call(self, method: str, path: str, body: dict) -> dict:
-        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
-        request = urllib.request.Request(
-            f"{self.base}{path}", data=json.dumps(body).encode(), method=method, headers=headers
-        )
-        with urllib.request.urlopen(request, timeout=60) as answer:
-            return json.load(answer)
-
-    def trigger(self, dag_id: str, conf: dict | None = None) -> str:
-        """A manual run of `dag_id` with `conf`; its run id."""
-        return self.call("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf or {}})[
-            "dag_run_id"
-        ]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Services:
@@ -163,7 +133,7 @@ def test_fine_tune_through_scheduler_and_triggerer(metadata_db, tmp_path, gcp_fr
         shutil.copy(EXAMPLE_DAGS / dag_file, dags / dag_file)
     for dag_file in ("skynomad_same_zone.py", "skynomad_busy_pool.py"):
         shutil.copy(TEST_DAGS / dag_file, dags / dag_file)
-    port = _free_port()
+    port = free_port()
     skynomad_home = tmp_path / "skynomad"
     env = {
         **os.environ,
@@ -211,7 +181,7 @@ def test_fine_tune_through_scheduler_and_triggerer(metadata_db, tmp_path, gcp_fr
         _wait_for_api(port, services)
         services.start("scheduler", "scheduler")
         services.start("triggerer", "triggerer")
-        api = Api(port)
+        api = AirflowApi(port)
         stop = time.monotonic() + 180
         while time.monotonic() < stop:
             parsed = {r[0] for r in _query(admin, name, "SELECT dag_id FROM dag")} if _has_table(admin, name) else set()

@@ -26,7 +26,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -43,6 +42,7 @@ moto = pytest.importorskip("moto")
 HERE = Path(__file__).resolve().parent
 from tests.support import metadata_stub  # noqa: E402
 from tests.support.aws_fixtures import BUCKET, account, client  # noqa: E402
+from tests.support.network import free_port
 
 from .conftest import DAGS_FOLDER  # noqa: E402
 
@@ -54,12 +54,6 @@ STEP_SECONDS = 6.0  # decision_step_minutes=0.1 in the DAG
 NOTICE_AFTER_STEP = 4  # the notice comes once this many steps are checkpointed in us-east-1
 BOOT_SECONDS = 3.0  # an instance's boot before its user data runs (EC2: tens of seconds)
 PROBE_SECONDS = 0.5  # from the notice on, the probe rows of the outage come this often (OutageProbes)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def load_dag(name: str):

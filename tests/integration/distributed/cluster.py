@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.network import AirflowApi, free_port
+
 REPO = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
 GCP_TRACE = REPO / "airflow_provider_skynomad" / "data" / "gcp-h100-2025-first-week.csv.gz"
@@ -36,12 +37,6 @@ FLEET_DAG = "skynomad_fleet"
 PROBE_DAG = "skynomad_probe"
 HOG_DAG = "skynomad_hog"
 ENDED = ("success", "failed")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class PrivatePostgres:
@@ -152,7 +147,7 @@ class Cluster:
         self.queue = f"skynomad-{uuid.uuid4().hex[:8]}"
         self.home = self.root / "airflow"
         self.skynomad_home = self.root / "skynomad"
-        self._token: str | None = None
+        self.rest = AirflowApi(self.port)
 
     # -- setup -------------------------------------------------------------------------------
 
@@ -364,17 +359,7 @@ class Cluster:
     # -- REST API and metadata ----------------------------------------------------------------
 
     def api(self, method: str, path: str, body: dict | None = None) -> dict:
-        if self._token is None:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/auth/token", timeout=30) as answer:
-                self._token = json.load(answer)["access_token"]
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}{path}",
-            data=None if body is None else json.dumps(body).encode(),
-            method=method,
-            headers={"Authorization": f"Bearer {self._token}", "Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=60) as answer:
-            return json.load(answer)
+        return self.rest.call(method, path, body)
 
     def _wait_api(self, timeout: float = 240) -> None:
         stop = time.monotonic() + timeout
@@ -398,10 +383,7 @@ class Cluster:
         return self.pg.execute(query, args, dbname=dbname)
 
     def trigger(self, dag_id: str, conf: dict | None = None, run_id: str | None = None) -> str:
-        body = {"logical_date": None, "conf": conf or {}}
-        if run_id:
-            body["dag_run_id"] = run_id
-        return self.api("POST", f"/api/v2/dags/{dag_id}/dagRuns", body)["dag_run_id"]
+        return self.rest.trigger(dag_id, conf, run_id)
 
     def run_states(self, dag_id: str) -> dict[str, str]:
         return dict(self.sql("SELECT run_id, state FROM dag_run WHERE dag_id=%s", (dag_id,)))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.network import free_port
 from tests.support.plugin_seed import DEADLINE_HOURS, FINISHED, FINISHED_COST_USD, FINISHED_ZONES, RUNNING
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -40,12 +40,6 @@ pytestmark = [
     ),
     pytest.mark.xdist_group("browser"),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
