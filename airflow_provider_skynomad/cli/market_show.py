@@ -28,9 +28,9 @@ def add_show_arguments(show: argparse.ArgumentParser, url_help: str) -> None:
     show.add_argument(
         "--max-age-hours",
         type=float,
-        default=DEFAULT_MAX_AGE_HOURS,
-        help="a market whose last probe is older is stale (the operator's max_market_age, "
-        f"default {DEFAULT_MAX_AGE_HOURS:g})",
+        default=None,
+        help="a market whose last probe is older is stale (default: what the connection's probe DAG keeps markets "
+        f"within, as on the page: {DEFAULT_MAX_AGE_HOURS:g} h on a real cloud, two rounds on a fast simulated clock)",
     )
     show.add_argument(
         "--conn-id",
@@ -45,7 +45,7 @@ def add_show_arguments(show: argparse.ArgumentParser, url_help: str) -> None:
 def run_show(args: argparse.Namespace) -> int:
     import sys
 
-    if args.days <= 0 or args.max_age_hours <= 0:
+    if args.days <= 0 or (args.max_age_hours is not None and args.max_age_hours <= 0):
         print("skynomad market show: --days and --max-age-hours must be > 0", file=sys.stderr)
         return EXIT_BAD_INPUT
     # Imported here: `skynomad market import` and the others build this parser too.
@@ -55,13 +55,15 @@ def run_show(args: argparse.Namespace) -> int:
     from airflow_provider_skynomad.clouds.factory import market_now
     from airflow_provider_skynomad.hooks.skynomad import DEFAULT_CONN_ID, SkyNomadConfigError, SkyNomadHook
     from airflow_provider_skynomad.market.store.table import MarketSchemaError, MarketTable
-    from airflow_provider_skynomad.plugin.overview import market_rows
+    from airflow_provider_skynomad.plugin.overview import expected_max_age_hours, market_rows
 
     try:
         config = SkyNomadHook(args.conn_id or DEFAULT_CONN_ID).get_config()
     except (SkyNomadConfigError, ValueError) as exc:
         print(f"skynomad market show: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.max_age_hours is None:
+        args.max_age_hours = expected_max_age_hours(config)
     try:
         table = MarketTable(args.url or config.market_url)
     except ValueError as exc:

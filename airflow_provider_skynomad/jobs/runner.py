@@ -114,7 +114,10 @@ class JobRunner:
         self.handoff = handoff
         self._table = None
         self._source: MarketSource | None = None
-        self._stale = StaleGuard()  # learns the probe DAG's pace from the rows it reads
+        try:  # the thresholds the probe DAG's schedule keeps data within (jobs/probe_schedule.py)
+            self._stale = StaleGuard.for_config(config)
+        except ValueError as exc:  # a bad SKYNOMAD_PROBE_INTERVAL_MINUTES / SKYNOMAD_MAX_MARKET_AGE_HOURS
+            raise SkyNomadInputError(str(exc)) from exc
         self._fleet: FleetLens | None = None
         self.record: JobRecord | None = None
 

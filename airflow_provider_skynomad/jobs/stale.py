@@ -18,10 +18,13 @@ may move to is older than the probe DAG's rounds allow, and again only after fre
 went. The thresholds follow the probe DAG's schedule on the cloud's clock (`ProbeSchedule`,
 `StaleGuard.for_config`): at 300x in ``airflow standalone`` a probe round every 60 s of wall time
 is 5 cloud hours apart, so a 3 h rule would call every market stale between two rounds of a
-punctual DAG. Without a schedule (`StaleGuard()`) the rule reads the DAG's pace from its rows
-(two rounds), and never less than `STALE_AFTER_HOURS`, above the default `max_market_age` at
-which a job refuses to *start* (2 h), so a job that starts on fresh data keeps its plan through
-an ordinary gap between probe rounds.
+punctual DAG. The runtime always uses the schedule: the probe planner refreshes markets against the
+same `max_market_age`, so what it keeps fresh the guard trusts. A pace read from the rows alone
+is too short there: the planner skips markets that are fresh enough (a round may write no row at
+all) and a job's own launch rows fall between rounds. Without a schedule (`StaleGuard()`, a
+`Watch` built on its own) the rule reads the DAG's pace from its rows (two rounds), and never less
+than `STALE_AFTER_HOURS`, above the default `max_market_age` at which a job refuses to *start*
+(2 h), so a job that starts on fresh data keeps its plan through an ordinary gap between rounds.
 """
 
 from __future__ import annotations

@@ -27,7 +27,6 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from airflow_provider_skynomad.config import DEFAULT_CONN_ID
-from airflow_provider_skynomad.market.freshness import DEFAULT_MAX_AGE_HOURS
 from airflow_provider_skynomad.plugin.auth import (
     auth_manager,
     current_user,
@@ -110,7 +109,7 @@ def markets(
     user: Annotated[object, Depends(current_user)],
     days: Annotated[float, Query(gt=0, le=366)] = 7,
     conn_id: str = DEFAULT_CONN_ID,
-    max_age_hours: Annotated[float, Query(gt=0)] = DEFAULT_MAX_AGE_HOURS,
+    max_age_hours: Annotated[float | None, Query(gt=0)] = None,
     probe: str = "",
 ) -> HTMLResponse:
     """The market table behind `conn_id`: availability heatmap, prices, probe ages, forecasts, probe spend.
@@ -129,8 +128,11 @@ def markets(
         market_config,
         market_summary,
     )
+    from airflow_provider_skynomad.plugin.overview import expected_max_age_hours
 
     config = market_config(conn_id, lambda conn: may_read_connection(user, conn))
+    if max_age_hours is None:
+        max_age_hours = expected_max_age_hours(config)
     url = config.market_url
     now = market_now(config)  # the simulated cloud's rows are on its replayed trace's clock
     since = now - pd.Timedelta(days=days)

@@ -3,7 +3,8 @@
 Shared by the markets page of the plugin and `skynomad market show`, so the terminal and the UI
 show the same figures: the latest capacity and prices, the lifetime forecast of a fresh spot
 launch (the planner's own forecaster fitted on the table's history) and how old the last probe is
-against the operator's ``max_market_age``. Pure: a frame in, plain rows out.
+against the age the connection's probe DAG keeps markets within (`expected_max_age_hours`). Pure
+but for that: a frame in, plain rows out.
 """
 
 from __future__ import annotations
@@ -34,10 +35,23 @@ class MarketRow:
     on_demand_usd_per_hour: float
     forecast_lifetime_hours: float | None  # expected stay of a spot launch now (None: too little history)
     last_probe_age_hours: float
-    stale: bool  # older than max_market_age: a job would refuse to start on it
+    stale: bool  # older than the probe DAG keeps markets: a job would not trust its spot capacity
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def expected_max_age_hours(config) -> float:
+    """How old a market's last probe may be before it is called stale: what the probe DAG of the
+    `skynomad` connection `config` keeps markets within and the job runtime trusts (the connection's
+    `ProbeSchedule`): the operators' 2 h on a real cloud, two of the DAG's rounds on a fast simulated
+    clock (10 h at 300x, where a 2 h rule would call every market stale between punctual rounds)."""
+    from airflow_provider_skynomad.jobs.probe_schedule import ProbeSchedule
+
+    try:
+        return ProbeSchedule.of(config).max_market_age_hours
+    except ValueError:  # a bad SKYNOMAD_* setting is the DAG's and the job's error to report, not the page's
+        return DEFAULT_MAX_AGE_HOURS
 
 
 def market_rows(

@@ -44,7 +44,10 @@ def test_a_tenfold_spot_price_spike_where_the_job_runs_makes_it_leave(sim, capfd
     check_run(env, outcome)
 
 
-def test_market_data_6_hours_old_gives_a_warning_and_an_on_demand_start(sim, capfd):
+def test_market_data_6_hours_old_gives_a_warning_and_an_on_demand_start(sim, capfd, monkeypatch):
+    # The deployment's probe DAG promises data at most 2 h old, as on a real cloud (at 600x its
+    # one-minute wall-clock floor alone would make 20 h-old data expected: jobs/probe_schedule.py).
+    monkeypatch.setenv("SKYNOMAD_MAX_MARKET_AGE_HOURS", "2")
     env = sim(synthetic_trace(), seed_until_hours=-6.0)  # the probe DAG stopped 6 h before the job
     outcome, state = run_job("stale_dag")
     out = capfd.readouterr().out

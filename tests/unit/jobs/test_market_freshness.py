@@ -166,3 +166,44 @@ def test_a_probe_dag_run_a_day_apart_on_a_fast_clock_asks_for_no_more_than_a_yea
     config = SkyNomadConfig(market_url="sqlite://", speed=200.0)
     schedule = ProbeSchedule.of(config, {"SKYNOMAD_PROBE_INTERVAL_MINUTES": str(1440 * 200)})
     assert schedule.max_market_age == timedelta(hours=MAX_HOURS)
+
+
+def recipe_rows() -> pd.DataFrame:
+    """The standalone recipe at 300x: probe rounds 5 cloud hours apart, the last of which refreshed
+    only half the markets (the probe planner skips those not yet due), and a job's own launch row."""
+    rounds = [market_rows([0.0, 5.0]), market_rows([10.0]).iloc[:4]]
+    own = market_rows([7.1]).iloc[[5]]  # the job's launch in us-east4-b, between two rounds
+    return pd.concat([*rounds, own]).sort_values("observed_at", kind="stable", ignore_index=True)
+
+
+def test_data_the_probe_dags_schedule_keeps_is_trusted_and_what_it_let_age_is_not():
+    """Before, in the recipe: "market data is 6 h old in every zone ... has missed its rounds" from a
+    job whose probe DAG ran every minute, and the planner shown no spot capacity anywhere else."""
+    frame = recipe_rows()
+    now = T0 + pd.Timedelta(hours=16.5)  # 6.5 h after the last round (the next one is due)
+    guard = StaleGuard.for_config(simulated(300.0), environ={})
+    view, warnings = guard.apply(view_at(frame), frame, now, running_key=None)
+    assert warnings == []
+    # Probed 6.5 h ago, or launched in 9.4 h ago: trusted; last probed 11.5 h ago: no spot shown.
+    assert spot_zones(view) == set(ZONES[:4]) | {"us-east4-b"}
+
+
+def test_the_job_runtime_takes_its_stale_rule_from_the_connections_probe_schedule(monkeypatch):
+    import logging
+
+    from airflow_provider_skynomad.jobs.contract import TaskIdentity
+    from airflow_provider_skynomad.jobs.errors import SkyNomadInputError
+    from airflow_provider_skynomad.jobs.record import StateStore
+    from airflow_provider_skynomad.jobs.runner import JobRunner
+
+    def runner():
+        task = TaskIdentity("dag", "manual__1", "job", -1, 1, 2, "0190a7e2-0000-7000-8000-000000000001")
+        args = (None, simulated(300.0), None, StateStore(None), task, "skynomad_default", logging.getLogger("t"))
+        return JobRunner(*args, lambda: None)
+
+    monkeypatch.delenv("SKYNOMAD_MAX_MARKET_AGE_HOURS", raising=False)
+    monkeypatch.delenv("SKYNOMAD_PROBE_INTERVAL_MINUTES", raising=False)
+    assert runner().stale.late_after_hours == pytest.approx(10.0)  # two 5 h rounds at 300x
+    monkeypatch.setenv("SKYNOMAD_PROBE_INTERVAL_MINUTES", "soon")
+    with pytest.raises(SkyNomadInputError, match="SKYNOMAD_PROBE_INTERVAL_MINUTES must be a positive number"):
+        runner()
