@@ -241,8 +241,11 @@ class ProbePlanner:
 
     def refresh_hours(self) -> float:
         """How old a used market's newest observation may be at a run: it must not pass
-        `max_market_age` before the next run."""
-        return max(self.max_market_age_hours - self.interval_hours, 0.0)
+        `max_market_age` before the next run's probe of it. A run stamps its rows as it probes,
+        up to a round's length after it starts (seconds on a real cloud, hours of a fast simulated
+        clock), so a market probed late in the last run looks younger than its run by then: half
+        an interval of slack keeps it from waiting one run too many."""
+        return max(self.max_market_age_hours - 1.5 * self.interval_hours, 0.0)
 
     def uncertainty(self, market: ProbeMarket) -> float:
         """0 (calm, well observed) .. 1 (flipping, or hardly observed)."""

@@ -47,6 +47,17 @@ def test_a_used_market_is_probed_before_it_would_pass_max_market_age():
     assert "stay fresh" in plan.probe[0].reason
 
 
+def test_a_used_market_probed_late_in_the_last_run_is_not_left_for_one_run_too_many():
+    """The standalone recipe at 300x: runs 5 cloud hours apart, data kept within 10 h. A run stamps
+    its rows as it probes (a run's 30 s of wall time are hours of cloud time), so at the next run a
+    market probed late in the last one is a little under 5 h old; left for the run after, it would be
+    10.4 h old there (past the age jobs trust: what the markets page showed as stale)."""
+    planner = ProbePlanner(50.0, max_market_age_hours=10.0, interval_hours=5.0)
+    late = _market("a-1", (5.0 - 0.4) * 60, used=True)
+    plan = planner.plan([late], NOW, 0.0)
+    assert _keys(plan) == ["a-1"] and "stay fresh" in plan.probe[0].reason
+
+
 def test_uncertain_markets_are_probed_more_often_than_calm_ones():
     planner = ProbePlanner(50.0)
     flipping = _market("a-1", 60, flips=3)
