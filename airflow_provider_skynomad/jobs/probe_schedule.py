@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from airflow_provider_skynomad.jobs.params import MAX_HOURS
-from airflow_provider_skynomad.market.freshness import DEFAULT_MAX_AGE_HOURS
+from airflow_provider_skynomad.market.freshness import DEFAULT_MAX_AGE_HOURS, STALE_AFTER_HOURS
 
 MIN_WALL_INTERVAL = timedelta(seconds=60)  # what one scheduler on a busy 2-core box keeps (a run takes ~30 s)
 DEFAULT_INTERVAL_MINUTES = 10.0  # of the cloud's clock: the traces' own probe cadence
-STALE_AFTER_MIN_HOURS = 3.0  # markets are trusted at least this long (jobs/stale.py)
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,7 @@ class ProbeSchedule:
     @property
     def stale_after_hours(self) -> float:
         """A market older than this shows no spot capacity to the planner (`jobs/stale.py`)."""
-        return max(STALE_AFTER_MIN_HOURS, self.max_market_age.total_seconds() / 3600.0)
+        return max(STALE_AFTER_HOURS, self.max_market_age.total_seconds() / 3600.0)
 
     def words(self) -> str:
         return (

@@ -33,9 +33,8 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from airflow_provider_skynomad.market.freshness import STALE_AFTER_HOURS
 from airflow_provider_skynomad.market.view import MarketView
-
-STALE_AFTER_HOURS = 3.0
 
 
 @dataclass(frozen=True)
