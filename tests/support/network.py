@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 import urllib.request
 
 
@@ -22,6 +23,22 @@ class AirflowApi:
     def __init__(self, port: int):
         self.base = f"http://127.0.0.1:{port}"
         self._token: str | None = None
+
+    def healthy(self) -> bool:
+        """Whether the api-server answers its health check now."""
+        try:
+            urllib.request.urlopen(f"{self.base}/api/v2/monitor/health", timeout=5).close()
+        except OSError:
+            return False
+        return True
+
+    def wait_until_up(self, timeout: float, logs=lambda: "") -> None:
+        """Until the api-server answers; RuntimeError with `logs()` (its services' log tails) after `timeout` s."""
+        stop = time.monotonic() + timeout
+        while not self.healthy():
+            if time.monotonic() >= stop:
+                raise RuntimeError(f"the api-server did not answer in {timeout:.0f} s\n{logs()}")
+            time.sleep(1)
 
     def call(self, method: str, path: str, body: dict | None = None) -> dict:
         if self._token is None:

@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -42,16 +41,6 @@ TRACE_START_HOURS = 90.0
 @pytest.fixture
 def metadata_db(fresh_postgres_database):
     return fresh_postgres_database
-
-
-def _wait_for_api(port: int, services, timeout: float = 180) -> None:
-    stop = time.monotonic() + timeout
-    while time.monotonic() < stop:
-        with contextlib.suppress(OSError):
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=5).close()
-            return
-        time.sleep(1)
-    pytest.fail(f"the api-server did not answer in {timeout:.0f} s\n{services.tail()}")
 
 
 class Services:
@@ -178,10 +167,10 @@ def test_fine_tune_through_scheduler_and_triggerer(metadata_db, tmp_path, gcp_fr
         # waits for the API, so no task starts before a worker can reach it.
         services.start("api-server", "api-server", "--port", str(port))
         services.start("dag-processor", "dag-processor")
-        _wait_for_api(port, services)
+        api = AirflowApi(port)
+        api.wait_until_up(180, services.tail)
         services.start("scheduler", "scheduler")
         services.start("triggerer", "triggerer")
-        api = AirflowApi(port)
         stop = time.monotonic() + 180
         while time.monotonic() < stop:
             parsed = {r[0] for r in _query(admin, name, "SELECT dag_id FROM dag")} if _has_table(admin, name) else set()

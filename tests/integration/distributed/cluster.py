@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,7 +193,7 @@ class Cluster:
             )
         for name in self.services:
             self.launch(name)
-        self._wait_api()
+        self.rest.wait_until_up(240, self.tail)
         self._wait_dags({PROBE_DAG, FLEET_DAG, HOG_DAG})
         for dag_id in (PROBE_DAG, FLEET_DAG, HOG_DAG):
             self.api("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
@@ -360,15 +359,6 @@ class Cluster:
 
     def api(self, method: str, path: str, body: dict | None = None) -> dict:
         return self.rest.call(method, path, body)
-
-    def _wait_api(self, timeout: float = 240) -> None:
-        stop = time.monotonic() + timeout
-        while time.monotonic() < stop:
-            with contextlib.suppress(OSError):
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v2/monitor/health", timeout=5).close()
-                return
-            time.sleep(1)
-        raise RuntimeError(f"the api-server did not answer in {timeout} s\n{self.tail()}")
 
     def _wait_dags(self, dag_ids: set[str], timeout: float = 240) -> None:
         stop = time.monotonic() + timeout

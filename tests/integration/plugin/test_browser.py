@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.network import free_port
+from tests.support.network import AirflowApi, free_port
 from tests.support.plugin_seed import DEADLINE_HOURS, FINISHED, FINISHED_COST_USD, FINISHED_ZONES, RUNNING
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -87,12 +87,10 @@ def api_server(tmp_path_factory):
     try:
         while True:
             assert server.poll() is None, (home / "api-server.log").read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(f"{base}/api/v2/monitor/health", timeout=5):
-                    break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                assert time.monotonic() < deadline, (home / "api-server.log").read_text()[-3000:]
-                time.sleep(1)
+            if AirflowApi(port).healthy():
+                break
+            assert time.monotonic() < deadline, (home / "api-server.log").read_text()[-3000:]
+            time.sleep(1)
         yield base
     finally:
         server.terminate()
