@@ -102,7 +102,7 @@ class Controller:
         try:
             self.runner.publish_between(self.watch.state_now(elapsed, progress), elapsed)
         except DBAPIError as exc:
-            self.log.warning("could not publish the job's live status (%s); the next step tries again", _first(exc))
+            self.log.warning("could not publish the job's live status (%s); the next step tries again", first_line(exc))
 
     def _act(self, event: JobEvent) -> Outcome | None:
         runner = self.runner
@@ -122,7 +122,7 @@ class Controller:
     def _database_down(self, exc: DBAPIError) -> Look:
         """The job table did not answer: read the record again next step; fail after MAX_DB_STEPS."""
         self.db_failures += 1
-        words = f"the job's database did not answer ({_first(exc)})"
+        words = f"the job's database did not answer ({first_line(exc)})"
         if self.db_failures >= MAX_DB_STEPS:
             message = f"SkyNomad job {self.args.job_id} stopped: {words} for {self.db_failures} decision steps in a row"
             return Look(Outcome(OutcomeKind.FAILED, self.args.job_id, message), message)
@@ -147,6 +147,7 @@ class Controller:
         return words
 
 
-def _first(exc: DBAPIError) -> str:
+def first_line(exc: DBAPIError) -> str:
+    """The database's own first line of the error, for a log line (the driver's text, not SQLAlchemy's)."""
     text = str(getattr(exc, "orig", exc)).strip()
     return text.splitlines()[0] if text else type(exc).__name__

@@ -50,8 +50,7 @@ class SkyNomadTrigger(BaseTrigger):
         args, started = self.args, time.monotonic()
         try:
             config = await SkyNomadHook(args.conn_id).aget_config()
-            # Trace loading, database connection and the planner's imports all block: not on the loop.
-            controller, table = await asyncio.to_thread(self._open, config)
+            controller, table = await self._open_when_the_database_answers(config)
         except Exception as exc:  # noqa: BLE001 - the worker turns this into a clear task failure
             message = f"the job's controller could not start: {type(exc).__name__}: {exc}"
             yield TriggerEvent(Outcome(OutcomeKind.FAILED, args.job_id, message).to_dict())
@@ -76,11 +75,8 @@ class SkyNomadTrigger(BaseTrigger):
         """Step on a fixed schedule until the job ends; None when another copy took control."""
         from airflow_provider_skynomad.jobs.errors import ControlLost
 
-        params = self.args.params
         wall_per_hour = config.wall_seconds_per_cloud_hour
-        step_wall = wall_per_hour * params.step_hours
-        if params.max_wall_seconds_per_step is not None:
-            step_wall = min(step_wall, params.max_wall_seconds_per_step)
+        step_wall = self._step_wall(config)
         cloud = controller.runner.cloud
         # The first look is at once: the worker has just launched, or a retry reconnected. Steps keep
         # to a fixed schedule offset per job, so a triggerer's many jobs don't all step at one instant.
@@ -114,6 +110,37 @@ class SkyNomadTrigger(BaseTrigger):
             due = max(due + min(wanted, offset or wanted), time.monotonic() + min(wanted, step_wall / 10))
             offset = 0.0  # after the first look, where this job's phase falls; a step apart from then on
             await asyncio.sleep(max(0.0, due - time.monotonic()))
+
+    def _step_wall(self, config) -> float:
+        """Wall seconds of one decision step on the connection's cloud clock."""
+        params = self.args.params
+        step_wall = config.wall_seconds_per_cloud_hour * params.step_hours
+        if params.max_wall_seconds_per_step is not None:
+            step_wall = min(step_wall, params.max_wall_seconds_per_step)
+        return step_wall
+
+    async def _open_when_the_database_answers(self, config):
+        """The controller, opened in a thread (trace loading, the database and the planner's imports
+        all block). A trigger that starts while the database restarts (a triggerer's triggers are
+        re-assigned at any moment) tries again each decision step, as a running job's controller
+        does (`MAX_DB_STEPS`), before the job fails."""
+        from sqlalchemy.exc import DBAPIError
+
+        from airflow_provider_skynomad.jobs.controller import MAX_DB_STEPS, first_line
+
+        failures = 0
+        while True:
+            try:
+                return await asyncio.to_thread(self._open, config)
+            except DBAPIError as exc:
+                failures += 1
+                if failures >= MAX_DB_STEPS:
+                    raise
+                self.log.warning(
+                    "the job's database did not answer (%s); its controller tries again in a decision step",
+                    first_line(exc),
+                )
+                await asyncio.sleep(self._step_wall(config))
 
     def _open(self, config):
         from airflow_provider_skynomad.jobs.controller import Controller

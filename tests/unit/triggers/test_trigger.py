@@ -110,6 +110,43 @@ def test_missing_connection_yields_failed_outcome(world):
     assert outcome["kind"] == "failed" and "no_such_conn" in outcome["message"]
 
 
+def _database_restarting(monkeypatch, failures: int) -> list[int]:
+    """`SkyNomadTrigger._open` meets a database that is shutting down `failures` times, then opens."""
+    from sqlalchemy.exc import OperationalError
+
+    calls, real = [], SkyNomadTrigger._open
+
+    def open_(self, config):
+        calls.append(1)
+        if len(calls) <= failures:
+            raise OperationalError("SELECT", {}, Exception("FATAL:  the database system is shutting down"))
+        return real(self, config)
+
+    monkeypatch.setattr(SkyNomadTrigger, "_open", open_)
+    return calls
+
+
+def test_a_trigger_started_while_the_database_restarts_opens_when_it_answers(world, monkeypatch):
+    """A triggerer's triggers are re-assigned at any moment: one that starts during a PostgreSQL
+    restart failed its job ("the job's controller could not start: OperationalError")."""
+    trigger, _ = _started()
+    calls = _database_restarting(monkeypatch, failures=2)
+    world.status[world.launches[0].client_token] = GroupStatus.SUCCEEDED
+    world.hours = 6.5
+    assert _outcome(trigger)["kind"] == "finished"
+    assert len(calls) == 3
+
+
+def test_a_database_that_never_answers_fails_the_job_in_words_after_the_controllers_patience(world, monkeypatch):
+    from airflow_provider_skynomad.jobs.controller import MAX_DB_STEPS
+
+    trigger, _ = _started()
+    calls = _database_restarting(monkeypatch, failures=100)
+    outcome = _outcome(trigger)
+    assert outcome["kind"] == "failed" and "the database system is shutting down" in outcome["message"]
+    assert len(calls) == MAX_DB_STEPS
+
+
 def test_an_outcome_is_held_until_the_workers_hold_has_passed(world):
     """Airflow 3.3 can lose a try to an event within seconds of the deferral (apache/airflow#72716)."""
     trigger, _ = _started()
