@@ -21,14 +21,12 @@ from dataclasses import dataclass
 
 from sqlalchemy.exc import DBAPIError
 
-from airflow_provider_skynomad.jobs.contract import ControllerArgs, Outcome, OutcomeKind
+from airflow_provider_skynomad.jobs.contract import MAX_DB_STEPS, ControllerArgs, Outcome, OutcomeKind
 from airflow_provider_skynomad.jobs.errors import ControlLost, SkyNomadDeadlineMissed, SkyNomadJobFailed
 from airflow_provider_skynomad.jobs.events import JobEvent
 from airflow_provider_skynomad.jobs.runner import Finish, JobRunner
 from airflow_provider_skynomad.jobs.table import JobTable, TableStore
 from airflow_provider_skynomad.jobs.watch import Watch
-
-MAX_DB_STEPS = 5  # decision steps in a row the job table may fail to answer before the job fails
 
 
 @dataclass

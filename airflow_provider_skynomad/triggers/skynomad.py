@@ -20,7 +20,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_skynomad.hooks import skynomad as _hooks
 from airflow_provider_skynomad.hooks.skynomad import SkyNomadHook
-from airflow_provider_skynomad.jobs.contract import ControllerArgs, Outcome, OutcomeKind
+from airflow_provider_skynomad.jobs.contract import MAX_DB_STEPS, ControllerArgs, Outcome, OutcomeKind
 
 # The triggerer imports this module on its event loop: keep it light. pandas, numpy, SQLAlchemy
 # and the planner are imported inside the threads that use them.
@@ -124,23 +124,31 @@ class SkyNomadTrigger(BaseTrigger):
         all block). A trigger that starts while the database restarts (a triggerer's triggers are
         re-assigned at any moment) tries again each decision step, as a running job's controller
         does (`MAX_DB_STEPS`), before the job fails."""
-        from sqlalchemy.exc import DBAPIError
-
-        from airflow_provider_skynomad.jobs.controller import MAX_DB_STEPS, first_line
-
         failures = 0
         while True:
-            try:
-                return await asyncio.to_thread(self._open, config)
-            except DBAPIError as exc:
-                failures += 1
-                if failures >= MAX_DB_STEPS:
-                    raise
-                self.log.warning(
-                    "the job's database did not answer (%s); its controller tries again in a decision step",
-                    first_line(exc),
-                )
-                await asyncio.sleep(self._step_wall(config))
+            last = failures + 1 >= MAX_DB_STEPS
+            opened, down = await asyncio.to_thread(self._open_unless_the_database_is_down, config, last)
+            if opened is not None:
+                return opened
+            failures += 1
+            self.log.warning(
+                "the job's database did not answer (%s); its controller tries again in a decision step", down
+            )
+            await asyncio.sleep(self._step_wall(config))
+
+    def _open_unless_the_database_is_down(self, config, last: bool):
+        """In a thread: ((controller, table), None), or (None, the database's words) when it did not
+        answer; on the `last` try that error is raised."""
+        from sqlalchemy.exc import DBAPIError
+
+        from airflow_provider_skynomad.jobs.controller import first_line
+
+        try:
+            return self._open(config), None
+        except DBAPIError as exc:
+            if last:
+                raise
+            return None, first_line(exc)
 
     def _open(self, config):
         from airflow_provider_skynomad.jobs.controller import Controller
