@@ -65,10 +65,14 @@ def say(item: dict) -> str:
             f"{item['declared_left_h']:.1f} h; planning with that"
         )
     if event == "deadline risk":
+        why = (
+            "the time preemptions, relaunches and waiting already cost"
+            if item.get("cause") == "time lost"
+            else "the work measured is more than declared"
+        )
         return (
             f"{at} DEADLINE AT RISK: even on-demand from now would finish at {item['finish_h']:.2f} h, after the "
-            f"deadline at {item['deadline_h']:.2f} h (the work measured is more than declared); the job goes on "
-            "as fast as it can"
+            f"deadline at {item['deadline_h']:.2f} h ({why}); the job goes on as fast as it can"
         )
     if event == "finished":
         return f"{at} the workload finished"

@@ -571,7 +571,12 @@ class JobRunner:
         if finish <= record.deadline_hours:
             return False
         record.deadline_risk_told = True
-        item = record.note(at, "deadline risk", finish_h=round(finish, 2), deadline_h=round(record.deadline_hours, 2))
+        # Its cause in the user's words: the work measured is more than declared, or (the pace as
+        # declared) the hours preemptions, relaunches and a late controller already cost.
+        cause = "slower work" if pace.slower_than_declared() is not None else "time lost"
+        item = record.note(
+            at, "deadline risk", finish_h=round(finish, 2), deadline_h=round(record.deadline_hours, 2), cause=cause
+        )
         message = f"SkyNomad job {record.job_id}: {say(item)}"
         self.log.error("%s", message)
         call_deadline_risk(self.params.on_deadline_risk, record, self.task, message, self.log)

@@ -80,6 +80,20 @@ def test_even_on_demand_too_late_is_said_hours_before_the_deadline(started, clou
     (risk,) = [n for n in record.timeline if n["event"] == "deadline risk"]
     assert risk["at_hours"] < 2.5 and len(called) == 1 and "DEADLINE AT RISK" in called[0]
     assert outcome.kind.value == "deadline_missed"
+    assert "the work measured is more than declared" in called[0]
+
+
+def test_a_deadline_at_risk_names_lost_time_when_the_work_is_as_declared():
+    """A job on its declared pace that two preemptions and a late triggerer pushed past the point
+    where on-demand still makes it must not blame the work (the standalone recipe at trace hour 120:
+    measured 8.03 h of 8 h declared)."""
+    from airflow_provider_skynomad.jobs.narrate import say
+
+    item = {"at_hours": 4.31, "event": "deadline risk", "finish_h": 10.03, "deadline_h": 10.0}
+    lost = say({**item, "cause": "time lost"})
+    assert "DEADLINE AT RISK" in lost and "preemptions, relaunches and waiting" in lost
+    assert "more than declared" not in lost
+    assert "the work measured is more than declared" in say({**item, "cause": "slower work"})
 
 
 def test_every_group_runs_the_command_of_the_first_whatever_the_pace_says(started, cloud):
