@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from airflow_provider_skynomad.market.fleet import Fleet, FleetRowError
+from airflow_provider_skynomad.market.fleet import Fleet, FleetRowError, claim_of
 
 KEYS = ["z-a", "z-b", "z-c"]
 
@@ -70,3 +70,16 @@ def test_a_bad_row_names_the_row_and_the_field(bad, message):
 def test_one_row_per_job():
     with pytest.raises(FleetRowError, match="appears twice"):
         Fleet.from_rows([row("a", "z-a", "spot"), row("a", "z-b", "spot")], KEYS)
+
+
+def test_break_3_a_reader_bounds_a_rows_count_by_the_largest_gang():
+    rows = [row("a", "z-a", "spot", count=16), row("b", "z-b", "spot", count=10**9)]
+    assert Fleet.from_rows(rows, KEYS).held.tolist() == [16, 10**9, 0]  # unbounded unless asked
+    with pytest.raises(FleetRowError, match=r"row 1 \(b\): count must be an integer from 1 to 10000"):
+        Fleet.from_rows(rows, KEYS, max_count=10_000)
+
+
+def test_break_3_one_row_is_checked_alone():
+    assert claim_of(row("a", "z-a", "spot", count=8), max_count=8).count == 8
+    with pytest.raises(FleetRowError, match="row 3 "):
+        claim_of(row("a", "z-a", "spot", count=9), 3, max_count=8)
