@@ -98,3 +98,20 @@ def test_break_3_a_row_with_an_impossible_launch_time_does_not_break_a_controlle
         cloud.hours += 10.0 / 60
         controller.step()
     assert not controller.finished or controller.runner.record.summary is not None
+
+
+def test_the_worker_publishes_its_launch_as_the_holder_of_the_record_it_handed_over(started, cloud):
+    """The worker's status reaches the other jobs once its record is in the job table, under the
+    version it wrote; the controller that takes the job over publishes under its own."""
+    from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig
+    from airflow_provider_skynomad.jobs.live import LiveStatusTable
+
+    job = started(instances=1)
+    with LiveStatusTable(SkyNomadConfig.default().market_url) as board:
+        published = board.read([job.args.job_id])[job.args.job_id]
+        assert published["state"] == "running" and published["zone"] == job.record().group.zone
+        controller = job.controller()
+        cloud.hours += 10.0 / 60
+        controller.step()
+        controller.publish()
+        assert board.read([job.args.job_id])[job.args.job_id]["elapsed_hours"] > published["elapsed_hours"]
