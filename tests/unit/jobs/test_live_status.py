@@ -103,3 +103,44 @@ def test_break_3_a_later_look_that_is_not_a_number_is_not_laid_over():
     later = {**WORKER, "elapsed_hours": "9 h", "progress_pct": 90.0}
     assert newer_status(WORKER, later) == WORKER
     assert newer_status(WORKER, {**later, "elapsed_hours": float("nan")}) == WORKER
+
+
+def test_a_status_published_while_another_copy_takes_the_job_over_waits_and_is_not_written(postgres_url):
+    """PostgreSQL: the publish share-locks the record's row. With a take-over in flight (its write
+    not yet committed) the publish waits for it, then finds its own version gone and writes nothing."""
+    import threading
+    import time
+
+    from sqlalchemy import select, text, update
+
+    from airflow_provider_skynomad.jobs.table import JobTable, job_records
+
+    owner, version = hold(postgres_url, "sn-a-1")
+    jobs, board = JobTable(postgres_url), LiveStatusTable(postgres_url)
+    board.create()
+    outcome = {}
+
+    def publish():
+        outcome["published"] = board.publish("sn-a-1", WORKER, owner=owner, version=version)
+
+    try:
+        with jobs.engine.connect() as takeover, takeover.begin():
+            me = takeover.execute(select(text("pg_backend_pid()"))).scalar_one()
+            taken = update(job_records).where(job_records.c.job_id == "sn-a-1", job_records.c.version == version)
+            takeover.execute(taken.values(version=version + 1, owner="trigger-second"))
+            publishing = threading.Thread(target=publish)
+            publishing.start()
+            waits = text("SELECT count(*) FROM pg_stat_activity WHERE :me = ANY(pg_blocking_pids(pid))")
+            give_up = time.monotonic() + 120.0  # a guard against a hang, not a bound on the wait
+            with jobs.engine.connect() as watcher:
+                while publishing.is_alive() and time.monotonic() < give_up:
+                    if watcher.execute(waits, {"me": me}).scalar_one():
+                        break  # the publish waits for the take-over
+                    time.sleep(0.02)
+            assert publishing.is_alive(), f"the publish did not wait for the take-over: {outcome}"
+        publishing.join(120.0)
+        assert outcome == {"published": False}
+        assert board.read(["sn-a-1"]) == {}
+    finally:
+        board.close()
+        jobs.close()
