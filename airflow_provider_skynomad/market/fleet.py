@@ -17,8 +17,8 @@ Built from plain rows, as the runtime's live job table gives them (`Fleet.from_r
 - ``mode`` (str): ``"spot"`` a spot group runs there and holds ``count``; ``"launching"`` a spot
   launch is under way there (held, the youngest); ``"waiting"`` the job wants spot there and holds
   none: a claim only; ``"on-demand"`` or ``"idle"``: holds no spot capacity (ignored here).
-- ``count`` (int ≥ 1): instances held or wanted (the gang size); a reader may bound it by the
-  largest gang a job may ask for (``max_count``).
+- ``count`` (int ≥ 1): instances held or wanted (the gang size); a reader of rows other jobs
+  wrote bounds it by the largest gang a job may ask for (`claim_of`'s ``max_count``).
 - ``since`` (number, datetime or ISO-8601 string): when the group launched (or the launch started,
   or the wait began); any clock shared by the rows, only the order matters. Required for
   ``spot`` and ``launching``.
@@ -90,14 +90,11 @@ class Fleet:
         self._holding = (self.mode < len(HOLDING_MODES)) & (self.market >= 0)
 
     @classmethod
-    def from_rows(
-        cls, rows: Iterable[Mapping], markets: Sequence, me: str | None = None, *, max_count: int | None = None
-    ) -> Fleet:
+    def from_rows(cls, rows: Iterable[Mapping], markets: Sequence, me: str | None = None) -> Fleet:
         """A fleet from live job-table rows (fields in the module docstring).
 
         :param markets: the view's markets: keys, or objects with a `key` (market.grid.Market).
         :param me: the planning job's id: its row gives `own_since`, and it is not one of the others.
-        :param max_count: the largest `count` a row may have (None: no bound).
         A row naming a market outside `markets` is another instance type's or zone's: it holds
         nothing this job could use, and is left out.
         """
@@ -107,7 +104,7 @@ class Fleet:
         own_since = None
         seen_ids: set[str] = set()
         for n, row in enumerate(rows):
-            claim = claim_of(row, n, max_count)
+            claim = claim_of(row, n)
             if claim.job_id in seen_ids:
                 raise FleetRowError(f"row {n}: job_id {claim.job_id!r} appears twice; give one row per job")
             seen_ids.add(claim.job_id)

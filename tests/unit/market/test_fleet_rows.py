@@ -72,14 +72,10 @@ def test_one_row_per_job():
         Fleet.from_rows([row("a", "z-a", "spot"), row("a", "z-b", "spot")], KEYS)
 
 
-def test_break_3_a_reader_bounds_a_rows_count_by_the_largest_gang():
-    rows = [row("a", "z-a", "spot", count=16), row("b", "z-b", "spot", count=10**9)]
-    assert Fleet.from_rows(rows, KEYS).held.tolist() == [16, 10**9, 0]  # unbounded unless asked
-    with pytest.raises(FleetRowError, match=r"row 1 \(b\): count must be an integer from 1 to 10000"):
-        Fleet.from_rows(rows, KEYS, max_count=10_000)
-
-
-def test_break_3_one_row_is_checked_alone():
-    assert claim_of(row("a", "z-a", "spot", count=8), max_count=8).count == 8
-    with pytest.raises(FleetRowError, match="row 3 "):
-        claim_of(row("a", "z-a", "spot", count=9), 3, max_count=8)
+def test_break_3_a_reader_checks_each_row_alone_and_bounds_its_count_by_the_largest_gang():
+    assert claim_of(row("a", "z-a", "spot", count=10**9)).count == 10**9  # unbounded unless asked
+    assert claim_of(row("a", "z-a", "spot", count=10_000), max_count=10_000).count == 10_000
+    with pytest.raises(FleetRowError, match=r"row 3 \(b\): count must be an integer from 1 to 10000, got 10001"):
+        claim_of(row("b", "z-a", "spot", count=10_001), 3, max_count=10_000)
+    with pytest.raises(FleetRowError, match="slack_hours must be a finite number"):
+        claim_of(row("c", "z-a", "waiting", slack_hours=float("inf")), max_count=10_000)
