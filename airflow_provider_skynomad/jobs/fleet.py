@@ -10,20 +10,32 @@ group launched are short of what the zone has by what the group holds. The plann
 market's capacity as a total and subtracts the fleet itself; the view therefore adds back, from
 the tick after each group's launch on, what that group holds (the job's own group included: a
 probe of its own zone sees its instances as taken). Without it the fleet would be counted twice.
+
+Another job's row is advice this job may ignore, never a reason to stop: one that the planner
+cannot read, or whose group launched at a moment the cloud's clock cannot have shown (after now,
+or before any job could have started), is left out alone (`believed`) and said at DEBUG.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
-from airflow_provider_skynomad.market.fleet import Fleet, FleetRowError
+from airflow_provider_skynomad.jobs.live import LONGEST_HOURS
+from airflow_provider_skynomad.jobs.params import MAX_INSTANCES
+from airflow_provider_skynomad.market.fleet import Fleet, FleetRowError, claim_of
 from airflow_provider_skynomad.market.view import MarketView
 
 HOLDING = "spot"
+LAUNCH_AHEAD_HOURS = 1.0
+"""How far past this job's cloud clock another job's launch may be stamped: two triggerers' clocks
+differ by seconds, but a simulated cloud's hours run faster than the wall's."""
+
+log = logging.getLogger(__name__)
 
 
 def planner_rows(live_rows: list[dict], keys: list[str]) -> list[dict]:
@@ -64,7 +76,9 @@ def with_fleet(
     :param own: this job's row when its spot group runs (it is the fleet's `me`), else None.
     :param now_hours, now: the cloud's clock now, in hours and as the timestamp the grid's ticks use.
     """
-    everyone = [*rows, *([own] if own else [])]
+    everyone = believed([*rows, *([own] if own else [])], now_hours)
+    if not everyone:
+        return view
     try:
         fleet = Fleet.from_rows(everyone, view.markets, me=me)
     except FleetRowError:
@@ -90,6 +104,37 @@ def with_fleet(
         source_key=(view.source_key, "fleet", added) if changed else view.source_key,
         fleet=fleet,
     )
+
+
+def believed(rows: list[dict], now_hours: float) -> list[dict]:
+    """The other jobs' `rows` this job can plan with; each other one is left out alone.
+
+    A row is kept when the planner can read it (`market.fleet.claim_of`, counts up to the largest
+    gang), it is the first of its job, and a group's launch (`since`, cloud hours) is a number no
+    later than now (give or take `LAUNCH_AHEAD_HOURS`) and no earlier than any job could have
+    started (`jobs.live.LONGEST_HOURS` ago).
+    """
+    kept, seen = [], set()
+    for n, row in enumerate(rows):
+        try:
+            claim = claim_of(row, n, MAX_INSTANCES)
+        except FleetRowError as exc:
+            log.debug("Leaving another job's fleet row out: %s", exc)
+            continue
+        since = row.get("since")
+        if since is not None and (
+            isinstance(since, bool)
+            or not isinstance(since, (int, float))
+            or not now_hours - LONGEST_HOURS <= since <= now_hours + LAUNCH_AHEAD_HOURS
+        ):
+            log.debug("Leaving job %.64s's fleet row out: its group launched at %r cloud hours", claim.job_id, since)
+            continue
+        if claim.job_id in seen:
+            log.debug("Leaving job %.64s's second fleet row out", claim.job_id)
+            continue
+        seen.add(claim.job_id)
+        kept.append(row)
+    return kept
 
 
 class FleetLens:

@@ -119,6 +119,7 @@ class JobRunner:
         except ValueError as exc:  # a bad SKYNOMAD_PROBE_INTERVAL_MINUTES / SKYNOMAD_MAX_MARKET_AGE_HOURS
             raise SkyNomadInputError(str(exc)) from exc
         self._fleet: FleetLens | None = None
+        self._untold: dict | None = None  # the worker's last status, published once it holds the record
         self.record: JobRecord | None = None
 
     # == entry points =========================================================================
@@ -666,11 +667,18 @@ class JobRunner:
 
     def _tell_fleet(self, status: dict) -> None:
         """On the worker, the status goes to the live-status table too (the trigger's store does that
-        itself): the deployment's other jobs see a launch the moment it is made, not at the first look."""
-        if self.handoff is None or self.fleet is None:
+        itself): the deployment's other jobs see a launch when the record is handed over, not at the
+        controller's first look. Only a holder of the record may publish (`jobs.live`), so it waits
+        for that hand-over (`_defer`)."""
+        if self.handoff is not None and self.fleet is not None:
+            self._untold = status
+
+    def _told_fleet(self, owner: str, version: int) -> None:
+        status, self._untold = self._untold, None
+        if status is None:
             return
         try:
-            self.fleet.board.publish(status["job_id"], status)
+            self.fleet.board.publish(self.record.job_id, status, owner=owner, version=version)
         except Exception as exc:  # noqa: BLE001 - advice for other jobs; the trigger publishes again soon
             self.log.debug("could not publish the job's status for its fleet: %s", exc)
 
@@ -690,7 +698,8 @@ class JobRunner:
             record.seq += 1
             self.store.save(record)
         if self.handoff is not None:
-            self.handoff.put(record, owner=f"worker try {self.task.try_number}")
+            owner = f"worker try {self.task.try_number}"
+            self._told_fleet(owner, self.handoff.put(record, owner=owner))
         return Defer(
             ControllerArgs(
                 job_id=record.job_id,

@@ -160,5 +160,7 @@ class TableStore:
         self.version = self.table.claim(self.job_id, self.version, self.owner)
 
     def save_status(self, status: dict) -> None:
+        """Publish `status` as the holder of the record's current version (`jobs.live`): a copy that
+        lost control publishes nothing, and learns it at its next write."""
         if self._board is not None:
-            self._board.publish(status["job_id"], status)
+            self._board.publish(self.job_id, status, owner=self.owner, version=self.version)

@@ -17,7 +17,8 @@ Built from plain rows, as the runtime's live job table gives them (`Fleet.from_r
 - ``mode`` (str): ``"spot"`` a spot group runs there and holds ``count``; ``"launching"`` a spot
   launch is under way there (held, the youngest); ``"waiting"`` the job wants spot there and holds
   none: a claim only; ``"on-demand"`` or ``"idle"``: holds no spot capacity (ignored here).
-- ``count`` (int ≥ 1): instances held or wanted (the gang size).
+- ``count`` (int ≥ 1): instances held or wanted (the gang size); a reader of rows other jobs
+  wrote bounds it by the largest gang a job may ask for (`claim_of`'s ``max_count``).
 - ``since`` (number, datetime or ISO-8601 string): when the group launched (or the launch started,
   or the wait began); any clock shared by the rows, only the order matters. Required for
   ``spot`` and ``launching``.
@@ -103,7 +104,7 @@ class Fleet:
         own_since = None
         seen_ids: set[str] = set()
         for n, row in enumerate(rows):
-            claim = _claim(row, n)
+            claim = claim_of(row, n)
             if claim.job_id in seen_ids:
                 raise FleetRowError(f"row {n}: job_id {claim.job_id!r} appears twice; give one row per job")
             seen_ids.add(claim.job_id)
@@ -170,8 +171,11 @@ class Fleet:
         return np.bincount(self.market[rows], weights=self.count[rows], minlength=len(self.keys)).astype(np.int64)
 
 
-def _claim(row: Mapping, n: int) -> Claim:
-    """One row checked field by field; the error names the row and the field."""
+def claim_of(row: Mapping, n: int = 0, max_count: int | None = None) -> Claim:
+    """One row checked field by field (row `n` of its list); the error names the row and the field.
+
+    A reader of rows other jobs wrote checks each alone, to leave out a bad one rather than all.
+    """
     if not isinstance(row, Mapping):
         raise FleetRowError(f"row {n}: expected a mapping of fields, got {type(row).__name__}")
     missing = [f for f in ("job_id", "mode", "count", "slack_hours") if f not in row]
@@ -188,6 +192,8 @@ def _claim(row: Mapping, n: int) -> Claim:
     count = row["count"]
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise FleetRowError(f"row {n} ({job_id}): count must be an integer ≥ 1, got {count!r}")
+    if max_count is not None and count > max_count:
+        raise FleetRowError(f"row {n} ({job_id}): count must be an integer from 1 to {max_count}, got {count!r}")
     slack = _number(row["slack_hours"], n, job_id, "slack_hours")
     since = row.get("since")
     if since is None:

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from airflow_provider_skynomad.jobs.fleet import planner_rows, with_fleet
+from airflow_provider_skynomad.jobs.fleet import believed, planner_rows, with_fleet
 from airflow_provider_skynomad.market.grid import Market, MarketGrid
 from airflow_provider_skynomad.market.view import MarketView
 
@@ -76,3 +76,30 @@ def test_the_second_job_of_a_deployment_sees_the_first_jobs_gang_where_it_fills_
     tried = [r.zone for r in cloud.launches[tries_before:] if r.spot]
     assert (taken.zone not in tried) is fleet_aware, tried
     assert second.record().job_id != first.record().job_id
+
+
+@pytest.mark.parametrize("since", [-1e9, 1e9, float("nan"), float("inf"), -float("inf"), "1.0", True, 5.0])
+def test_break_3_a_row_whose_group_launched_at_no_possible_moment_is_left_out_alone(since):
+    """One row with an impossible launch time (before any job started, after now, not a number)
+    neither raises nor makes the job plan alone: the others still count."""
+    view = _view([[16, 8], [16, 8], [12, 8], [12, 8]])
+    good = {"job_id": "x", "market": "a", "mode": "spot", "count": 4, "since": 1.0, "slack_hours": 2.0}
+    odd = {**good, "job_id": "odd", "market": "b", "since": since}
+    seen = with_fleet(view, [good, odd], "me", None, now_hours=3.0, now=view.now)
+    assert seen.fleet.held.tolist() == [4, 0]
+    assert seen.available_history(10.0)[0][:, 0].tolist() == [16, 16, 16, 16]
+
+
+def test_break_3_an_unreadable_or_oversized_row_is_left_out_and_the_rest_still_count():
+    view = _view([[16, 8], [16, 8]])
+    good = {"job_id": "x", "market": "a", "mode": "spot", "count": 4, "since": 1.0, "slack_hours": 2.0}
+    rows = [
+        good,
+        {**good, "job_id": "huge", "count": 10**9},
+        {**good, "job_id": "zero", "count": 0},
+        {**good, "job_id": "nan-slack", "market": "b", "slack_hours": float("nan")},
+        {**good, "market": "b"},  # the same job twice: its first row counts
+    ]
+    seen = with_fleet(view, rows, "me", None, now_hours=1.5, now=view.now)
+    assert seen.fleet.held.tolist() == [4, 0]
+    assert believed(rows, now_hours=1.5) == [good]

@@ -5,6 +5,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import update
 
 from airflow_provider_skynomad.jobs.live import FLEET_FIELDS, LiveStatusTable, fleet_rows, job_live_status
+from tests.support.live_rows import publish_held
 
 
 def _status(job_id, state="running", market="gcp/us-east4-a/H100", mode="spot", since=10.0):
@@ -21,15 +22,16 @@ def _status(job_id, state="running", market="gcp/us-east4-a/H100", mode="spot", 
 
 
 def test_only_other_jobs_holding_a_group_or_waiting_for_spot_count(tmp_path):
-    table = LiveStatusTable(f"sqlite:///{tmp_path / 'm.db'}")
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    table = LiveStatusTable(url)
     try:
-        table.publish("me", _status("me"))
-        table.publish("other", _status("other", since=5.0))
-        table.publish("done", _status("done", state="finished"))
-        table.publish("idle", _status("idle", state="idle", market=None, mode=None, since=None))
+        publish_held(url, "me", _status("me"))
+        publish_held(url, "other", _status("other", since=5.0))
+        publish_held(url, "done", _status("done", state="finished"))
+        publish_held(url, "idle", _status("idle", state="idle", market=None, mode=None, since=None))
         waiting = {**_status("waiting", state="idle", market=None, mode=None, since=None), "wants": "us-east4-b"}
-        table.publish("waiting", waiting)
-        table.publish("gone", _status("gone"))
+        publish_held(url, "waiting", waiting)
+        publish_held(url, "gone", _status("gone"))
         with table.engine.begin() as conn:  # a job whose trigger stopped publishing long ago
             old = datetime.now(UTC) - timedelta(hours=1)
             conn.execute(update(job_live_status).where(job_live_status.c.job_id == "gone").values(updated_at=old))
@@ -65,3 +67,22 @@ def test_a_row_just_inside_the_age_limit_counts():
     now = datetime.now(UTC)
     rows = fleet_rows([(now - timedelta(seconds=299), _status("a"))], exclude_job_id=None, now=now)
     assert [r["job_id"] for r in rows] == ["a"]
+
+
+def test_break_3_a_row_stamped_later_than_now_or_claiming_more_than_a_gang_holds_nothing():
+    """A row stamped in the future would never grow old: it is ignored (a minute of clock skew
+    aside), as is a row claiming more instances than any job may ask for."""
+    now = datetime.now(UTC)
+    statuses = [
+        (now - timedelta(seconds=10), _status("fine")),
+        (now + timedelta(seconds=30), _status("skewed")),
+        (now + timedelta(hours=1), _status("ahead")),
+        (now + timedelta(days=3650), _status("decade")),
+        (now, {**_status("many"), "instances": 10_001}),
+        (now, {**_status("waiting-many", state="idle", mode=None, since=None), "instances": 10**9, "wants": "b"}),
+        (now, {**_status("loose"), "slack_hours": float("inf")}),
+        (now, {**_status("launch"), "launched_at_cloud_hours": float("nan")}),
+        (now, None),
+        (now, ["not", "a", "status"]),
+    ]
+    assert [r["job_id"] for r in fleet_rows(statuses, exclude_job_id=None, now=now)] == ["fine", "skewed"]

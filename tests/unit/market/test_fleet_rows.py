@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from airflow_provider_skynomad.market.fleet import Fleet, FleetRowError
+from airflow_provider_skynomad.market.fleet import Fleet, FleetRowError, claim_of
 
 KEYS = ["z-a", "z-b", "z-c"]
 
@@ -70,3 +70,12 @@ def test_a_bad_row_names_the_row_and_the_field(bad, message):
 def test_one_row_per_job():
     with pytest.raises(FleetRowError, match="appears twice"):
         Fleet.from_rows([row("a", "z-a", "spot"), row("a", "z-b", "spot")], KEYS)
+
+
+def test_break_3_a_reader_checks_each_row_alone_and_bounds_its_count_by_the_largest_gang():
+    assert claim_of(row("a", "z-a", "spot", count=10**9)).count == 10**9  # unbounded unless asked
+    assert claim_of(row("a", "z-a", "spot", count=10_000), max_count=10_000).count == 10_000
+    with pytest.raises(FleetRowError, match=r"row 3 \(b\): count must be an integer from 1 to 10000, got 10001"):
+        claim_of(row("b", "z-a", "spot", count=10_001), 3, max_count=10_000)
+    with pytest.raises(FleetRowError, match="slack_hours must be a finite number"):
+        claim_of(row("c", "z-a", "waiting", slack_hours=float("inf")), max_count=10_000)

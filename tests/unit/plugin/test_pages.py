@@ -53,7 +53,7 @@ def test_the_job_page_of_a_running_job_is_live(client):
 def test_a_running_job_s_page_shows_what_its_trigger_saw_after_the_last_worker_visit(client, seeded):
     """A full worker pool delays the worker's visits, not the page: the trigger's newer look at the
     same job (jobs/live.py, in the connection's market database) is laid over the task state's."""
-    from airflow_provider_skynomad.jobs.live import LiveStatusTable
+    from tests.support.live_rows import forge
     from tests.support.plugin_seed import insert_task, running_record, write_state
 
     from .conftest import CONN_ID
@@ -62,12 +62,8 @@ def test_a_running_job_s_page_shows_what_its_trigger_saw_after_the_last_worker_v
     record, status = running_record("sn-busy000000000001")
     insert_task(*key, "deferred")
     write_state(*key, record, {**status, "conn_id": CONN_ID})
-    table = LiveStatusTable(seeded["market_url"])
-    try:
-        later = {**status, "elapsed_hours": 6.25, "progress_pct": 55.0, "slack_hours": 3.1, "spend_usd": 14.4}
-        table.publish("sn-busy000000000001", later)
-    finally:
-        table.close()
+    later = {**status, "elapsed_hours": 6.25, "progress_pct": 55.0, "slack_hours": 3.1, "spend_usd": 14.4}
+    forge(seeded["market_url"], "sn-busy000000000001", later)  # as its controller publishes it
     html = text_of(client.get(job_url(*key), **as_user("viewer")).text)
     assert "running for 6.25 h of 16.00 h" in html and "$14.40" in html and "55%" in html, html[-4000:]
 
@@ -178,19 +174,15 @@ def test_the_markets_page_shows_what_the_deployments_running_jobs_hold(client, t
     from airflow.models.connection import Connection
     from airflow.utils.session import create_session
 
-    from airflow_provider_skynomad.jobs.live import LiveStatusTable
+    from tests.support.live_rows import forge
     from tests.support.plugin_seed import simulated_cloud_market
 
     url, extra = simulated_cloud_market(tmp_path)
     with create_session() as session:
         session.add(Connection(conn_id="skynomad_fleet", conn_type="skynomad", extra=json.dumps(extra)))
-    board = LiveStatusTable(url)
-    try:
-        for job_id, state in (("a", "running"), ("b", "running"), ("c", "finished")):
-            status = {"job_id": job_id, "state": state, "zone": FINISHED_ZONES[0], "market": FINISHED_ZONES[0]}
-            board.publish(job_id, {**status, "mode": "spot", "instances": 2, "launched_at_cloud_hours": 1.0})
-    finally:
-        board.close()
+    for job_id, state in (("a", "running"), ("b", "running"), ("c", "finished")):
+        status = {"job_id": job_id, "state": state, "zone": FINISHED_ZONES[0], "market": FINISHED_ZONES[0]}
+        forge(url, job_id, {**status, "mode": "spot", "instances": 2, "launched_at_cloud_hours": 1.0})
     html = client.get("/skynomad/markets", params={"conn_id": "skynomad_fleet", "days": 3}, **as_user("admin")).text
     assert "your jobs" in html
     row = next(r for r in html.split("<tr>") if f"<td>{FINISHED_ZONES[0]}</td>" in r)
