@@ -150,7 +150,8 @@ class Signal:
 class Resource:
     """Something a job or a probe left in a cloud, found by its tags/labels (`skynomad cleanup`).
 
-    `kind` is ``instance``, ``spot_request`` or ``checkpoint`` (a job's checkpoint prefix);
+    `kind` is ``instance``, ``spot_request``, ``checkpoint`` (a job's checkpoint prefix), or
+    ``fleet`` / ``launch_template`` (an AWS request probe's, left when the probe died);
     `job_id` is the ``skynomad-job`` tag ("" for probes); `detail` is plain words for a listing.
     """
 
