@@ -216,6 +216,12 @@ class Cloud(abc.ABC):
         `test_connection` calls it for the connection form."""
         return []
 
+    def unusable_zones(self, zones: list[str]) -> dict[str, str]:
+        """The zones of `zones` this cloud cannot launch in, each with why in plain words, told from
+        its settings alone (no API call): a market table may hold rows of zones that no cloud of this
+        connection has, and a job that did not list its zones leaves them out."""
+        return {}
+
     def signals(self, region: str, zones: list[str], instance_type: str, count: int) -> list[Signal]:
         """Free market signals for `zones` (no instance launched); [] where the cloud has none."""
         return []

@@ -517,6 +517,22 @@ class AwsCloud(Cloud):
 
         return check_aws(self, zones, instance_type)
 
+    def unusable_zones(self, zones: list[str]) -> dict[str, str]:
+        """Names that are not AWS zones, zones without a subnet when subnets are set per zone, and
+        zones of regions the settings do not cover when they are set per region."""
+        from airflow_provider_skynomad.market.zone_names import cloud_of
+
+        regions = self.configured_regions()
+        unusable = {}
+        for zone in zones:
+            if cloud_of(zone) != "aws":
+                unusable[zone] = "not an AWS zone name"
+            elif self.subnets and zone not in self.subnets:
+                unusable[zone] = "cloud_options.subnets has no subnet for it"
+            elif regions and region_of(zone) not in regions:
+                unusable[zone] = f"its region is not one of the configured regions ({', '.join(regions)})"
+        return unusable
+
     def resources(self, tags: dict[str, str] | None = None) -> list[Resource]:
         """Instances (not terminated), open spot requests, live EC2 Fleets and launch templates (what a
         request probe that died left, clouds/aws/probe.py) and checkpoint prefixes with SkyNomad's tags."""
