@@ -20,7 +20,10 @@ own, the clouds are theirs.
 
 A missing ``skynomad_default`` connection means "all embedded defaults", so the demo and the
 example DAGs run on a fresh install. Passwords never leave this module unredacted: use
-``SkyNomadConfig.display_market_url`` in messages.
+``SkyNomadConfig.display_market_url`` in messages. An error about a field names the field and what
+it expected, never the value found (a value typed into the wrong field may be a secret, and these
+errors reach the connection form, task logs and the CLI's stderr); `SkyNomadConfig.redact` takes
+this config's secrets out of any other text shown.
 """
 
 from __future__ import annotations
@@ -105,16 +108,16 @@ class SkyNomadConfig:
 
     def __post_init__(self) -> None:
         if self.cloud not in CLOUD_KINDS:
-            raise SkyNomadConfigError(f"skynomad connection: cloud must be one of {CLOUD_KINDS}, got {self.cloud!r}")
+            raise SkyNomadConfigError(f"skynomad connection: cloud must be one of {', '.join(CLOUD_CHOICES)}")
         speed = self.speed
         if isinstance(speed, bool) or not isinstance(speed, (int, float)) or not (math.isfinite(speed) and speed > 0):
-            raise SkyNomadConfigError(f"skynomad connection: speed must be a finite number > 0, got {speed!r}")
+            raise SkyNomadConfigError(f"skynomad connection: speed must be a finite number > 0, got {_kind(speed)}")
         budget = self.probe_budget_usd_per_day
         if budget is not None and (
             isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 <= budget < math.inf
         ):
             raise SkyNomadConfigError(
-                f"skynomad connection: probe_budget_usd_per_day must be a number of USD ≥ 0, got {budget!r}"
+                f"skynomad connection: probe_budget_usd_per_day must be a number of USD ≥ 0, got {_kind(budget)}"
             )
         if self.cloud == "multi":
             kinds = [part.cloud for part in self.parts]
@@ -142,6 +145,24 @@ class SkyNomadConfig:
             return make_url(self.market_url).render_as_string(hide_password=True)
         except Exception:  # noqa: BLE001 - never echo an unparsable URL: it may hold a secret
             return "<unparsable market URL>"
+
+    def redact(self, text: str) -> str:
+        """`text` with this config's secrets (the market URL's password, every signing secret, its
+        parts' too) replaced by ``***``: for messages built from errors raised elsewhere."""
+        for secret in self._secrets():
+            text = text.replace(secret, "***")
+        return text
+
+    def _secrets(self) -> list[str]:
+        from sqlalchemy.engine import make_url
+
+        found = [self.checkpoint_signing_secret]
+        try:
+            found.append(make_url(self.market_url).password)
+        except Exception:  # noqa: BLE001 - an unparsable URL: hide all of it
+            found.append(self.market_url)
+        found += [secret for part in self.parts for secret in part._secrets()]
+        return sorted({str(s) for s in found if s}, key=len, reverse=True)
 
     @property
     def wall_seconds_per_cloud_hour(self) -> float:
@@ -195,13 +216,17 @@ class SkyNomadConfig:
             ).render_as_string(hide_password=False)
         defaults = cls.default_fields()
         speed = _number("speed", pick("speed", 3600.0))
-        for name in ("market_url", "trace_path", "state_dir", "aws_conn_id", "gcp_conn_id", "gcp_project", "cloud"):
+        texts = ("market_url", "trace_path", "state_dir", "aws_conn_id", "gcp_conn_id", "gcp_project", "cloud")
+        for name in (*texts, "checkpoint_signing_secret"):
             value = pick(name)
             if value is not None and not isinstance(value, str):
-                raise SkyNomadConfigError(f"skynomad connection: {name} must be text, got {value!r}")
+                raise SkyNomadConfigError(f"skynomad connection: {name} must be text, got {_kind(value)}")
         options = _json_field("cloud_options", pick("cloud_options", {})) or {}
         if not isinstance(options, dict):
-            raise SkyNomadConfigError(f"skynomad connection: cloud_options must be a JSON object, got {options!r}")
+            raise SkyNomadConfigError(
+                'skynomad connection: cloud_options must be a JSON object such as {"regions": ["us-east-1"]}, '
+                f"got {_kind(options)}"
+            )
         cloud = str(pick("cloud", "simulated")).lower()
         if conn_type in CLOUD_CONN_TYPES:
             cloud = CLOUD_CONN_TYPES[conn_type]
@@ -240,10 +265,23 @@ def _number(name: str, value) -> float:
             raise TypeError
         number = float(value)
     except (TypeError, ValueError, OverflowError):
-        raise SkyNomadConfigError(f"skynomad connection: {name} must be a number, got {value!r}") from None
+        raise SkyNomadConfigError(f"skynomad connection: {name} must be a number, got {_kind(value)}") from None
     if not math.isfinite(number):
-        raise SkyNomadConfigError(f"skynomad connection: {name} must be a finite number, got {value!r}")
+        raise SkyNomadConfigError(f"skynomad connection: {name} must be a finite number, got {_kind(number)}")
     return number
+
+
+def _kind(value) -> str:
+    """What kind of value a field held, in words, for an error that must not show the value itself."""
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "an infinite number or NaN"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "empty text" if not value.strip() else "text that is not one"
+    return {list: "a list", dict: "an object"}.get(type(value), f"a {type(value).__name__}")
 
 
 def _json_field(name: str, value):

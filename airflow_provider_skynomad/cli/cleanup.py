@@ -46,7 +46,8 @@ def add_cleanup_command(subparsers) -> argparse.ArgumentParser:
 def run_cleanup(args: argparse.Namespace) -> int:
     from airflow_provider_skynomad.hooks.skynomad import DEFAULT_CONN_ID, SkyNomadHook, make_cloud
 
-    cloud = make_cloud(SkyNomadHook(args.conn_id or DEFAULT_CONN_ID).get_config())
+    config = SkyNomadHook(args.conn_id or DEFAULT_CONN_ID).get_config()  # a bad field: exit 2, naming it
+    cloud = make_cloud(config)
     try:
         _, failures = cleanup(
             cloud,
@@ -56,7 +57,7 @@ def run_cleanup(args: argparse.Namespace) -> int:
             grace=args.grace,
         )
     except Exception as exc:  # noqa: BLE001 - a listing or a database that fails: say so, exit 1
-        print(f"skynomad cleanup: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(config.redact(f"skynomad cleanup: {type(exc).__name__}: {exc}"), file=sys.stderr)
         return EXIT_FAILED
     return EXIT_FAILED if failures else EXIT_OK
 

@@ -139,7 +139,7 @@ def run_import(args: argparse.Namespace) -> int:
     """Validate and insert the trace chunk by chunk in one transaction; existing rows are kept."""
     try:
         # The header, the file's readability and its first chunk are checked before the database is opened.
-        chunks = iter_observations(args.trace)
+        chunks = iter_observations(args.trace, zone_names=True)  # stored rows name real zones
         first = next(chunks)
     except TraceError as exc:
         return _fail(f"skynomad market import: {exc}; nothing was written", EXIT_BAD_INPUT)

@@ -150,7 +150,8 @@ class Signal:
 class Resource:
     """Something a job or a probe left in a cloud, found by its tags/labels (`skynomad cleanup`).
 
-    `kind` is ``instance``, ``spot_request`` or ``checkpoint`` (a job's checkpoint prefix);
+    `kind` is ``instance``, ``spot_request``, ``checkpoint`` (a job's checkpoint prefix), or
+    ``fleet`` / ``launch_template`` (an AWS request probe's, left when the probe died);
     `job_id` is the ``skynomad-job`` tag ("" for probes); `detail` is plain words for a listing.
     """
 
@@ -214,6 +215,12 @@ class Cloud(abc.ABC):
         setting to fix; [] means ready. The runner calls it before a job's first launch and
         `test_connection` calls it for the connection form."""
         return []
+
+    def unusable_zones(self, zones: list[str]) -> dict[str, str]:
+        """The zones of `zones` this cloud cannot launch in, each with why in plain words, told from
+        its settings alone (no API call): a market table may hold rows of zones that no cloud of this
+        connection has, and a job that did not list its zones leaves them out."""
+        return {}
 
     def signals(self, region: str, zones: list[str], instance_type: str, count: int) -> list[Signal]:
         """Free market signals for `zones` (no instance launched); [] where the cloud has none."""

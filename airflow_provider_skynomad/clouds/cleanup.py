@@ -11,7 +11,8 @@ Cleanup runs on cloud accounts that other Airflows, other tools and people share
 - It carries this deployment's id (`clouds.tags.DEPLOYMENT`). Another deployment's resources, and
   resources with no deployment id, are kept whatever else they say.
 - A probe's leftover is ``purpose=probe`` exactly (a probe releases what it got at once; anything
-  still there leaked). No other job-less resource is ours to end.
+  still there leaked). No other job-less resource is ours to end. Fleets and launch templates are
+  only ever a probe's (jobs launch from the user's template, which is never ours to delete).
 - A job's resource ends only when its job is *known* ended: its task instance was found by its
   exact key (the DAG/run/task the resource names, whose hash is the job id), is in a final state,
   and ended longer ago than the grace period. A job Airflow has no task instance for, whose
@@ -38,6 +39,9 @@ LIVE_STATES = frozenset(
 scheduled; its next try reconnects to the job's group)."""
 FINAL_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 """Task-instance states after which the task runs no more unless cleared (then it is "none": live)."""
+
+PROBE_ONLY_KINDS = frozenset({"fleet", "launch_template"})
+"""Resource kinds SkyNomad creates only in probes: ended as a probe's leftover or not at all."""
 
 DEFAULT_CHECKPOINT_RETENTION = timedelta(days=7)
 DEFAULT_GRACE = timedelta(minutes=10)
@@ -160,6 +164,8 @@ def _decide(resource, jobs, ours, now, grace, retention, probe_leftovers) -> tup
         if not probe_leftovers:
             return False, "a probe's, maybe still in flight (skynomad cleanup ends it)"
         return True, "left by a probe (purpose=probe), which releases what it gets at once"
+    if resource.kind in PROBE_ONLY_KINDS:
+        return False, f"a {resource.kind.replace('_', ' ')} that is not a probe's: not SkyNomad's to end"
     if not owner.job_id:
         purpose = f" (purpose={owner.purpose})" if owner.purpose else ""
         return False, f"neither a job's nor a probe's{purpose}: not SkyNomad's to end"

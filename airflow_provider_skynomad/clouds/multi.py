@@ -136,6 +136,23 @@ class MultiCloud(Cloud):
             problems += self.clouds[name].check(its_zones, instance_type)
         return problems
 
+    def unusable_zones(self, zones: list[str]) -> dict[str, str]:
+        unusable: dict[str, str] = {}
+        by_cloud: dict[str, list[str]] = {}
+        for zone in zones:
+            try:
+                by_cloud.setdefault(cloud_of_zone(zone), []).append(zone)
+            except ValueError:
+                unusable[zone] = "neither an AWS nor a GCP zone name"
+        for name, its_zones in by_cloud.items():
+            if name in self.clouds:
+                unusable |= self.clouds[name].unusable_zones(its_zones)
+            else:
+                unusable |= {
+                    zone: f"an {name.upper()} zone, and this connection has no {name} cloud" for zone in its_zones
+                }
+        return unusable
+
     def resources(self, tags: dict[str, str] | None = None) -> list[Resource]:
         return [r for cloud in self.clouds.values() for r in cloud.resources(tags)]
 

@@ -50,7 +50,7 @@ def check_deployment_id(value: str | None) -> str:
     value = DEFAULT_DEPLOYMENT if value in (None, "") else str(value)
     if not DEPLOYMENT_ID.fullmatch(value):
         raise ValueError(
-            f"cloud_options.deployment_id {value!r}: use 1-63 lowercase letters, digits and '-', "
+            "cloud_options.deployment_id: use 1-63 lowercase letters, digits and '-', "
             "starting with a letter (e.g. 'prod-airflow'); it tags every resource this Airflow launches"
         )
     return value

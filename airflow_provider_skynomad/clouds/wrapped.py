@@ -69,6 +69,9 @@ class WrappedCloud(Cloud):
     def check(self, zones=None, instance_type=None) -> list[str]:
         return self.inner.check(zones, instance_type)
 
+    def unusable_zones(self, zones: list[str]) -> dict[str, str]:
+        return self.inner.unusable_zones(zones)
+
     def find(self, client_token: str) -> GroupHandle | None:
         call = ApiCall("find", None, None, (client_token,), f"a lookup of launch {client_token}")
         return self.api(call, lambda: self.inner.find(client_token))

@@ -152,11 +152,11 @@ class SkyNomadHook(BaseHook):
             latest = table.latest_observed_at()
             table.close()
         except Exception as exc:  # noqa: BLE001
-            return False, f"market table at {config.display_market_url}: {exc}"
+            return False, config.redact(f"market table at {config.display_market_url}: {exc}")
         try:
             problems = make_cloud(config).check()
         except Exception as exc:  # noqa: BLE001 - a missing extra, refused options, unreachable API
-            return False, f"{config.cloud} cloud: {type(exc).__name__}: {exc}"
+            return False, config.redact(f"{config.cloud} cloud: {type(exc).__name__}: {exc}")
         if problems:
             return False, f"{config.cloud} cloud: " + "; ".join(problems)
         return True, f"market table reachable (newest observation: {latest}); {config.cloud} cloud ready"

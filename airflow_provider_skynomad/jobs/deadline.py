@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 from airflow_provider_skynomad.clouds.base import Cloud
 from airflow_provider_skynomad.jobs.errors import SkyNomadInputError
+from airflow_provider_skynomad.jobs.params import MAX_HOURS
 
 
 def resolve_deadline_hours(deadline, dag, context, config, cloud: Cloud) -> float:
-    """Cloud hours from now to the deadline (negative when it is past).
+    """Cloud hours from now to the deadline (negative when it is past); SkyNomadInputError for a
+    deadline more than a year away, like work of more than a year (a deadline job, not a service).
 
     Relative deadlines count from their anchor (the run's start, or a DeadlineAlert's reference)
     and the wall time already spent since then is subtracted. The simulated cloud accelerates the
@@ -28,6 +31,12 @@ def resolve_deadline_hours(deadline, dag, context, config, cloud: Cloud) -> floa
     elif isinstance(deadline, timedelta):
         anchor, interval = _run_start(context) or now_wall, deadline
     elif isinstance(deadline, (int, float)) and not isinstance(deadline, bool):
+        if math.isnan(float(deadline)):
+            raise SkyNomadInputError("deadline must be a number of hours, a datetime, timedelta or ISO string, got NaN")
+        if float(deadline) > MAX_HOURS:
+            raise _beyond_a_year(f"deadline {float(deadline):g} hours")
+        if float(deadline) < -MAX_HOURS:
+            return float(deadline)  # long past: the runner says so (a timedelta this long would overflow)
         anchor, interval = _run_start(context) or now_wall, timedelta(hours=float(deadline))
     elif isinstance(deadline, str):
         try:
@@ -42,9 +51,22 @@ def resolve_deadline_hours(deadline, dag, context, config, cloud: Cloud) -> floa
         if absolute.tzinfo is None:
             raise SkyNomadInputError(f"deadline {absolute!r} has no time zone; pass an aware datetime (UTC)")
         reference = cloud.now_timestamp().to_pydatetime() if config.cloud == "simulated" else now_wall
-        return (absolute - reference).total_seconds() / 3600.0
+        return _within_a_year((absolute - reference).total_seconds() / 3600.0)
     spent = max(0.0, (now_wall - anchor).total_seconds())
-    return (interval.total_seconds() - spent) / 3600.0
+    return _within_a_year((interval.total_seconds() - spent) / 3600.0)
+
+
+def _within_a_year(hours: float) -> float:
+    if hours > MAX_HOURS:
+        raise _beyond_a_year(f"deadline {hours / 24:,.0f} days away")
+    return hours
+
+
+def _beyond_a_year(what: str) -> SkyNomadInputError:
+    return SkyNomadInputError(
+        f"{what}: a deadline may be at most a year ({MAX_HOURS / 24:.0f} days) away, like work_hours; "
+        "nothing was launched"
+    )
 
 
 def reserve_hours(reserve, config, downstream_median_seconds=None) -> float:

@@ -40,6 +40,7 @@ from airflow_provider_skynomad.jobs.params import JobParams
 from airflow_provider_skynomad.jobs.record import JobRecord, StateStore
 from airflow_provider_skynomad.jobs.stale import StaleGuard, held_rows
 from airflow_provider_skynomad.jobs.summary import deadline_line, format_timeline, job_bill, summarize
+from airflow_provider_skynomad.jobs.usable_zones import leave_out_unusable
 from airflow_provider_skynomad.market.source import MarketInputError, MarketSource, select_markets
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import Decision, Mode
@@ -149,6 +150,10 @@ class JobRunner:
             policy = get_policy(self.params.policy, **self.params.policy_params)
         except (ValueError, TypeError) as exc:
             raise SkyNomadInputError(str(exc)) from exc
+        if not self.params.zones:  # the market table's zones: leave out, and name, those the cloud cannot use
+            selection = replace(
+                selection, zones=leave_out_unusable(self.cloud, selection.zones, self.config.cloud, self.log)
+            )
         self._check_cloud(selection.zones, selection.instance_types)
         since = now - pd.Timedelta(hours=self.params.market_lookback_hours)
         record = JobRecord(

@@ -19,6 +19,7 @@ import pandas as pd
 
 from airflow_provider_skynomad.exceptions import TraceError
 from airflow_provider_skynomad.market.trace_lines import LineBoundError, line_of, open_bounded
+from airflow_provider_skynomad.market.zone_names import zone_problem
 
 COLUMNS = [
     "observed_at",
@@ -77,12 +78,16 @@ def read_observations(path: str | Path, zones: list[str] | None = None) -> pd.Da
     return select_zones(frame, zones, source=str(path))
 
 
-def iter_observations(path: str | Path, chunk_rows: int | None = None) -> Iterator[pd.DataFrame]:
+def iter_observations(
+    path: str | Path, chunk_rows: int | None = None, zone_names: bool = False
+) -> Iterator[pd.DataFrame]:
     """Validated chunks of a trace, in file order, checked across chunks as if read whole.
 
     Each chunk is typed as `validate_observations` returns it; a bad row anywhere raises
     TraceError naming file, line and column when its chunk is reached, so a caller that
     writes chunk by chunk must do it in one transaction (`MarketTable.append_chunks`).
+    `zone_names`: also refuse a row whose zone is not an AWS or GCP zone name, or whose cloud or
+    region is not that zone's (what is stored in the market table is planned on by every job).
     """
     path = Path(path)
     if not path.exists():
@@ -114,6 +119,8 @@ def iter_observations(path: str | Path, chunk_rows: int | None = None) -> Iterat
             if chunk.empty and set(COLUMNS) <= set(chunk.columns):
                 continue
             chunk = validate_observations(chunk, source=str(path), line_numbers=lines)
+            if zone_names:
+                check_zone_names(chunk, where, lines)
             _check_across_chunks(chunk, last_seen, where, lines)
             rows += len(chunk)
             yield chunk
@@ -176,6 +183,19 @@ def _check_across_chunks(
             )
     lasts = chunk.drop_duplicates(["zone", "instance_type"], keep="last")
     last_seen.update(zip(zip(lasts["zone"], lasts["instance_type"], strict=True), lasts["observed_at"], strict=True))
+
+
+def check_zone_names(frame: pd.DataFrame, where: _Where, lines: list[int]) -> None:
+    """TraceError at the first row whose (cloud, region, zone) is not a real cloud's zone and region."""
+    places = frame[["cloud", "region", "zone"]].drop_duplicates()
+    bad = []
+    for i, cloud, region, zone in zip(places.index, places["cloud"], places["region"], places["zone"], strict=True):
+        problem = zone_problem(cloud, region, zone)
+        if problem is not None:
+            bad.append((int(i), problem))
+    if bad:
+        i, (column, words) = min(bad)
+        raise TraceError(f"{where.at(lines[i], column)}: {words}")
 
 
 def select_zones(frame: pd.DataFrame, zones: list[str] | None, source: str = "trace") -> pd.DataFrame:

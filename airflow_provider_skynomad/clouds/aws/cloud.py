@@ -517,8 +517,27 @@ class AwsCloud(Cloud):
 
         return check_aws(self, zones, instance_type)
 
+    def unusable_zones(self, zones: list[str]) -> dict[str, str]:
+        """Names that are not AWS zones, zones without a subnet when subnets are set per zone, and
+        zones of regions the settings do not cover when they are set per region."""
+        from airflow_provider_skynomad.market.zone_names import cloud_of
+
+        regions = self.configured_regions()
+        unusable = {}
+        for zone in zones:
+            if cloud_of(zone) != "aws":
+                unusable[zone] = "not an AWS zone name"
+            elif self.subnets and zone not in self.subnets:
+                unusable[zone] = "cloud_options.subnets has no subnet for it"
+            elif regions and region_of(zone) not in regions:
+                unusable[zone] = f"its region is not one of the configured regions ({', '.join(regions)})"
+        return unusable
+
     def resources(self, tags: dict[str, str] | None = None) -> list[Resource]:
-        """Instances (not terminated), open spot requests and checkpoint prefixes with SkyNomad's tags."""
+        """Instances (not terminated), open spot requests, live EC2 Fleets and launch templates (what a
+        request probe that died left, clouds/aws/probe.py) and checkpoint prefixes with SkyNomad's tags."""
+        from airflow_provider_skynomad.clouds.aws.probe import leftovers
+
         wanted = dict(tags or {})
         filters = [{"Name": "tag-key", "Values": SKYNOMAD_TAG_KEYS}]
         filters += [{"Name": f"tag:{k}", "Values": [v]} for k, v in wanted.items()]
@@ -551,6 +570,7 @@ class AwsCloud(Cloud):
                              r.get("LaunchedAvailabilityZone", ""), rtags.get("skynomad-job", rtags.get(JOB_TAG, "")),
                              rtags, f"spot request {r['State']}")
                 )  # fmt: skip
+            found += leftovers(client, region, SKYNOMAD_TAG_KEYS, wanted)
             bucket = self.store.bucket(region) if self.store.configured else None
             if bucket and bucket not in listed and set(wanted) <= {"skynomad-job"}:
                 listed.add(bucket)  # one bucket for every region: its prefixes are listed once
@@ -573,6 +593,10 @@ class AwsCloud(Cloud):
                 client.cancel_spot_instance_requests(SpotInstanceRequestIds=[resource.id])
             elif resource.kind == "checkpoint":
                 self.store.delete(resource.region, resource.job_id)
+            elif resource.kind in ("fleet", "launch_template"):
+                from airflow_provider_skynomad.clouds.aws.probe import end_leftover
+
+                end_leftover(client, resource)
             else:
                 raise ValueError(f"aws cloud: cannot release a {resource.kind!r}")
         except ClientError as exc:

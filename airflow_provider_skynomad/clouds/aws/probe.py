@@ -26,6 +26,11 @@ history, `DescribeFleetHistory`):
   spotInstanceCountLimitExceeded, ...): the zone fails, naming it.
 - **no answer** in `WAIT_SECONDS`: the fleet is deleted and the zone fails (`ProbeNoAnswer`):
   "no answer" is not "no capacity".
+
+A probe whose process dies between the create and the delete leaves its fleet and template behind
+(their instances carry the probe's tags and are found like any instance). `leftovers` lists both by
+their tags for `skynomad cleanup` (clouds/cleanup.py decides: this deployment's, ``purpose=probe``
+exactly) and `end_leftover` deletes one, a fleet with its instances.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from datetime import UTC, datetime, timedelta
 
 from airflow_provider_skynomad.clouds.aws.ec2 import MIN_BILLED_SECONDS
 from airflow_provider_skynomad.clouds.aws.ec2 import tag_list as _tag_list
-from airflow_provider_skynomad.clouds.base import PROBE_REQUEST, ProbeResult
+from airflow_provider_skynomad.clouds.base import PROBE_REQUEST, ProbeResult, Resource
 from airflow_provider_skynomad.exceptions import ProbeNoAnswer as ProbeNoAnswer
 
 PROBE_ID_TAG = "skynomad:probe-id"
@@ -45,6 +50,8 @@ PROBE_ID_TAG = "skynomad:probe-id"
 WAIT_SECONDS = 15.0  # EC2 answers a request fleet within seconds; longer is treated as no answer
 POLL_SECONDS = 1.0
 ENDED = {"shutting-down", "terminated"}
+LIVE_FLEET_STATES = ("submitted", "active", "modifying")
+"""Fleet states in which a fleet may still launch (EC2 keeps a deleted fleet listed for a while)."""
 CAPACITY_WORDS = ("insufficientinstancecapacity", "insufficient capacity", "capacity-not-available", "no spot capacity")
 """A history event whose description contains one of these (lowercased) says "no capacity". EC2
 documents the event sub-types, not the descriptions' wording: this match is an assumption."""
@@ -222,3 +229,53 @@ def _end_what_the_fleet_launched(client, zone: str, probe_id: str, known: set[st
                 f"({exc.response.get('Error', {}).get('Code', exc)}); `skynomad cleanup` finds them by tag"
             ) from exc
     return sorted(set(states) - known)
+
+
+def leftovers(client, region: str, tag_keys: list[str], wanted: dict[str, str]) -> list[Resource]:
+    """The region's live fleets and launch templates carrying one of `tag_keys` and every `wanted`
+    tag, matched here: DescribeFleets filters by state and type, not by tag, and an account holds
+    few templates (moto's ``tag-key`` filter with several keys also wants all of them)."""
+    found: list[Resource] = []
+    pages = client.get_paginator("describe_fleets").paginate(
+        Filters=[{"Name": "fleet-state", "Values": list(LIVE_FLEET_STATES)}]
+    )
+    for fleet in (f for page in pages for f in page.get("Fleets", [])):
+        tags = {t["Key"]: t["Value"] for t in fleet.get("Tags", [])}
+        if fleet.get("FleetState") not in LIVE_FLEET_STATES or not _tagged(tags, tag_keys, wanted):
+            continue
+        overrides = [o for c in fleet.get("LaunchTemplateConfigs", []) for o in c.get("Overrides", [])]
+        zone = next((o["AvailabilityZone"] for o in overrides if o.get("AvailabilityZone")), "")
+        detail = f"EC2 Fleet ({fleet.get('Type', '?')}) {fleet['FleetState']}"
+        found.append(Resource("aws", "fleet", fleet["FleetId"], region, zone, _job_of(tags), tags, detail))
+    for page in client.get_paginator("describe_launch_templates").paginate():
+        for template in page.get("LaunchTemplates", []):
+            tags = {t["Key"]: t["Value"] for t in template.get("Tags", [])}
+            if not _tagged(tags, tag_keys, wanted):
+                continue
+            detail = f"launch template {template.get('LaunchTemplateName', '')}"
+            found.append(
+                Resource(
+                    "aws", "launch_template", template["LaunchTemplateId"], region, "", _job_of(tags), tags, detail
+                )
+            )
+    return found
+
+
+def end_leftover(client, resource: Resource) -> None:
+    """Delete a leftover fleet (terminating its instances) or launch template; one already gone is fine."""
+    if resource.kind == "launch_template":
+        client.delete_launch_template(LaunchTemplateId=resource.id)
+        return
+    answer = client.delete_fleets(FleetIds=[resource.id], TerminateInstances=True)
+    for failed in answer.get("UnsuccessfulFleetDeletions", []):
+        error = failed.get("Error", {})
+        if error.get("Code") != "fleetIdDoesNotExist":
+            raise RuntimeError(f"EC2 did not delete fleet {resource.id}: {error.get('Code')}: {error.get('Message')}")
+
+
+def _tagged(tags: dict[str, str], keys: list[str], wanted: dict[str, str]) -> bool:
+    return any(k in tags for k in keys) and all(tags.get(k) == v for k, v in wanted.items())
+
+
+def _job_of(tags: dict[str, str]) -> str:
+    return tags.get("skynomad-job", tags.get("skynomad:job-id", ""))

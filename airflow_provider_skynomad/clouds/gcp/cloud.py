@@ -426,6 +426,20 @@ class GcpCloud(Cloud):
         url = CONSOLE_URL.format(zone=handle.zone, instance_id=handle.instance_ids[0])
         return f"{url}?project={self.project_id}" if self.project_id else url
 
+    def unusable_zones(self, zones: list[str]) -> dict[str, str]:
+        """Names that are not GCP zones, and zones of regions the settings do not cover when they are
+        set per region."""
+        from airflow_provider_skynomad.market.zone_names import cloud_of
+
+        regions = self.configured_regions()
+        unusable = {}
+        for zone in zones:
+            if cloud_of(zone) != "gcp":
+                unusable[zone] = "not a GCP zone name"
+            elif regions and region_of(zone) not in regions:
+                unusable[zone] = f"its region is not one of the configured regions ({', '.join(regions)})"
+        return unusable
+
     def check(self, zones: list[str] | None = None, instance_type: str | None = None) -> list[str]:
         from airflow_provider_skynomad.clouds.gcp.check import check
 

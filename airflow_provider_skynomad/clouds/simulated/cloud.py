@@ -713,6 +713,11 @@ class SimulatedCloud(Cloud):
         """`job_id`'s directory in `zone` (its checkpoint store is `checkpoint_dir`)."""
         return self.state_dir / "jobs" / _check_job_id(job_id) / zone
 
+    def unusable_zones(self, zones: list[str]) -> dict[str, str]:
+        """Zones its trace does not have: it can launch nowhere else."""
+        known = {market.zone for market in self.market.grid.markets}
+        return {zone: "not a zone of the simulated cloud's trace" for zone in zones if zone not in known}
+
     def checkpoint_dir(self, job_id: str, zone: str) -> Path:
         """`job_id`'s checkpoint store in `zone`: the agent's `file://` prefix (docs/agent.md)."""
         return self.job_dir(job_id, zone) / "checkpoint"

@@ -174,8 +174,8 @@ def _large_trace(path: Path, zones: int = 12, steps: int = 5000) -> int:
             {
                 "observed_at": times,
                 "cloud": "gcp",
-                "region": f"region{z}",
-                "zone": f"region{z}-a",
+                "region": f"us-region{z}",
+                "zone": f"us-region{z}-a",
                 "instance_type": "a3-highgpu-1g",
                 "accelerator": "H100",
                 "accelerator_count": 1,
@@ -195,7 +195,7 @@ def test_large_import_with_a_bad_last_row_writes_nothing(market_url, tmp_path, c
     trace = tmp_path / "large.csv"
     rows = _large_trace(trace)
     with trace.open("a") as f:
-        f.write("2030-01-01T00:00:00Z,gcp,region0,region0-a,a3-highgpu-1g,H100,1,16,17,2.5,10.25\n")
+        f.write("2030-01-01T00:00:00Z,gcp,us-region0,us-region0-a,a3-highgpu-1g,H100,1,16,17,2.5,10.25\n")
     assert skynomad("market", "import", "--trace", str(trace), "--url", market_url) == 2
     err = capsys.readouterr().err
     assert f"line {rows + 2}, column 'available'" in err and "nothing was written" in err, err
@@ -209,7 +209,7 @@ def test_large_import_failing_in_the_database_midway_writes_nothing(market_url, 
     rows = _large_trace(trace)
     table = MarketTable(market_url)
     table.create()
-    refuse = "region7-a"  # rows of this zone come after 35 000 others
+    refuse = "us-region7-a"  # rows of this zone come after 35 000 others
     with table.engine.begin() as conn:
         if table.dialect == "sqlite":
             conn.exec_driver_sql(
@@ -231,3 +231,33 @@ def test_large_import_failing_in_the_database_midway_writes_nothing(market_url, 
     with MarketTable(market_url) as t:
         assert len(t.read()) == 0
     assert rows == 60_000
+
+
+# -- issue 31, break 7: a name that is not a zone name is not stored --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("row", "where", "says"),
+    [
+        (ROW2.replace("us-central1-a", "ζ" * 300), "column 'zone'", "is not a zone name"),
+        (ROW2.replace("us-central1-a", "us-central1-a" + "b" * 60), "column 'zone'", "is not a zone name"),
+        (ROW2.replace("us-central1-a", "US-CENTRAL1-A").replace("us-central1,", "US-CENTRAL1,"), "column 'zone'", ""),
+        (ROW2.replace("us-central1-a", "us-central١-a"), "column 'zone'", "lowercase ASCII"),  # a non-ASCII digit
+        (ROW2.replace("us-central1-a", "us-east-1a").replace("us-central1,", "us-east-1,"), "column 'cloud'", "'aws'"),
+        (ROW2.replace("gcp,us-central1,", "gcp,europe-west4,"), "column 'region'", "expected 'us-central1'"),
+    ],
+    ids=["300-unicode", "too-long", "uppercase", "unicode-digit", "wrong-cloud", "wrong-region"],
+)
+def test_break_7_market_import_refuses_a_name_that_is_not_a_zone_with_file_and_line(
+    market_url, tmp_path, capsys, row, where, says
+):
+    kept = _write(tmp_path / "kept.csv", HEADER, ROW)
+    assert skynomad("market", "import", "--trace", str(kept), "--url", market_url) == 0
+    capsys.readouterr()
+    bad = _write(tmp_path / "bad.csv", HEADER, ROW.replace("T00:10", "T00:05"), row)
+    assert skynomad("market", "import", "--trace", str(bad), "--url", market_url) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}, line 3, {where}" in err and says in err and "nothing was written" in err, err
+    assert len(err) < 400, err  # a 300-character name is not echoed whole
+    with MarketTable(market_url) as t:  # what was stored before is all still there, and nothing more
+        assert t.zones() == ["us-central1-a"] and len(t.read()) == 1

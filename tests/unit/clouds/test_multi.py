@@ -144,3 +144,20 @@ def test_a_copy_across_clouds_moves_the_newest_complete_checkpoint_between_their
     assert (restored / "weights.bin").read_bytes() == b"\x00\x01" * 1000
     assert target.read_progress()["step"] == 7
     assert aws.calls == [] and gcp.calls == []  # neither cloud's own copy was asked
+
+
+def test_each_cloud_names_the_zones_it_cannot_use_from_its_settings_alone():
+    from airflow_provider_skynomad.clouds.aws.cloud import AwsCloud
+    from airflow_provider_skynomad.clouds.gcp.cloud import GcpCloud
+
+    aws = AwsCloud(subnets={"us-east-1a": "subnet-1"})
+    gcp = GcpCloud(project_id="p", source_instance_template={"us-central1": "tpl"})
+    zones = ["us-east-1a", "us-east-1b", "us-central1-a", "europe-west4-a", "ζ" * 300]
+    assert sorted(aws.unusable_zones(zones)) == ["europe-west4-a", "us-central1-a", "us-east-1b", "ζ" * 300]
+    assert "no subnet" in aws.unusable_zones(zones)["us-east-1b"]
+    assert sorted(gcp.unusable_zones(zones)) == ["europe-west4-a", "us-east-1a", "us-east-1b", "ζ" * 300]
+    assert "configured regions (us-central1)" in gcp.unusable_zones(zones)["europe-west4-a"]
+    multi = MultiCloud({"gcp": gcp})
+    said = multi.unusable_zones(zones)
+    assert sorted(said) == ["europe-west4-a", "us-east-1a", "us-east-1b", "ζ" * 300]
+    assert "no aws cloud" in said["us-east-1a"] and "neither" in said["ζ" * 300]

@@ -492,3 +492,14 @@ def test_absolute_deadline_on_the_simulated_clock(cloud, now):
     config = SkyNomadConfig(market_url="sqlite://", cloud="simulated")
     deadline = (now + pd.Timedelta(hours=12)).to_pydatetime()
     assert resolve_deadline_hours(deadline, None, {}, config, cloud) == pytest.approx(12.0)
+
+
+@pytest.mark.parametrize(
+    "deadline",
+    [timedelta(days=999_999_999), timedelta(days=367), 1e30, float("inf"), "9999-12-31T00:00:00Z"],
+    ids=["999999999-days", "367-days", "1e30-hours", "infinite-hours", "year-9999"],
+)
+def test_break_7_a_deadline_beyond_a_year_is_refused_like_work_beyond_a_year(cloud, deadline):
+    """Issue 31: a deadline of 999,999,999 days launched; work of as long was refused."""
+    _refused(make_op(deadline=deadline), cloud, FakeStore(), "deadline .* at most a year")
+    _refused(make_op(work_hours=24.0 * 367, deadline=timedelta(days=1)), cloud, FakeStore(), "work_hours")

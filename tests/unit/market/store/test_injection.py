@@ -1,8 +1,10 @@
 """Zone, region, instance-type and accelerator names reach SQL only as bound parameters (or COPY data).
 
-SQL written into those names goes in through `skynomad market import` (both the small path and
-the bulk COPY path), comes back through `read`, `latest_observed_at`, `select_markets`, `export`
-and `compact` as the same text, and the tables stay as they were: on SQLite and on PostgreSQL.
+SQL written into those names goes in through the table's writes (both the small path and the bulk
+COPY path; `skynomad market import` refuses a zone that is not a zone name, so the names come
+from a trace file read as the import reads it), comes back through `read`, `latest_observed_at`,
+`select_markets`, `export` and `compact` as the same text, and the tables stay as they were: on
+SQLite and on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -17,7 +19,12 @@ from hypothesis import strategies as st
 from sqlalchemy import inspect, select
 
 from airflow_provider_skynomad.cli.market import add_market_commands
-from airflow_provider_skynomad.market.observations import COLUMNS, read_observations, write_observations
+from airflow_provider_skynomad.market.observations import (
+    COLUMNS,
+    iter_observations,
+    read_observations,
+    write_observations,
+)
 from airflow_provider_skynomad.market.source import select_markets
 from airflow_provider_skynomad.market.store.retention import compact
 from airflow_provider_skynomad.market.store.table import MarketTable, schema_version
@@ -84,9 +91,10 @@ def test_sql_in_names_is_stored_and_read_back_as_text(market_url, tmp_path, caps
     trace = tmp_path / "trace.csv"
     frame = _frame(name, steps)
     write_observations(frame, trace)
-    assert skynomad("market", "import", "--trace", str(trace), "--url", market_url) == 0
-    assert f"imported {len(frame)} new rows" in capsys.readouterr().out
+    assert skynomad("market", "import", "--trace", str(trace), "--url", market_url) == 2
+    assert "is not a zone name" in capsys.readouterr().err
     with MarketTable(market_url) as table:
+        assert table.append_chunks(iter_observations(trace), source=str(trace), validated=True) == len(frame)
         _intact(table, len(frame))
         assert table.zones() == sorted([name, "clean-0"])
         mine = table.read(zones=[name])
