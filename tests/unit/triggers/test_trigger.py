@@ -159,6 +159,7 @@ def test_an_outcome_is_held_until_the_workers_hold_has_passed(world):
 
 def test_a_copy_that_lost_control_ends_without_an_event(world):
     """Two copies of one trigger (a triggerer failover): the one started last controls the job."""
+    from airflow_provider_skynomad.jobs.record import task_key_of
     from airflow_provider_skynomad.jobs.table import JobTable, TableStore
 
     trigger, store = _started(policy="eager-failover")
@@ -167,7 +168,8 @@ def test_a_copy_that_lost_control_ends_without_an_event(world):
 
     def take_over_then_preempt():
         with JobTable() as jobs:
-            TableStore.take(jobs, latest(store)["job_id"], owner="trigger-elsewhere")
+            job_id = latest(store)["job_id"]
+            TableStore.take(jobs, job_id, owner="trigger-elsewhere", task_key=task_key_of(job_id))
         world.status[first.client_token] = GroupStatus.PREEMPTED
 
     async def run():

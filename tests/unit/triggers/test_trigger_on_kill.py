@@ -91,7 +91,7 @@ def test_a_launch_in_flight_is_terminated_too_when_it_exists(cloud, monkeypatch)
     with JobTable() as jobs:
         stored = jobs.load(trigger.args.job_id)
         stored.record.pending = PendingLaunch(request, Option("us-east4-b", Mode.ON_DEMAND), 1.0)
-        jobs.put(stored.record, owner="trigger-test")
+        jobs.put(stored.record, owner="trigger-test", task_key=trigger.args.task.key)
     _states(monkeypatch, {"r": {"job": "failed"}})
     asyncio.run(trigger.on_kill())
     assert sorted(cloud.terminated) == sorted([_token(cloud), request.client_token])
