@@ -59,3 +59,28 @@ def test_a_worker_retry_takes_the_job_back_from_a_stale_controller(market_url):
 def test_taking_a_job_without_a_record_says_so(market_url):
     with JobTable(market_url) as table, pytest.raises(ControlLost, match="no record"):
         TableStore.take(table, f"{KEY}-missing1", owner="trigger-a", task_key=KEY)
+
+
+def test_break_1_a_write_for_another_task_is_refused_and_nothing_is_written(market_url):
+    """A job id taken from task state (which others can write) cannot make one task's writer
+    overwrite, save over or take control of another task's row: each write states its task key."""
+    from airflow_provider_skynomad.jobs.errors import SkyNomadInputError
+
+    other = "sn-fedcba9876543210"  # another task instance's key
+    with JobTable(market_url) as table:
+        record = _record()
+        table.put(record, owner="worker try 1", task_key=KEY)
+        before = table.load(record.job_id)
+        forged = _record()
+        forged.seq = 99
+        with pytest.raises(SkyNomadInputError, match="belongs to another task instance .*nothing was written"):
+            table.put(forged, owner="worker try 2", task_key=other)
+        with pytest.raises(SkyNomadInputError, match="another task instance"):
+            table.save(forged, before.version, owner="worker try 2", task_key=other)
+        with pytest.raises(SkyNomadInputError, match="another task instance"):
+            table.claim(record.job_id, before.version, owner="trigger-x", task_key=other)
+        with pytest.raises(SkyNomadInputError, match="another task instance"):
+            TableStore.take(table, record.job_id, owner="trigger-x", task_key=other)
+        after = table.load(record.job_id)
+        assert (after.version, after.owner, after.record.seq) == (before.version, before.owner, before.record.seq)
+        assert table.load(f"{other}-00000001") is None  # nor a row under the other key

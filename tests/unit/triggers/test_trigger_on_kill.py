@@ -95,3 +95,14 @@ def test_a_launch_in_flight_is_terminated_too_when_it_exists(cloud, monkeypatch)
     _states(monkeypatch, {"r": {"job": "failed"}})
     asyncio.run(trigger.on_kill())
     assert sorted(cloud.terminated) == sorted([_token(cloud), request.client_token])
+
+
+def test_break_1_an_ended_task_s_trigger_never_ends_another_task_s_job(cloud, monkeypatch):
+    """Arguments whose task does not own their job id end nothing, whatever the task's state."""
+    victim = _trigger(cloud)
+    kwargs = victim.serialize()[1]
+    foreign = SkyNomadTrigger(**{**kwargs, "task": {**kwargs["task"], "run_id": "attacker_run"}})
+    foreign.task_instance = SimpleNamespace(dag_id="d", run_id="r", task_id="job", map_index=-1)
+    _states(monkeypatch, {"r": {"job": "failed"}})
+    asyncio.run(foreign.on_kill())
+    assert cloud.terminated == []
