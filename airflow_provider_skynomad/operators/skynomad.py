@@ -130,6 +130,13 @@ class SkyNomadOperator(BaseOperator):
     """
 
     template_fields = ("command", "env", "zones", "regions", "deadline", "work_hours")
+
+    @classmethod
+    def get_serialized_fields(cls):
+        """Airflow's fields, and the connection: the job page reads a task's job from the connection
+        its DAG declares (the serialized task), never from one named in task state."""
+        return super().get_serialized_fields() | {"skynomad_conn_id"}
+
     operator_extra_links = (SkyNomadGroupLink(), SkyNomadJobLink())
     ui_color = "#e8f4fd"
 
