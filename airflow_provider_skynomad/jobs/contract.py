@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import asdict, dataclass
 
-from airflow_provider_skynomad.jobs.errors import ForeignJob
+from airflow_provider_skynomad.jobs.errors import SkyNomadInputError
 from airflow_provider_skynomad.jobs.params import JobParams
 from airflow_provider_skynomad.jobs.record import job_id_for, task_key_for, task_key_of
 
@@ -50,10 +50,10 @@ class TaskIdentity:
         return isinstance(job_id, str) and task_key_of(job_id) == self.key
 
     def check_owns(self, job_id: str | None, where: str) -> str:
-        """`job_id` when it is this task instance's job, else `ForeignJob` naming `where` it was found."""
+        """`job_id` when it is this task instance's job, else `SkyNomadInputError` naming `where` it was found."""
         if self.owns(job_id):
             return job_id
-        raise ForeignJob(
+        raise SkyNomadInputError(
             f"{where} names SkyNomad job {shown_id(job_id)}, which is not this task's job (task "
             f"{self.dag_id}/{self.run_id}/{self.task_id}[{self.map_index}] starts jobs {self.key}-*): nothing was "
             "terminated, launched or written. Clear this task's state (task_state_store) to start a new job."

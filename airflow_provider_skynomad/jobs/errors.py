@@ -24,13 +24,3 @@ class SkyNomadInputError(SkyNomadError, AirflowFailException, ValueError):
 
 class SkyNomadDeadlineMissed(SkyNomadError, AirflowFailException):
     """The job finished after its deadline (`on_deadline_miss="fail"`): downstream must not run as if on time."""
-
-
-class ForeignJob(SkyNomadInputError):
-    """A job id that does not belong to the task instance at hand (DESIGN.md §8): nothing is done with it.
-
-    Task state can be written by any user allowed to write the task's DAG (Airflow's public
-    task-state route), so a job id found there, in an event or in a row is only a pointer: it is
-    followed only when its task key (`clouds.tags.task_key_of`) is the task's own. An input error:
-    a retry would find the same pointer.
-    """

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from sqlalchemy import Column, Integer, MetaData, String, Table, Text, insert, select, update
 from sqlalchemy.engine import URL
 
-from airflow_provider_skynomad.jobs.errors import ControlLost, ForeignJob
+from airflow_provider_skynomad.jobs.errors import ControlLost, SkyNomadInputError
 from airflow_provider_skynomad.jobs.record import JobRecord, task_key_of
 from airflow_provider_skynomad.market.store.database import MarketDatabase, UtcDateTime
 
@@ -108,7 +108,9 @@ class JobTable(MarketDatabase):
             return None
         record = JobRecord.from_dict(json.loads(row.record))
         if record.job_id != job_id:
-            raise ForeignJob(f"the job record table's row of SkyNomad job {job_id} holds job {record.job_id}'s record")
+            raise SkyNomadInputError(
+                f"the job record table's row of SkyNomad job {job_id} holds job {record.job_id}'s record"
+            )
         return StoredRecord(record, int(row.version), str(row.owner))
 
     def save(self, record: JobRecord, version: int, owner: str, *, task_key: str) -> int:
@@ -173,7 +175,9 @@ class TableStore:
 
     def save(self, record: JobRecord) -> None:
         if record.job_id != self.job_id:
-            raise ForeignJob(f"the controller of SkyNomad job {self.job_id} was asked to write job {record.job_id}")
+            raise SkyNomadInputError(
+                f"the controller of SkyNomad job {self.job_id} was asked to write job {record.job_id}"
+            )
         self.version = self.table.save(record, self.version, self.owner, task_key=self.task_key)
 
     def check(self) -> None:
@@ -186,9 +190,9 @@ class TableStore:
 
 
 def check_task_key(job_id: str, task_key: str) -> None:
-    """`ForeignJob` unless `job_id` is a job of the task instance whose key is `task_key`."""
+    """`SkyNomadInputError` unless `job_id` is a job of the task instance whose key is `task_key`."""
     if not task_key or task_key_of(job_id) != task_key:
-        raise ForeignJob(
+        raise SkyNomadInputError(
             f"refusing to write SkyNomad job {str(job_id)[:80]!r} for task {task_key!r}: the job belongs to another "
             "task instance (its id begins with its task's key); nothing was written"
         )
