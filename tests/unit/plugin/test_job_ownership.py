@@ -133,3 +133,20 @@ def test_break_2_a_page_view_creates_no_table_in_the_declared_database(client, s
     response = client.get(job_url(*key), **as_user("admin"))
     assert response.status_code == 200 and "running for 4.50 h" in text(response.text)
     assert tables(path) == {"unrelated"} if exists else not path.exists()
+
+
+def test_a_markets_page_view_creates_no_live_status_or_spend_table(client, seeded, tmp_path):
+    """The markets page reads what jobs and probes published beside the market table; where nothing
+    was published yet it shows nothing held and no spend, and leaves the database as it found it."""
+    from tests.support.plugin_seed import simulated_cloud_market
+
+    url, extra = simulated_cloud_market(tmp_path)
+    before = tables(tmp_path / "market.db")
+    from airflow.models.connection import Connection
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        session.add(Connection(conn_id="skynomad_untouched", conn_type="skynomad", extra=json.dumps(extra)))
+    response = client.get("/skynomad/markets", params={"conn_id": "skynomad_untouched"}, **as_user("admin"))
+    assert response.status_code == 200 and ": 3 markets." in response.text
+    assert "job_live_status" not in before and tables(tmp_path / "market.db") == before
