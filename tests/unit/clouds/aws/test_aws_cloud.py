@@ -608,3 +608,16 @@ def test_break_5_an_aws_connection_without_a_signing_secret_launches_nothing(mot
     listed = boto3.client("s3").list_objects_v2(Bucket="ckpt-us-east-1", Prefix=f"skynomad/{P}nokey/")
     assert listed.get("KeyCount", 0) == 0  # not even the owner record
     assert any("checkpoint_signing_secret" in p for p in unsigned.check([ZONE]))
+
+
+def test_break_5_the_copy_falls_back_as_restore_does(signed, tmp_path):
+    """A newest checkpoint with a file gone is skipped by the copy for the one before, as restore skips it."""
+    job = f"{P}b5f"
+    upload(signed, job, ZONE, tmp_path, 3, b"older")
+    upload(signed, job, ZONE, tmp_path, 4, b"newest")
+    boto3.client("s3").delete_object(Bucket="ckpt-us-east-1", Key=f"skynomad/{job}/checkpoints/0000000002/files/who")
+    assert restored(signed, job, ZONE, tmp_path / "source") == b"older"
+    assert signed.copy_checkpoint(ZONE, "us-west-2a", 1.0, job_id=job) is True
+    assert restored(signed, job, "us-west-2a", tmp_path / "target") == b"older"
+    moved = signed.launch(request("b5f", count=1, zone="us-west-2a", region=WEST, job_id="b5f"))
+    assert signed.progress(moved) == pytest.approx(0.3)  # the copied checkpoint's, not the broken newer one's
