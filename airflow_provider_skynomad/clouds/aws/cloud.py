@@ -10,12 +10,15 @@
 - user data: a boot script (clouds/aws/boot.py) that runs the workload under the agent against the
   region's checkpoint prefix and powers off; no credential ever goes into it.
 - poll: ``Server.SpotInstanceTermination`` (or ``Server.SpotInstanceShutdown``) on any member →
-  preempted; members that shut down by themselves → the agent's run record in S3
-  (``runs/<client token>.json``) says finished, failed or preempted; a user's terminate →
-  terminated; anything else (``Server.InternalError``, ...) → failed.
+  preempted, whatever a run record says; members that shut down by themselves → the agent's run
+  record in S3 (``runs/<client token>.json``, counted only if it verifies with the job's key) says
+  finished, failed or preempted; a user's terminate → terminated; anything else
+  (``Server.InternalError``, ...) → failed.
+- signing: a launch needs ``checkpoint_signing_secret``; progress, run records and checkpoints
+  count only when they verify with the job's key derived from it (agent/signing.py).
 - checkpoints (clouds/aws/store.py): one bucket per region (``checkpoint_bucket`` with
-  ``{region}``; a move copies the newest complete checkpoint, and a launch brings it into its
-  region's bucket before the instances boot) or one bucket for all.
+  ``{region}``; a move copies the newest checkpoint the agent would restore, and a launch brings
+  it into its region's bucket before the instances boot) or one bucket for all.
 - probe: by ``launch`` (asks for the gang size, terminates what it got at once; EC2 bills at least
   60 s per instance) or by ``request`` (an EC2 Fleet of type request deleted as soon as EC2
   answers: clouds/aws/probe.py, docs/probing.md); on-demand prices come from the price table (market/prices.py).
@@ -43,7 +46,7 @@ from airflow_provider_skynomad.clouds.base import (
     Signal,
     check_probe_kind,
 )
-from airflow_provider_skynomad.clouds.boot_env import job_checkpoint_key
+from airflow_provider_skynomad.clouds.boot_env import job_checkpoint_key, signing_secret_problem
 from airflow_provider_skynomad.clouds.tags import DEPLOYMENT, OWNER_RECORD, check_deployment_id, owner_record
 from airflow_provider_skynomad.clouds.zones import aws_region_of as region_of
 
@@ -111,8 +114,9 @@ class AwsCloud(Cloud):
         tag on every instance, volume, spot request and probe, and in every job's owner record
         (clouds/tags.py). `skynomad cleanup` touches nothing tagged with another; give each Airflow
         that shares the account its own.
-    :param checkpoint_signing_secret: the deployment's secret each job's manifest key is derived
-        from (docs/agent.md, "Checkpoint signatures"); without it manifests are not signed.
+    :param checkpoint_signing_secret: the deployment's secret each job's key is derived from
+        (docs/agent.md, "Checkpoint signatures"): required to launch a job, since its instances'
+        checkpoints, progress and run records count only when they verify with that key.
     """
 
     name = "aws"
@@ -192,7 +196,7 @@ class AwsCloud(Cloud):
 
     @property
     def store(self) -> JobStore:
-        return JobStore(self.s3, self.checkpoint_bucket, self.checkpoint_prefix)
+        return JobStore(self.s3, self.checkpoint_bucket, self.checkpoint_prefix, key_of=self.checkpoint_key)
 
     def template_for(self, region: str) -> tuple[str | None, str]:
         return _per_region(self.launch_template, region), self.launch_template_version
@@ -274,6 +278,9 @@ class AwsCloud(Cloud):
     def launch(self, request: LaunchRequest) -> GroupHandle:
         from botocore.exceptions import ClientError
 
+        unsigned = signing_secret_problem(self._signing_secret)
+        if unsigned:
+            raise ValueError(f"aws cloud: {unsigned}")
         client = self.ec2(request.region)
         existing = self._find_in(client, request.client_token, request.region)
         if existing is not None:
@@ -392,8 +399,8 @@ class AwsCloud(Cloud):
         return CheckpointStore(uri, backend=open_backend(uri, self.s3(region)), key=self.checkpoint_key(job_id))
 
     def checkpoint_key(self, job_id: str) -> bytes | None:
-        """The job's manifest key (docs/agent.md), None without a signing secret."""
-        return job_checkpoint_key(self._signing_secret, job_id)
+        """The job's key (docs/agent.md), None without a signing secret (or a job id)."""
+        return job_checkpoint_key(self._signing_secret, job_id) if job_id else None
 
     def output_location(self, job_id: str, zone: str) -> str | None:
         if not self.store.configured or not job_id:
@@ -515,7 +522,8 @@ class AwsCloud(Cloud):
         """See clouds/aws/check.py: describe calls only, every problem naming its setting."""
         from airflow_provider_skynomad.clouds.aws.check import check_aws
 
-        return check_aws(self, zones, instance_type)
+        unsigned = signing_secret_problem(self._signing_secret)
+        return [*([unsigned] if unsigned else []), *check_aws(self, zones, instance_type)]
 
     def unusable_zones(self, zones: list[str]) -> dict[str, str]:
         """Names that are not AWS zones, zones without a subnet when subnets are set per zone, and

@@ -15,7 +15,7 @@ moto = pytest.importorskip("moto")
 from airflow_provider_skynomad.clouds.aws.boot import UserDataError  # noqa: E402
 from airflow_provider_skynomad.clouds.aws.cloud import AwsCloud  # noqa: E402
 from airflow_provider_skynomad.clouds.base import CapacityError, GroupStatus, LaunchRequest  # noqa: E402
-from tests.support.aws_fixtures import BUCKET, account, amazon_image, put_checkpoint  # noqa: E402
+from tests.support.aws_fixtures import BUCKET, SIGNING_SECRET, account, amazon_image, put_checkpoint  # noqa: E402
 
 REGION, ZONE, WEST = "us-east-1", "us-east-1a", "us-west-2"
 ZONES = {REGION: ["us-east-1a", "us-east-1b"], WEST: ["us-west-2a"]}
@@ -42,7 +42,8 @@ def moto_env():
 def aws(moto_env):
     """One AwsCloud for the module: it keeps only its clients (each costs a second to make through the
     Airflow hook), no job state. A test that patches a client does it with `monkeypatch` or `listen`."""
-    return AwsCloud(aws_conn_id="aws_default", checkpoint_bucket=BUCKET, **moto_env.cloud_options())
+    options = {**moto_env.cloud_options(), "checkpoint_signing_secret": SIGNING_SECRET}
+    return AwsCloud(aws_conn_id="aws_default", checkpoint_bucket=BUCKET, **options)
 
 
 @pytest.fixture
@@ -136,6 +137,7 @@ def test_instances_and_volumes_carry_the_job_tags(aws):
 def test_image_instead_of_a_template_and_an_arn_profile(moto_env):
     aws = AwsCloud(
         checkpoint_bucket=BUCKET,
+        checkpoint_signing_secret=SIGNING_SECRET,
         image_id=moto_env.images,
         subnets=moto_env.subnets,
         instance_profile=moto_env.profile_arn,
@@ -233,9 +235,7 @@ def test_a_self_shutdown_is_told_by_the_agents_run_record(aws, monkeypatch, outc
             "exit_code": 1 if outcome == "failed" else 0,
             "stderr_tail": ["Traceback", "boom"],
         }
-        boto3.client("s3").put_object(
-            Bucket="ckpt-us-east-1", Key=f"skynomad/{P}sn/runs/{P}sn-1.json", Body=json.dumps(record)
-        )
+        aws.checkpoint_store(f"{P}sn", ZONE).write_run(f"{P}sn-1", record)  # as the job's agent writes it
     _ended(aws, monkeypatch, ["Client.InstanceInitiatedShutdown"])
     assert aws.poll(handle) is status
     if outcome == "failed":
@@ -282,7 +282,7 @@ def test_copy_moves_only_the_newest_complete_checkpoint(aws):
 
 def test_one_bucket_for_every_region_copies_nothing_but_counts_the_move(moto_env):
     boto3.client("s3").create_bucket(Bucket="ckpt-all")
-    aws = AwsCloud(checkpoint_bucket="ckpt-all", **moto_env.cloud_options())
+    aws = AwsCloud(checkpoint_bucket="ckpt-all", checkpoint_signing_secret=SIGNING_SECRET, **moto_env.cloud_options())
     assert aws.copy_checkpoint("us-east-1a", "us-west-2a", 1.0, job_id=f"{P}job-a") is False
     put_checkpoint(boto3.client("s3"), "ckpt-all", f"{P}job-a", 1, {"model.pkl": b"one"})
     assert aws.copy_checkpoint("us-east-1a", "us-west-2a", 1.0, job_id=f"{P}job-a") is True
@@ -493,3 +493,131 @@ def test_a_request_probe_needs_an_image_and_launch_probes_keep_their_meaning(aws
         bare.probe(REGION, ZONE, "g4dn.xlarge", 1, kind="request")
     with pytest.raises(ValueError, match="cannot probe by 'offer'"):
         aws.probe(REGION, ZONE, "g4dn.xlarge", 1, kind="offer")
+
+
+# -- what an instance writes is evidence, not truth (issue 31, breaks 4 and 5) --------------------
+
+SIGNING = SIGNING_SECRET
+
+
+@pytest.fixture(scope="module")
+def signed(moto_env):
+    """An AwsCloud whose connection has a signing secret (the default a real cloud needs)."""
+    options = moto_env.cloud_options()
+    return AwsCloud(aws_conn_id="aws_default", checkpoint_bucket=BUCKET, checkpoint_signing_secret=SIGNING, **options)
+
+
+def upload(cloud, job_id: str, zone: str, tmp_path, step: int, marker: bytes) -> int:
+    """A checkpoint written the way the job's own agent writes it (signed with the job's key)."""
+    from airflow_provider_skynomad.agent.snapshot import hash_all
+
+    staged = tmp_path / f"staged-{step}-{marker.hex()}"
+    staged.mkdir()
+    (staged / "who").write_bytes(marker)
+    return cloud.checkpoint_store(job_id, zone).upload_checkpoint(staged, hash_all(staged), step, 10)
+
+
+def forge(region: str, job_id: str, seq: int, key: bytes | None) -> None:
+    """A complete checkpoint `seq` claiming the job done, planted in the job's prefix."""
+    import hashlib
+
+    from airflow_provider_skynomad.agent.signing import sign
+
+    s3, bucket = boto3.client("s3", region_name=region), BUCKET.format(region=region)
+    base = f"skynomad/{job_id}/checkpoints/{seq:010d}"
+    s3.put_object(Bucket=bucket, Key=f"{base}/files/who", Body=b"forged")
+    files = [{"path": "who", "size": 6, "sha256": hashlib.sha256(b"forged").hexdigest()}]
+    manifest = {"format": 1, "seq": seq, "step": 10, "total_steps": 10, "files": files, "created_at": "x"}
+    body = manifest if key is None else sign(manifest, key)
+    s3.put_object(Bucket=bucket, Key=f"{base}/MANIFEST.json", Body=json.dumps(body).encode())
+
+
+def restored(cloud, job_id: str, zone: str, tmp_path) -> bytes | None:
+    """What the job's agent would restore in `zone`, by its marker file."""
+    found = cloud.checkpoint_store(job_id, zone).restore(tmp_path / "restored", tmp_path / "scratch")
+    return None if found is None else (tmp_path / "restored" / "who").read_bytes()
+
+
+def test_break_4_a_forged_run_record_does_not_end_an_aws_job(signed, monkeypatch):
+    from airflow_provider_skynomad.agent.signing import derive_job_key, sign
+
+    handle = signed.launch(request("b4", count=1, job_id="b4"))
+    finished = {"run_id": f"{P}b4", "rank": 0, "outcome": "finished", "exit_code": 0, "stderr_tail": []}
+    key = f"skynomad/{P}b4/runs/{P}b4.json"
+    boto3.client("s3").put_object(Bucket="ckpt-us-east-1", Key=key, Body=json.dumps(finished))
+    _ended(signed, monkeypatch, ["Client.InstanceInitiatedShutdown"])
+    assert signed.poll(handle) is GroupStatus.FAILED  # powered off with no record that verifies
+    foreign = sign({**finished, "kind": "run"}, derive_job_key(SIGNING, "other"))
+    boto3.client("s3").put_object(Bucket="ckpt-us-east-1", Key=key, Body=json.dumps(foreign))
+    assert signed.poll(handle) is GroupStatus.FAILED
+    signed.checkpoint_store(f"{P}b4", ZONE).write_run(f"{P}b4", finished)  # the job's own agent
+    assert signed.poll(handle) is GroupStatus.SUCCEEDED
+    _ended(signed, monkeypatch, ["Server.SpotInstanceTermination"])
+    assert signed.poll(handle) is GroupStatus.PREEMPTED  # a logged interruption wins over the record
+
+
+def test_break_4_forged_unsigned_progress_is_not_progress_on_aws(signed, tmp_path):
+    handle = signed.launch(request("b4p", count=1, job_id="b4p"))
+    done = {"step": 10, "total_steps": 10, "seq": 99}
+    boto3.client("s3").put_object(Bucket="ckpt-us-east-1", Key=f"skynomad/{P}b4p/progress.json", Body=json.dumps(done))
+    assert signed.progress(handle) is None
+    upload(signed, f"{P}b4p", ZONE, tmp_path, 4, b"mine")
+    assert signed.progress(handle) == pytest.approx(0.4)
+
+
+def test_break_5_copy_skips_unverifiable_manifests_in_the_source_on_aws(signed, tmp_path):
+    from airflow_provider_skynomad.agent.signing import derive_job_key
+
+    job = f"{P}b5"
+    upload(signed, job, ZONE, tmp_path, 3, b"older")
+    upload(signed, job, ZONE, tmp_path, 4, b"mine")
+    forge(REGION, job, 3, None)
+    forge(REGION, job, 4, derive_job_key(SIGNING, "other"))
+    assert signed.copy_checkpoint(ZONE, "us-west-2a", 1.0, job_id=job) is True
+    west = boto3.client("s3", region_name=WEST)
+    listed = west.list_objects_v2(Bucket="ckpt-us-west-2", Prefix=f"skynomad/{job}/")["Contents"]
+    keys = sorted(o["Key"] for o in listed)
+    assert keys == [
+        f"skynomad/{job}/checkpoints/0000000002/MANIFEST.json",
+        f"skynomad/{job}/checkpoints/0000000002/files/who",
+        f"skynomad/{job}/progress.json",
+    ]
+    assert restored(signed, job, "us-west-2a", tmp_path) == b"mine"
+    moved = signed.launch(request("b5w", count=1, zone="us-west-2a", region=WEST, job_id="b5"))
+    assert signed.progress(moved) == pytest.approx(0.4)
+
+
+def test_break_5_a_forged_sequence_number_in_the_target_does_not_block_later_copies_on_aws(signed, tmp_path):
+    job = f"{P}b5t"
+    forge(WEST, job, 9_999_999_999, None)
+    upload(signed, job, ZONE, tmp_path, 2, b"first")
+    assert signed.copy_checkpoint(ZONE, "us-west-2a", 1.0, job_id=job) is True
+    assert restored(signed, job, "us-west-2a", tmp_path / "a") == b"first"
+    upload(signed, job, ZONE, tmp_path, 5, b"second")
+    signed.launch(request("b5t", count=1, zone="us-west-2a", region=WEST, job_id="b5t"))  # brings it before boot
+    assert restored(signed, job, "us-west-2a", tmp_path / "b") == b"second"
+
+
+def test_break_5_an_aws_connection_without_a_signing_secret_launches_nothing(moto_env):
+    unsigned = AwsCloud(aws_conn_id="aws_default", checkpoint_bucket=BUCKET, **moto_env.cloud_options())
+    before = boto3.client("ec2", region_name=REGION).describe_instances()["Reservations"]
+    with pytest.raises(ValueError, match="checkpoint_signing_secret") as refused:
+        unsigned.launch(request("nokey", count=1, job_id="nokey"))
+    assert "openssl rand -hex 32" in str(refused.value) and len(str(refused.value).splitlines()) == 1
+    assert boto3.client("ec2", region_name=REGION).describe_instances()["Reservations"] == before
+    listed = boto3.client("s3").list_objects_v2(Bucket="ckpt-us-east-1", Prefix=f"skynomad/{P}nokey/")
+    assert listed.get("KeyCount", 0) == 0  # not even the owner record
+    assert any("checkpoint_signing_secret" in p for p in unsigned.check([ZONE]))
+
+
+def test_break_5_the_copy_falls_back_as_restore_does(signed, tmp_path):
+    """A newest checkpoint with a file gone is skipped by the copy for the one before, as restore skips it."""
+    job = f"{P}b5f"
+    upload(signed, job, ZONE, tmp_path, 3, b"older")
+    upload(signed, job, ZONE, tmp_path, 4, b"newest")
+    boto3.client("s3").delete_object(Bucket="ckpt-us-east-1", Key=f"skynomad/{job}/checkpoints/0000000002/files/who")
+    assert restored(signed, job, ZONE, tmp_path / "source") == b"older"
+    assert signed.copy_checkpoint(ZONE, "us-west-2a", 1.0, job_id=job) is True
+    assert restored(signed, job, "us-west-2a", tmp_path / "target") == b"older"
+    moved = signed.launch(request("b5f", count=1, zone="us-west-2a", region=WEST, job_id="b5f"))
+    assert signed.progress(moved) == pytest.approx(0.3)  # the copied checkpoint's, not the broken newer one's
