@@ -78,15 +78,11 @@ def test_break_2_a_task_whose_state_names_another_job_shows_an_error_not_that_jo
 def test_break_2_a_status_naming_another_job_does_not_bring_that_job_s_live_status(client, seeded):
     """The attacker's own record, and a status naming the victim's job and the victim's connection:
     the victim's live row (in that connection's database) must not reach the attacker's page."""
-    from airflow_provider_skynomad.jobs.live import LiveStatusTable
+    from tests.support.live_rows import publish_held
 
     victim_id = own_job_id(*HIDDEN)
     _, victim_status = running_record(victim_id, VICTIM_ZONE)
-    board = LiveStatusTable(seeded["market_url"])
-    try:
-        board.publish(victim_id, {**victim_status, "elapsed_hours": 7.77, "spend_usd": 77.7})
-    finally:
-        board.close()
+    publish_held(seeded["market_url"], victim_id, {**victim_status, "elapsed_hours": 7.77, "spend_usd": 77.7})
     key = ("skynomad_fine_tune", "pointed_status_run", "fine_tune")
     record, status = running_record(own_job_id(*key))
     attacker_task(key[1], record, {**status, "job_id": victim_id, "conn_id": CONN_ID})
