@@ -15,7 +15,6 @@ from pathlib import Path
 
 from airflow.sdk import DAG, task
 
-from airflow_provider_skynomad.jobs.probe_schedule import ProbeSchedule
 from airflow_provider_skynomad.operators.skynomad import SkyNomadOperator
 
 with DAG(
@@ -52,7 +51,7 @@ with DAG(
         accelerator="H100",
         checkpoint_gb=20,
         decision_step_minutes=10,
-        max_market_age=ProbeSchedule.for_connection().max_market_age,  # what the skynomad_probe DAG's pace keeps
+        max_market_age=None,  # what the skynomad_probe DAG's pace keeps, read when the task runs
     )
 
     @task
