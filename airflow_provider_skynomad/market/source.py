@@ -306,7 +306,7 @@ def stale_refusal(table, frame: pd.DataFrame, now: pd.Timestamp, max_market_age:
     zones = sorted(set(frame["zone"]))
     named = ", ".join(zones[:3]) + (f" and {len(zones) - 3} more" if len(zones) > 3 else "")
     if anywhere is None:
-        return f"{head}, and the skynomad_probe DAG has completed no round yet: unpause and trigger it{tail}"
+        return f"{head}, and no probe round has completed yet: unpause and run the skynomad_probe DAG{tail}"
     recent = anywhere.ended_at >= now - pd.Timedelta(hours=max(verdict.allowed_hours, max_hours))
     if verdict.last is None:
         if recent:

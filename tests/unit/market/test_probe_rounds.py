@@ -74,7 +74,7 @@ def test_without_the_rounds_the_same_rows_are_refused_by_their_age(skynomad_home
     probe_round(cloud, monkeypatch)
     with ProbeRoundTable() as rounds, rounds.engine.begin() as conn:
         conn.exec_driver_sql("DELETE FROM probe_rounds")
-    with pytest.raises(MarketInputError, match="has completed no round yet: unpause and trigger it"):
+    with pytest.raises(MarketInputError, match="no probe round has completed yet: unpause and run the skynomad_probe"):
         start_check(cloud.now_timestamp() + pd.Timedelta(hours=11))
 
 
