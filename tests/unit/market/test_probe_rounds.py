@@ -116,8 +116,8 @@ def test_the_verdict_follows_the_real_pace_and_never_goes_below_max_market_age()
     assert verdict.fresh and verdict.last.zone == "b"
 
 
-def test_a_market_keeps_its_newest_rounds_only_and_a_retry_stamps_once(tmp_path):
-    with ProbeRoundTable(f"sqlite:///{tmp_path / 'm.db'}") as rounds:
+def test_a_market_keeps_its_newest_rounds_only_and_a_retry_stamps_once(market_url):
+    with ProbeRoundTable(market_url) as rounds:
         stamps = [
             CompletedRound("gcp", "r", "z", "t", T0 + pd.Timedelta(hours=h), T0 + pd.Timedelta(hours=h, minutes=1))
             for h in range(KEEP_PER_MARKET + 3)
@@ -128,3 +128,5 @@ def test_a_market_keeps_its_newest_rounds_only_and_a_retry_stamps_once(tmp_path)
         with rounds.engine.connect() as conn:
             assert conn.exec_driver_sql("SELECT count(*) FROM probe_rounds").scalar_one() == KEEP_PER_MARKET
         assert rounds.recent(T0 + pd.Timedelta(days=1), [("z", "t")]) == stamps[-2:]
+        assert rounds.recent(T0 + pd.Timedelta(days=1), [("z", "other")]) == []
+        assert rounds.newest(T0 + pd.Timedelta(days=1)) == stamps[-1]
