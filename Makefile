@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast evaluate benchmarks clean browser
+.PHONY: demo standalone test test-fast evaluate benchmarks clean browser
 
 # Python's compiled modules are kept (__pycache__, ignored by git) even where the environment says
 # not to write them: every xdist worker and every Airflow process the tests start imports the package
@@ -18,6 +18,34 @@ $(STAMP): pyproject.toml setup.cfg
 
 demo: $(STAMP)
 	$(BIN)/skynomad demo
+
+# The README's `airflow standalone` recipe: the example DAGs on the simulated cloud at 300x, Airflow's
+# home and the market table under .skynomad/. Airflow's metadata database is SQLite by default; under
+# load its scheduler, triggerer and dag-processor can exit on "database is locked". One setting puts it
+# on the local PostgreSQL (the database is created when missing):
+#   make standalone AIRFLOW_DB=postgresql+psycopg2://postgres@127.0.0.1:5432/airflow_standalone
+AIRFLOW_DB ?=
+standalone: $(STAMP)
+	@if [ -n "$(AIRFLOW_DB)" ]; then $(BIN)/python -c "$$CREATE_DATABASE" '$(AIRFLOW_DB)'; fi
+	export PATH=$(CURDIR)/$(BIN):$$PATH \
+	  AIRFLOW_HOME=$(CURDIR)/.skynomad/standalone AIRFLOW__CORE__DAGS_FOLDER=$(CURDIR)/example_dags \
+	  AIRFLOW__CORE__LOAD_EXAMPLES=False SKYNOMAD_HOME=$(CURDIR)/.skynomad/standalone-home \
+	  AIRFLOW_CONN_SKYNOMAD_DEFAULT='{"conn_type": "skynomad", "extra": {"cloud": "simulated", "speed": 300, "cloud_options": {"trace_start": 90}}}' \
+	  $(if $(AIRFLOW_DB),AIRFLOW__DATABASE__SQL_ALCHEMY_CONN='$(AIRFLOW_DB)' AIRFLOW__CORE__EXECUTOR=LocalExecutor) \
+	  && airflow standalone
+
+define CREATE_DATABASE
+import sys
+from sqlalchemy import create_engine, make_url, text
+url = make_url(sys.argv[1])
+server = create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
+with server.connect() as conn:
+    if conn.execute(text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": url.database}).first() is None:
+        conn.execute(text(f'CREATE DATABASE "{url.database}"'))
+        print(f"created database {url.database}")
+server.dispose()
+endef
+export CREATE_DATABASE
 
 # The plugin's browser test (tests/integration/plugin/test_browser.py) drives Debian's chromium through chromium-driver.
 browser:

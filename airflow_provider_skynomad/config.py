@@ -296,6 +296,55 @@ def _json_field(name: str, value):
     return value
 
 
+def declared_speed(conn_id: str = DEFAULT_CONN_ID, environ=None) -> float | None:
+    """Cloud seconds per wall second of connection `conn_id` as the environment defines it, or None.
+
+    A DAG file is parsed by the dag-processor under a 30 s import timeout and must look up no
+    connection and open no database (each lookup is a round trip to Airflow's metadata database,
+    which a busy box can hold locked for longer). What a DAG needs at parse time (the probe DAG's
+    schedule, a `DeadlineAlert` interval) depends only on how fast the connection's clock runs, and
+    the recipes (README, `skynomad demo`, the tests) define the connection in the environment
+    (``AIRFLOW_CONN_<ID>``, JSON or URI): this reads that text and nothing else. 1.0 for a real
+    cloud; the simulated cloud's ``speed`` (default 3600). None when the environment does not define
+    the connection (it may live in the metadata database or a secrets backend, which a parse must
+    not ask): callers then take a real cloud's clock and say so when the task runs.
+    """
+    environ = os.environ if environ is None else environ
+    raw = environ.get(f"AIRFLOW_CONN_{conn_id.upper()}")
+    if not raw:
+        return None
+    conn_type, extra = _environment_connection(conn_id, raw)
+    if conn_type in CLOUD_CONN_TYPES or extra.get("cloud_connections"):
+        return 1.0
+    cloud = str(extra.get("cloud") or extra.get("extra__skynomad__cloud") or "simulated").lower()
+    if cloud != "simulated":
+        return 1.0
+    speed = _number("speed", extra.get("speed", extra.get("extra__skynomad__speed", 3600.0)))
+    if not speed > 0:
+        raise SkyNomadConfigError(f"skynomad connection {conn_id!r}: speed must be a finite number > 0, got {speed!r}")
+    return speed
+
+
+def _environment_connection(conn_id: str, raw: str) -> tuple[str, dict]:
+    """(conn_type, extra) of an ``AIRFLOW_CONN_<ID>`` value, in Airflow's JSON or URI form."""
+    import json
+
+    text = raw.strip()
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise SkyNomadConfigError(f"AIRFLOW_CONN_{conn_id.upper()} is not valid JSON: {exc}") from None
+        extra = _json_field("extra", data.get("extra") or {})
+        return str(data.get("conn_type") or "skynomad"), dict(extra) if isinstance(extra, dict) else {}
+    from urllib.parse import parse_qsl, urlsplit
+
+    parts = urlsplit(text)
+    query = dict(parse_qsl(parts.query))
+    extra = _json_field("__extra__", query.pop("__extra__")) if "__extra__" in query else query
+    return parts.scheme.replace("-", "_") or "skynomad", dict(extra) if isinstance(extra, dict) else {}
+
+
 def cloud_connection_ids(conn: Any) -> list[str]:
     """The connection ids a `skynomad` connection's ``cloud_connections`` field lists (comma-separated or a list)."""
     value = _extra_of(conn).get("cloud_connections")

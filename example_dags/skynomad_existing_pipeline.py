@@ -4,6 +4,11 @@ The training step used to be a fixed on-demand job. Replacing it with ``SkyNomad
 the whole adoption path: the same command, plus a work estimate and a deadline (here relative:
 12 h after the run starts). Upstream and downstream tasks do not change; ``evaluate`` reads the
 model the job wrote and the cost summary the operator returned.
+
+To see a workload slower than declared, trigger it with conf ``{"work_hours": 6, "workload_hours":
+7.5}``: the job declares 6 h of work (``work_hours``) while the bundled workload really does 7.5 h
+(25 % slower). The task log says the pace it measured soon after the first checkpoints, and the
+planner plans with it.
 """
 
 from __future__ import annotations
@@ -15,7 +20,6 @@ from pathlib import Path
 
 from airflow.sdk import DAG, task
 
-from airflow_provider_skynomad.jobs.probe_schedule import ProbeSchedule
 from airflow_provider_skynomad.operators.skynomad import SkyNomadOperator
 
 with DAG(
@@ -23,7 +27,7 @@ with DAG(
     schedule=None,
     start_date=datetime(2025, 1, 1),
     catchup=False,
-    params={"work_hours": 6.0, "total_steps": 60},
+    params={"work_hours": 6.0, "total_steps": 60, "workload_hours": None},
     tags=["skynomad", "example"],
     doc_md=__doc__,
 ) as dag:
@@ -45,14 +49,14 @@ with DAG(
             "--total-steps",
             "{{ ti.xcom_pull(task_ids='extract')['total_steps'] }}",
             "--work-hours",
-            "{{ params.work_hours }}",
+            "{{ params.workload_hours or params.work_hours }}",  # the work it really does
         ],
         work_hours="{{ params.work_hours }}",
         deadline=timedelta(hours=12),
         accelerator="H100",
         checkpoint_gb=20,
         decision_step_minutes=10,
-        max_market_age=ProbeSchedule.for_connection().max_market_age,  # what the skynomad_probe DAG's pace keeps
+        max_market_age=None,  # what the skynomad_probe DAG's pace keeps, read when the task runs
     )
 
     @task

@@ -21,7 +21,11 @@ your jobs' ``max_market_age``.
 On the accelerated simulated cloud the schedule follows its clock: 10 cloud minutes are 2 s at
 300x, faster than Airflow can run a DAG, so it runs every 60 s of wall time (5 cloud hours), and
 the jobs' ``max_market_age`` and the age at which a job stops trusting a market follow from that
-(`jobs/probe_schedule.py`; the example DAGs read the same numbers from the connection).
+(`jobs/probe_schedule.py`). Parsing this file looks up no connection: the schedule takes the
+connection's speed from its definition in the environment (``AIRFLOW_CONN_SKYNOMAD_DEFAULT``), and
+the first task, which reads the connection, says so when the connection runs another clock. Each
+region's task records its completed round with the rows, and a job's freshness check follows
+those completions (docs/market.md).
 """
 
 from __future__ import annotations
@@ -34,9 +38,7 @@ from airflow_provider_skynomad.hooks.skynomad import SkyNomadHook
 from airflow_provider_skynomad.jobs.probe_schedule import ProbeSchedule
 from airflow_provider_skynomad.operators.probe import SkyNomadProbeOperator, plan_probes, probe_targets
 
-SCHEDULE = ProbeSchedule.for_connection()
-PROBE_INTERVAL = timedelta(hours=SCHEDULE.cloud_interval_hours)  # on the cloud's clock, as the planner counts
-MAX_MARKET_AGE = SCHEDULE.max_market_age
+SCHEDULE = ProbeSchedule.declared()  # from the environment only: a parse opens no database
 
 with DAG(
     dag_id="skynomad_probe",
@@ -60,6 +62,17 @@ with DAG(
         from airflow_provider_skynomad.probing.plan import DEFAULT_BUDGET_USD_PER_DAY
 
         config = SkyNomadHook().get_config()
+        pace = ProbeSchedule.of(config, wall_interval=SCHEDULE.wall_interval)
+        log = logging.getLogger("airflow.task")
+        asked = ProbeSchedule.of(config).wall_interval
+        if asked != SCHEDULE.wall_interval:
+            log.warning(
+                "this DAG runs every %s of wall time, but the skynomad connection's clock asks for every %s: "
+                "define the connection in the environment (AIRFLOW_CONN_SKYNOMAD_DEFAULT) where the DAG's "
+                "parse can read its speed; planning with the pace the DAG really keeps",
+                SCHEDULE.wall_interval,
+                asked,
+            )
         budget = params.get("probe_budget_usd_per_day")
         if budget is None:
             budget = config.probe_budget_usd_per_day
@@ -73,9 +86,9 @@ with DAG(
             config,
             targets,
             budget_usd_per_day=DEFAULT_BUDGET_USD_PER_DAY if budget is None else float(budget),
-            max_market_age=MAX_MARKET_AGE,
-            probe_interval=PROBE_INTERVAL,
-            log=logging.getLogger("airflow.task"),
+            max_market_age=pace.max_market_age,
+            probe_interval=timedelta(hours=pace.cloud_interval_hours),  # the cloud's clock, as the planner counts
+            log=log,
         )
 
     @task
@@ -99,7 +112,5 @@ with DAG(
     SkyNomadProbeOperator.partial(
         task_id="probe",
         map_index_template="{{ task.target['cloud'] }}/{{ task.target['region'] }}",
-        max_market_age=MAX_MARKET_AGE,
-        probe_interval=PROBE_INTERVAL,
     ).expand(target=plan_targets())
     cleanup()

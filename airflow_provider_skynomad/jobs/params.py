@@ -14,6 +14,7 @@ from datetime import timedelta
 from airflow_provider_skynomad.clouds.boot_env import ENV_NAME
 from airflow_provider_skynomad.jobs.deadline_risk import callback_path
 from airflow_provider_skynomad.jobs.errors import SkyNomadInputError
+from airflow_provider_skynomad.market.freshness import DEFAULT_MAX_MARKET_AGE
 
 MAX_ENV_BYTES = 16 * 1024  # the env is kept in task state and trigger kwargs: small, and never a secret store
 MAX_INSTANCES = 10_000
@@ -70,8 +71,12 @@ class JobParams:
         return cls(**data)
 
 
-def validate_params(op) -> JobParams:
-    """The operator's arguments, checked after templating; a clear `SkyNomadInputError` otherwise."""
+def validate_params(op, default_max_market_age: timedelta | None = None) -> JobParams:
+    """The operator's arguments, checked after templating; a clear `SkyNomadInputError` otherwise.
+
+    :param default_max_market_age: what an operator given ``max_market_age=None`` uses (the probe
+        DAG's pace on the connection's clock, `ProbeSchedule`); without it, the 2 h default.
+    """
     command = op.command
     if isinstance(command, str):
         raise SkyNomadInputError(
@@ -121,6 +126,8 @@ def validate_params(op) -> JobParams:
     if not isinstance(op.policy_params, Mapping):
         raise SkyNomadInputError(f"policy_params must be a dict of keyword arguments, got {op.policy_params!r}")
     age = op.max_market_age
+    if age is None:
+        age = default_max_market_age or DEFAULT_MAX_MARKET_AGE
     if not isinstance(age, timedelta) or not timedelta(0) < age <= timedelta(hours=MAX_HOURS):
         raise SkyNomadInputError(f"max_market_age must be a positive timedelta of at most a year, got {age!r}")
     if op.accelerator is not None:
@@ -137,7 +144,7 @@ def validate_params(op) -> JobParams:
         policy_params={str(k): v for k, v in op.policy_params.items()},
         decision_step_minutes=step,
         market_lookback_hours=lookback,
-        max_market_age=op.max_market_age,
+        max_market_age=age,
         zones=_names("zones", op.zones),
         regions=_names("regions", op.regions),
         clouds=_names("clouds", op.clouds),

@@ -11,7 +11,8 @@ wall time, but no more often than `MIN_WALL_INTERVAL`; the interval the cloud th
 what the ages follow. A round may end a round's length after it starts and one round may be late,
 so data may be two intervals old before anyone should worry.
 
-Pure but for `for_connection` (the example DAGs call it at parse time): no Airflow import at the top.
+Pure: no Airflow import, no connection lookup, no database. The example DAGs call `declared` when
+they are parsed; the tasks call `of` with the connection they run on.
 """
 
 from __future__ import annotations
@@ -42,12 +43,22 @@ class ProbeSchedule:
     max_market_age: timedelta
 
     @classmethod
-    def of(cls, config, environ=None) -> ProbeSchedule:
-        """The schedule for the `skynomad` connection's `config` (a `SkyNomadConfig`)."""
+    def of(cls, config, environ=None, wall_interval: timedelta | None = None) -> ProbeSchedule:
+        """The schedule for the `skynomad` connection's `config` (a `SkyNomadConfig`), when a task runs.
+
+        :param wall_interval: the probe DAG's own ``schedule`` when it is known (its tasks pass
+            it): the cloud then sees that pace, whatever the connection would ask for.
+        """
+        speed = float(config.speed) if config.cloud == "simulated" else 1.0
+        return cls.at_speed(speed, environ, wall_interval)
+
+    @classmethod
+    def at_speed(cls, speed: float, environ=None, wall_interval: timedelta | None = None) -> ProbeSchedule:
+        """The schedule of a cloud whose clock runs `speed` times the wall clock (1 on a real cloud)."""
         environ = os.environ if environ is None else environ
         minutes = _positive(environ, "SKYNOMAD_PROBE_INTERVAL_MINUTES", DEFAULT_INTERVAL_MINUTES)
-        speed = float(config.speed) if config.cloud == "simulated" else 1.0
         wall = max(timedelta(minutes=minutes / speed), MIN_WALL_INTERVAL if speed > 1.0 else timedelta(0))
+        wall = wall if wall_interval is None else wall_interval
         cloud_hours = wall.total_seconds() * speed / 3600.0
         floor_hours = max(DEFAULT_MAX_AGE_HOURS, 2.0 * cloud_hours)
         asked = environ.get("SKYNOMAD_MAX_MARKET_AGE_HOURS")
@@ -57,11 +68,18 @@ class ProbeSchedule:
         return cls(wall, cloud_hours, timedelta(hours=min(max_age_hours, MAX_HOURS)))
 
     @classmethod
-    def for_connection(cls, skynomad_conn_id: str | None = None) -> ProbeSchedule:
-        """The schedule for a `skynomad` connection (default ``skynomad_default``), read at DAG parse time."""
-        from airflow_provider_skynomad.hooks.skynomad import DEFAULT_CONN_ID, SkyNomadHook
+    def declared(cls, skynomad_conn_id: str | None = None, environ=None) -> ProbeSchedule:
+        """The schedule a DAG file may know when it is parsed: no connection lookup, no database.
 
-        return cls.of(SkyNomadHook(skynomad_conn_id or DEFAULT_CONN_ID).get_config())
+        The connection's clock is read from its definition in the environment (`declared_speed`);
+        a connection defined elsewhere is taken as a real cloud's (the probe DAG every
+        ``SKYNOMAD_PROBE_INTERVAL_MINUTES`` of wall time), and the probe DAG's first task says so
+        when that is not what the connection runs.
+        """
+        from airflow_provider_skynomad.config import DEFAULT_CONN_ID, declared_speed
+
+        speed = declared_speed(skynomad_conn_id or DEFAULT_CONN_ID, environ)
+        return cls.at_speed(1.0 if speed is None else speed, environ)
 
     @property
     def stale_after_hours(self) -> float:

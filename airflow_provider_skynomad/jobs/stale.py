@@ -25,16 +25,26 @@ all) and a job's own launch rows fall between rounds. Without a schedule (`Stale
 `Watch` built on its own) the rule reads the DAG's pace from its rows (two rounds), and never less
 than `STALE_AFTER_HOURS`, above the default `max_market_age` at which a job refuses to *start*
 (2 h), so a job that starts on fresh data keeps its plan through an ordinary gap between rounds.
+
+On a busy box one probe run can be many cloud hours long (4 min 40 s of wall time is 23 h at
+300x): rows from its first region are older than the rule allows when its last region ends. So
+a market whose rows are old but whose probe round completed within two of the probe DAG's real
+paces (market/store/rounds.py, `rounds_verdict`) is not stale either, and not late: the rule
+follows the probe DAG's completions, read from the market database at most every quarter of
+`after_hours` of the cloud's clock.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from airflow_provider_skynomad.market.freshness import STALE_AFTER_HOURS
+from airflow_provider_skynomad.market.freshness import STALE_AFTER_HOURS, CompletedRound, rounds_verdict
 from airflow_provider_skynomad.market.view import MarketView
+
+REREAD_FRACTION = 0.25  # the probe rounds are read again after this share of `after_hours` (cloud clock)
 
 
 @dataclass(frozen=True)
@@ -141,15 +151,24 @@ class StaleGuard:
     late_after_hours: float | None = None
     schedule_words: str | None = None
     warned: pd.Timestamp | None = None  # the newest row when the late probe DAG was said
+    rounds: Callable[[list[tuple[str, str]], pd.Timestamp], list[CompletedRound]] | None = None
+    """(markets as (zone, instance_type), now) → the probe DAG's completed rounds of them (None: rows only)."""
     _newest: tuple | None = None  # (frame identity, rows, newest per market, gap): one groupby per new read
+    _rounds: tuple | None = None  # (markets asked, read at, rounds)
 
     @classmethod
     def for_config(cls, config, environ=None) -> StaleGuard:
-        """The rule for the probe DAG's schedule on the `skynomad` connection's cloud clock."""
+        """The rule for the probe DAG's schedule on the `skynomad` connection's cloud clock, following
+        the probe rounds recorded in the connection's market database."""
         from airflow_provider_skynomad.jobs.probe_schedule import ProbeSchedule
 
         schedule = ProbeSchedule.of(config, environ)
-        return cls(schedule.stale_after_hours, schedule.max_market_age_hours, schedule.words())
+        return cls(
+            schedule.stale_after_hours,
+            schedule.max_market_age_hours,
+            schedule.words(),
+            rounds=_round_reader(config.market_url),
+        )
 
     def apply(
         self, view: MarketView, frame: pd.DataFrame, now: pd.Timestamp, running_key: str | None
@@ -161,9 +180,24 @@ class StaleGuard:
             self._newest = (*key, newest_rows(frame) if len(frame) else None, probe_gap_hours(frame) if learn else None)
         after, late_after = self._thresholds()
         found = stale_markets(view, frame, now, after, self._newest[2])
-        stale = [m for m in found if m.key != running_key]
-        words = self._late(view, frame, now, running_key, late_after)
+        vouched = self._vouched(view, found, now, after)
+        stale = [m for m in found if m.key != running_key and m.key not in vouched]
+        words = [] if vouched else self._late(view, frame, now, running_key, late_after)
         return without_spot(view, sorted(m.key for m in stale)), words
+
+    def _vouched(self, view: MarketView, found: list[StaleMarket], now: pd.Timestamp, after: float) -> set[str]:
+        """Keys of the `found` markets whose probe round completed within the probe DAG's own pace."""
+        if self.rounds is None or not found:
+            return set()
+        names = {m.key: (m.zone, m.instance_type) for m in view.markets}
+        asked = tuple(sorted(names[m.key] for m in found))
+        cached = self._rounds
+        if cached is None or cached[0] != asked or (now - cached[1]).total_seconds() / 3600 > REREAD_FRACTION * after:
+            cached = self._rounds = (asked, now, self.rounds(list(asked), now))
+        by_market: dict[tuple[str, str], list[CompletedRound]] = {}
+        for done in cached[2]:
+            by_market.setdefault((done.zone, done.instance_type), []).append(done)
+        return {m.key for m in found if rounds_verdict(by_market.get(names[m.key], []), now, after).fresh}
 
     def _thresholds(self) -> tuple[float, float | None]:
         """(after_hours, late_after_hours) for this frame; late None: lateness cannot be told yet."""
@@ -188,3 +222,21 @@ class StaleGuard:
         gap = self._newest[3]
         pace = self.schedule_words or (f"its rows are {gap:.2g} h apart" if gap else None)
         return [late_words(seen, pace)]
+
+
+def _round_reader(market_url: str):
+    """Reads the probe DAG's completed rounds of some markets from the market database; a database
+    that cannot answer (or a user that may not create the table) gives none: the rows decide."""
+
+    def read(markets: list[tuple[str, str]], now: pd.Timestamp) -> list[CompletedRound]:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from airflow_provider_skynomad.market.store.rounds import ProbeRoundTable
+
+        try:
+            with ProbeRoundTable(market_url) as table:
+                return table.recent(now, markets)
+        except (SQLAlchemyError, OSError):
+            return []
+
+    return read

@@ -260,17 +260,76 @@ def select_markets(
     newest = frame["newest"].max()
     age = now - newest
     if age > pd.Timedelta(max_market_age):
-        raise MarketInputError(
-            f"the market table is stale: the newest matching observation ({newest.isoformat()}) is "
-            f"{age.total_seconds() / 3600:.2f} h older than the cloud's now ({now.isoformat()}), over the "
-            f"{pd.Timedelta(max_market_age).total_seconds() / 3600:g} h limit (max_market_age); run the "
-            "skynomad_probe DAG; nothing was launched"
-        )
+        refusal = stale_refusal(table, frame, now, max_market_age)
+        if refusal is not None:
+            raise MarketInputError(refusal)
     selection = MarketSelection(
         zones=sorted(set(frame["zone"])),
         instance_types=sorted(set(frame["instance_type"])) if types or accelerator else None,
     )
     return selection, frame.reset_index(drop=True)
+
+
+def stale_refusal(table, frame: pd.DataFrame, now: pd.Timestamp, max_market_age: timedelta) -> str | None:
+    """Why a job whose newest matching row is older than `max_market_age` must not start, naming the
+    one thing that would fix it; None when the probe DAG's completed rounds still vouch for its
+    markets (market/freshness.py, `rounds_verdict`: a slow box makes rounds long on the cloud's clock).
+
+    :param frame: the job's markets (zone, instance_type, newest), as `select_markets` found them.
+    """
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from airflow_provider_skynomad.market.freshness import rounds_verdict
+    from airflow_provider_skynomad.market.store.database import MarketDatabase
+    from airflow_provider_skynomad.market.store.rounds import ProbeRoundTable
+
+    max_hours = pd.Timedelta(max_market_age).total_seconds() / 3600.0
+    newest = frame["newest"].max()
+    head = (
+        f"the market table is stale: the newest matching observation ({newest.isoformat()}) is "
+        f"{(now - newest).total_seconds() / 3600:.2f} h older than the cloud's now ({now.isoformat()}), over the "
+        f"{max_hours:g} h limit (max_market_age)"
+    )
+    tail = "; nothing was launched"
+    if not isinstance(table, MarketDatabase):
+        return f"{head}; run the skynomad_probe DAG{tail}"
+    try:
+        rounds = ProbeRoundTable(market=table)
+        verdict = rounds_verdict(
+            rounds.recent(now, zip(frame["zone"], frame["instance_type"], strict=True)), now, max_hours
+        )
+        if verdict.fresh:
+            return None
+        anywhere = rounds.newest(now)
+    except SQLAlchemyError:  # a database user that may not create the round table: the rows decide
+        return f"{head}; run the skynomad_probe DAG{tail}"
+    zones = sorted(set(frame["zone"]))
+    named = ", ".join(zones[:3]) + (f" and {len(zones) - 3} more" if len(zones) > 3 else "")
+    if anywhere is None:
+        return f"{head}, and no probe round has completed yet: unpause and run the skynomad_probe DAG{tail}"
+    recent = anywhere.ended_at >= now - pd.Timedelta(hours=max(verdict.allowed_hours, max_hours))
+    if verdict.last is None:
+        if recent:
+            return (
+                f"{head}: the skynomad_probe DAG completes rounds (last {anywhere.ended_at.isoformat()}) but never "
+                f"probes the job's zones ({named}): add them to its regions / job_zones params{tail}"
+            )
+        return (
+            f"{head}, and the skynomad_probe DAG has completed no round since {anywhere.ended_at.isoformat()}: "
+            f"unpause it or see why its runs fail{tail}"
+        )
+    last = verdict.last
+    if recent and anywhere.ended_at > last.ended_at:
+        return (
+            f"{head}: the skynomad_probe DAG completes rounds elsewhere (last {anywhere.ended_at.isoformat()}) but its "
+            f"probe task for {last.cloud}/{last.region} has not completed one since {last.ended_at.isoformat()}: "
+            f"its log says why{tail}"
+        )
+    return (
+        f"{head}: the skynomad_probe DAG's last completed round of these markets ended {verdict.age_hours:.1f} h ago "
+        f"({last.ended_at.isoformat()}; its rounds come {verdict.pace_hours:.2g} h apart): unpause it or see why its "
+        f"runs fail{tail}"
+    )
 
 
 def instance_type_list(value) -> list[str] | None:

@@ -73,6 +73,7 @@ class SkyNomadProbeOperator(BaseOperator):
 
         config = SkyNomadHook(self.skynomad_conn_id).get_config()
         cloud = make_cloud(config)
+        started = cloud.now_timestamp()
         target = self.target = target_with_count(self.target, None, self.probe_kind)
         budget = self._budget(config)
         with MarketTable(config.market_url) as table:
@@ -85,6 +86,8 @@ class SkyNomadProbeOperator(BaseOperator):
             else:
                 zones, allowed = round_.plan(budget, self.max_market_age, self.probe_interval)
             written, failures, probed = round_.run(zones, allowed, budget)
+            if not failures:
+                round_.record_completed(target.get("planned_at") or started)
         self.log.info("wrote %d new observation(s) to %s", written, config.display_market_url)
         if failures:
             raise SkyNomadProbeError(

@@ -105,7 +105,10 @@ class SkyNomadOperator(BaseOperator):
     :param policy: planner policy name (``skynomad``, ``on-demand``, ``uniform-progress``, ``eager-failover``).
     :param policy_params: keyword arguments for the policy.
     :param decision_step_minutes: how often the trigger asks the planner, in cloud minutes.
-    :param max_market_age: refuse to start when the newest market observation is older than this.
+    :param max_market_age: refuse to start when the newest market observation is older than this and
+        the probe DAG has not completed a round of the job's markets lately (docs/market.md). None:
+        what the probe DAG's pace keeps (`ProbeSchedule`: 2 h on a real cloud, two rounds on a fast
+        simulated clock), read from the connection when the task runs, as the example DAGs do.
     :param market_lookback_hours: how much market history the planner sees.
     :param skynomad_conn_id: the `skynomad` connection (market table + cloud); ``market_conn_id`` is an alias.
     :param tags: extra tags/labels on every instance (job, DAG, run, task and try are always added).
@@ -162,7 +165,7 @@ class SkyNomadOperator(BaseOperator):
         policy: str = "skynomad",
         policy_params: dict | None = None,
         decision_step_minutes: float = 10.0,
-        max_market_age: timedelta = DEFAULT_MAX_MARKET_AGE,
+        max_market_age: timedelta | None = DEFAULT_MAX_MARKET_AGE,
         market_lookback_hours: float = 72.0,
         skynomad_conn_id: str | None = None,
         market_conn_id: str | None = None,
@@ -286,9 +289,9 @@ class SkyNomadOperator(BaseOperator):
         store = StateStore.of(context)
         if not store.durable:
             self.log.warning("task_state_store unavailable: a retry after a crash cannot reconnect to its group")
-        params = validate_params(self)
         hook = SkyNomadHook(self.skynomad_conn_id)
         config = hook.get_config()
+        params = validate_params(self, default_max_market_age=_probe_pace_max_age(config))
         try:
             cloud = make_cloud(config)
         except (ValueError, OSError, ImportError) as exc:
@@ -368,6 +371,16 @@ class SkyNomadOperator(BaseOperator):
         return downstream_median_seconds(self, context, self.log)
 
 
+def _probe_pace_max_age(config) -> timedelta:
+    """The `max_market_age` the probe DAG's pace keeps on `config`'s clock (an operator given None)."""
+    from airflow_provider_skynomad.jobs.probe_schedule import ProbeSchedule
+
+    try:
+        return ProbeSchedule.of(config).max_market_age
+    except ValueError as exc:  # a bad SKYNOMAD_PROBE_INTERVAL_MINUTES / SKYNOMAD_MAX_MARKET_AGE_HOURS
+        raise SkyNomadInputError(str(exc)) from exc
+
+
 def _map_index(ti) -> int:
     index = getattr(ti, "map_index", -1)
     return -1 if index is None else int(index)
@@ -378,31 +391,45 @@ def _max_tries(ti) -> int | None:
     return None if tries is None else int(tries)
 
 
-AIRFLOW_ALLOWANCE = timedelta(minutes=1)  # queue → first try, and workload end → run end, on a busy box
+AIRFLOW_ALLOWANCE = timedelta(minutes=2)
+"""Airflow's own wall time around a job that its deadline does not count (docs/airflow.md#keeping-the-deadline):
+the queue before the first try and, after the workload ends, the trigger's notice, a worker slot and the
+scheduler's mark. Measured in the README's recipe on a loaded 2-core box: 38 s + 48 s."""
 
 
 def alert_interval(
     cloud_interval: timedelta,
     skynomad_conn_id: str = DEFAULT_CONN_ID,
     airflow_allowance: timedelta = AIRFLOW_ALLOWANCE,
+    *,
+    speed: float | None = None,
 ) -> timedelta:
     """A `DeadlineAlert` interval that passes only after a job that used all of `cloud_interval` ended in Airflow.
 
     Airflow measures a DeadlineAlert on the wall clock from the run's queued time to the run's end;
     the job measures its deadline on its cloud's clock from its task's start to its workload's end.
     Between the two ends lie wall seconds the job does not count: the queue before the task's first
-    try (counted one to one, not `speed` times), and after the workload ends the trigger's notice,
-    a worker slot for the task's last step and the scheduler's mark (5-25 s on a busy 2-core box).
-    So the interval is the job's deadline in wall time (shorter by `speed` on the simulated cloud)
-    plus `airflow_allowance` for those seconds. A job that meets its deadline ends its run before
-    the alert; a job that misses it fails its task (``on_deadline_miss="fail"``), and Airflow keeps
-    the deadline of a run that did not succeed, so the run page shows Deadline Missed when the alert
-    passes, at most `airflow_allowance` after the job's own deadline. Call it at DAG parse time with
-    the connection the job uses.
+    try (counted one to one, not `speed` times: at 300x Airflow's 38 s would be 3 of the job's
+    hours), and after the workload ends the trigger's notice, a worker slot for the task's last step
+    and the scheduler's mark. So the interval is the job's deadline in wall time (shorter by `speed`
+    on the simulated cloud) plus `airflow_allowance` for those seconds. A job that meets its deadline
+    ends its run before the alert while Airflow's own part stays within the allowance; a job that
+    misses it fails its task (``on_deadline_miss="fail"``), Airflow keeps the deadline of a run that
+    did not succeed, and the run page shows Deadline Missed when the alert passes, at most
+    `airflow_allowance` after the job's own deadline.
+
+    Called when the DAG file is parsed, so it looks up no connection: `speed` is the simulated
+    cloud's (cloud seconds per wall second), by default read from the connection's definition in
+    the environment (``AIRFLOW_CONN_SKYNOMAD_DEFAULT``, `config.declared_speed`); a connection
+    defined elsewhere counts as a real cloud's clock (speed 1: a late alert, never a false one).
     """
-    config = SkyNomadHook(skynomad_conn_id).get_config()
-    wall_seconds = cloud_interval.total_seconds() * config.wall_seconds_per_cloud_hour / 3600.0
-    return timedelta(seconds=wall_seconds) + airflow_allowance
+    from airflow_provider_skynomad.config import declared_speed
+
+    if speed is None:
+        speed = declared_speed(skynomad_conn_id) or 1.0
+    if not speed > 0:
+        raise ValueError(f"speed must be > 0, got {speed!r}")
+    return timedelta(seconds=cloud_interval.total_seconds() / float(speed)) + airflow_allowance
 
 
 async def on_deadline_missed(context=None, **kwargs) -> None:

@@ -189,6 +189,24 @@ class ProbeRound:
         )
         return written, failures, len(rows)
 
+    def record_completed(self, planned_at) -> int:
+        """Stamp the round as completed for the markets the plan keeps fresh (the target's
+        ``job_zones``, else all its zones): a job's freshness check follows these stamps
+        (market/store/rounds.py). Called only when every planned probe answered."""
+        from airflow_provider_skynomad.market.freshness import CompletedRound
+        from airflow_provider_skynomad.market.store.rounds import ProbeRoundTable
+
+        target = self.target
+        ended = self.cloud.now_timestamp().floor("us").to_pydatetime()
+        planned = min(pd.Timestamp(planned_at).tz_convert("UTC").to_pydatetime(), ended)
+        zones = target.get("job_zones")
+        zones = target["zones"] if zones is None else zones
+        done = [
+            CompletedRound(target["cloud"], target["region"], zone, target["instance_type"], planned, ended)
+            for zone in zones
+        ]
+        return ProbeRoundTable(market=self.table).record(done)
+
     def _usd(self, result) -> float:
         """What the probe cost: the cloud's figure, or (a cloud that does not report one) what its
         billed instances cost for the cloud's minimum billed time."""

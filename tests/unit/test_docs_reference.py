@@ -3,6 +3,8 @@
 - docs/operators.md documents every parameter of SkyNomadOperator and SkyNomadProbeOperator (each
   `:param name:` line and each argument of ``__init__``), with the signature's default, and nothing
   the signature does not take;
+- docs/operators.md lists every key of the summary SkyNomadOperator returns (read from the code that
+  builds it: `summarize` in jobs/summary.py and what jobs/ adds to its result);
 - docs/connections.md names every field the three SkyNomad connection forms show and every option
   the simulated cloud takes;
 - every relative link (file, and heading anchor) in the docs, the README and the benchmark results
@@ -13,6 +15,7 @@
 
 from __future__ import annotations
 
+import ast
 import inspect
 import re
 import unicodedata
@@ -77,6 +80,47 @@ def test_the_operator_reference_documents_exactly_the_signature(cls):
             assert f"`{param.default!r}" in default_cell, (name, param.default, default_cell)
         elif isinstance(param.default, str):
             assert f'`"{param.default}"`' in default_cell, (name, param.default, default_cell)
+
+
+def summary_keys() -> set[str]:
+    """Every top-level key of the operator's return value, read from the source: the dict `summarize`
+    returns (its literal keys, conditional ones included) and each ``summary["key"] = ...`` in jobs/."""
+    jobs = ROOT / "airflow_provider_skynomad" / "jobs"
+    keys: set[str] = set()
+    tree = ast.parse((jobs / "summary.py").read_text())
+    summarize = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "summarize")
+    returned = next(n.value for n in ast.walk(summarize) if isinstance(n, ast.Return))
+    assert isinstance(returned, ast.Dict), "summarize no longer returns a dict literal: teach this test"
+    for node in ast.walk(returned):
+        if isinstance(node, ast.Dict) and node is returned or _spread(node, returned):
+            keys |= {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+    for path in sorted(jobs.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if (
+                        isinstance(target, ast.Subscript)
+                        and isinstance(target.value, ast.Name)
+                        and target.value.id == "summary"
+                        and isinstance(target.slice, ast.Constant)
+                    ):
+                        keys.add(target.slice.value)
+    return keys
+
+
+def _spread(node, returned: ast.Dict) -> bool:
+    """A dict spread into the returned one (``**({"key": ...} if ... else {})``)."""
+    spreads = [v for k, v in zip(returned.keys, returned.values, strict=True) if k is None]
+    return isinstance(node, ast.Dict) and any(node is d for s in spreads for d in ast.walk(s))
+
+
+def test_the_operator_reference_lists_every_key_of_the_returned_summary():
+    text = section((ROOT / "docs" / "operators.md").read_text(), "SkyNomadOperator")
+    returns = text[text.index("**Returns**") :].split("**Extra links**")[0]
+    keys = summary_keys()
+    assert {"job_id", "deadline_met", "deferrals", "fleet_aware", "probing_usd", "output_dir"} <= keys
+    missing = sorted(k for k in keys if f"`{k}`" not in returns)
+    assert not missing, f"docs/operators.md's Returns omits summary keys {missing}"
 
 
 def test_the_connection_reference_names_every_field_of_every_form():

@@ -207,3 +207,28 @@ def test_the_job_runtime_takes_its_stale_rule_from_the_connections_probe_schedul
     monkeypatch.setenv("SKYNOMAD_PROBE_INTERVAL_MINUTES", "soon")
     with pytest.raises(SkyNomadInputError, match="SKYNOMAD_PROBE_INTERVAL_MINUTES must be a positive number"):
         runner()
+
+
+def test_a_slow_probe_run_keeps_its_markets_in_view_while_its_rounds_keep_their_pace():
+    """A busy box: one probe run 23 cloud hours long, its first zones probed at its start. The rows'
+    ages alone would hide every market but the last ones probed; the completed rounds keep them."""
+    from airflow_provider_skynomad.market.freshness import CompletedRound
+
+    hours = [23.0 * i / (len(ZONES) - 1) for i in range(len(ZONES))]  # zone i probed at hour hours[i]
+    frame = pd.concat([market_rows([h]).iloc[[i]] for i, h in enumerate(hours)], ignore_index=True)
+    ended = T0 + pd.Timedelta(hours=23.0)
+
+    def completed(markets, now):
+        return [CompletedRound("gcp", z.rsplit("-", 1)[0], z, t, T0.to_pydatetime(), ended) for z, t in markets]
+
+    now = ended + pd.Timedelta(hours=11)  # a job's step 2 min 12 s of wall time later at 300x
+    rows_only = StaleGuard(after_hours=10.0, late_after_hours=10.0)
+    view, _ = rows_only.apply(view_at(frame), frame, now, running_key=None)
+    assert spot_zones(view) == set()  # every row is over 10 h old
+    guard = StaleGuard(after_hours=10.0, late_after_hours=10.0, rounds=completed)
+    view, warnings = guard.apply(view_at(frame), frame, now, running_key=None)
+    assert warnings == [] and spot_zones(view) == set(ZONES)
+    # two of the DAG's 23 h paces after its last round, nothing came: hidden, and said
+    later = ended + pd.Timedelta(hours=47)
+    view, warnings = guard.apply(view_at(frame), frame, later, running_key=None)
+    assert spot_zones(view) == set() and len(warnings) == 1

@@ -3,11 +3,11 @@
 Airflow 3.3 deletes a run's deadline when the run *succeeds* with ``end_date <= deadline_time``
 (`Deadline.prune_deadlines`, called only on success); any other run keeps it, and the scheduler
 marks it missed ("Deadline Missed" on the run page) once ``deadline_time`` passes. The timings
-below are the ones measured in the README's ``airflow standalone`` recipe at 300x on a busy
-2-core box: a run's first try starts up to 7 s after it was queued, and the run ends up to
-18.7 s of wall time after its workload (the trigger's notice, a worker slot for the last step,
-the scheduler's mark). Before the fix four fine-tunes that met their deadline 1.4 h early showed
-Deadline Missed: the alert was the job's deadline in wall time and nothing for Airflow's own part.
+below are the ones measured in the README's ``airflow standalone`` recipe at 300x on a loaded
+2-core box (a CPU burner beside it): a run's first try starts up to 38 s after it was queued, and
+the run ends up to 48 s of wall time after its workload (the trigger's notice, a worker slot for
+the last step, the scheduler's mark). With a one-minute allowance three fine-tunes that met their
+deadline showed Deadline Missed; on an idle box the same two were 7 s and 18.7 s.
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from airflow_provider_skynomad.cli import demo
+from airflow_provider_skynomad.operators.skynomad import AIRFLOW_ALLOWANCE
 
 SPEED = 300.0
-QUEUE_TO_FIRST_TRY = timedelta(seconds=7.0)
-WORKLOAD_END_TO_RUN_END = timedelta(seconds=18.7)
+QUEUE_TO_FIRST_TRY = timedelta(seconds=38.0)
+WORKLOAD_END_TO_RUN_END = timedelta(seconds=48.0)
 
 
 @pytest.fixture
@@ -57,11 +58,30 @@ def test_a_job_that_meets_its_deadline_ends_its_run_before_airflows_deadline(fin
     assert run_end <= airflow_deadline(fine_tune, queued)  # pruned: no Deadline Missed
 
 
-def test_a_job_that_misses_fails_its_run_and_airflow_says_so_within_a_minute(fine_tune):
+def test_a_job_that_misses_fails_its_run_and_airflow_says_so_within_the_allowance(fine_tune):
     queued = datetime(2026, 12, 1, 23, 11, 15, tzinfo=UTC)
     task = fine_tune.get_task("fine_tune")
     # A miss fails the task (no retries), so the run fails and Airflow keeps its deadline ...
     assert task.on_deadline_miss == "fail"
-    # ... and marks it missed once it passes: after the job's own deadline, a minute later at most.
+    # ... and marks it missed once it passes: after the job's own deadline, the allowance later at most.
     late_by = airflow_deadline(fine_tune, queued) - job_deadline(fine_tune, queued)
-    assert timedelta(0) < late_by <= timedelta(minutes=1)
+    assert timedelta(0) < late_by <= AIRFLOW_ALLOWANCE == timedelta(minutes=2)
+
+
+def test_the_alert_interval_reads_the_speed_from_the_environment_and_looks_up_no_connection(monkeypatch):
+    from airflow.sdk.bases.hook import BaseHook
+
+    from airflow_provider_skynomad.operators.skynomad import alert_interval
+
+    def looked_up(*args, **kwargs):
+        raise AssertionError("a connection lookup while a DAG file is parsed")
+
+    monkeypatch.setattr(BaseHook, "get_connection", classmethod(looked_up))
+    extra = {"cloud": "simulated", "speed": 300}
+    monkeypatch.setenv("AIRFLOW_CONN_SKYNOMAD_DEFAULT", json.dumps({"conn_type": "skynomad", "extra": extra}))
+    assert alert_interval(timedelta(hours=10)) == timedelta(minutes=2) + AIRFLOW_ALLOWANCE
+    assert alert_interval(timedelta(hours=10), speed=3600) == timedelta(seconds=10) + AIRFLOW_ALLOWANCE
+    # a connection the environment does not define (the metadata database's): a real cloud's clock,
+    # so the alert comes late rather than falsely
+    monkeypatch.delenv("AIRFLOW_CONN_SKYNOMAD_DEFAULT")
+    assert alert_interval(timedelta(hours=10)) == timedelta(hours=10) + AIRFLOW_ALLOWANCE
