@@ -58,12 +58,7 @@ def say(item: dict) -> str:
             f"{item['declared']:g} h); later launches are planned with that"
         )
     if event == "pace":
-        ratio = item["ratio"]
-        how = f"{100 * (ratio - 1):.0f} % slower" if ratio > 1 else f"{100 * (1 - ratio):.0f} % faster"
-        return (
-            f"{at} the workload runs {how} than declared: {item['left_h']:.1f} h of work left, not "
-            f"{item['declared_left_h']:.1f} h; planning with that"
-        )
+        return f"{at} {pace_words(item)}"
     if event == "deadline risk":
         why = (
             "the time preemptions, relaunches and waiting already cost"
@@ -80,6 +75,27 @@ def say(item: dict) -> str:
         return f"{at} the group failed: {item.get('reason', '')}"
     details = " ".join(f"{k}={v}" for k, v in item.items() if k not in ("at_hours", "event"))
     return f"{at} {event} {details}".rstrip()
+
+
+def pace_words(item: dict) -> str:
+    """A "pace" note in words: the pace as measured, and apart from it the bound the planner plans
+    with (a margin for what a few checkpoints cannot tell yet), e.g. "runs 25 % slower than declared:
+    about 6.0 h of work left, not 4.8 h; planning with up to 32 % slower (6.3 h left) to be safe".
+    Notes written before the bound was kept apart (no ``planning_ratio``) said the bound's hours."""
+    ratio = item["ratio"]
+    how = _percent_off(ratio)
+    left, declared = item["left_h"], item["declared_left_h"]
+    words = f"the workload runs {how} than declared: about {left:.1f} h of work left, not {declared:.1f} h"
+    planning = item.get("planning_ratio")
+    if planning is None or round(100 * planning) == round(100 * ratio):
+        return f"{words}; planning with that"
+    if planning > 1.0:
+        return f"{words}; planning with up to {_percent_off(planning)} ({item['planned_left_h']:.1f} h left) to be safe"
+    return f"{words}; planning with {item['planned_left_h']:.1f} h left until more checkpoints confirm it"
+
+
+def _percent_off(ratio: float) -> str:
+    return f"{100 * (ratio - 1):.0f} % slower" if ratio >= 1 else f"{100 * (1 - ratio):.0f} % faster"
 
 
 def why_move(record: JobRecord, view: MarketView, before: JobState, target: Option | None, at_hours: float) -> str:

@@ -17,6 +17,7 @@ a change may start that late, a rescue two lags late.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 
 import pandas as pd
@@ -50,6 +51,7 @@ from airflow_provider_skynomad.planner.safety import is_safe
 
 MAX_LAGS_KEPT = 50
 PACE_NEWS = 0.1  # a measured pace is said again once it moved this much (10 %) from the last said
+PACE_WARNING = 0.1  # a workload measured more than 10 % slower than declared is said at WARNING
 NEWS_LAG_HOURS = 1.0 / 60.0  # a controller lag below a minute of cloud time is planned with, not told
 WEIGHED_DECISIONS_KEPT = 8  # decisions whose weighed options the record keeps (the job page shows them)
 GUARD_LAGS = 1.0  # the planner already lets a rescue come two lags late; one more lag of margin
@@ -544,13 +546,19 @@ class JobRunner:
         if ratio is None or abs(ratio - record.pace_told) < PACE_NEWS:
             return False
         record.pace_told = ratio
-        left = left_share * pace.work_hours_bound
-        declared_left = left_share * pace.declared_work_hours
-        self._say(
-            record.note(
-                at, "pace", ratio=round(ratio, 3), left_h=round(left, 2), declared_left_h=round(declared_left, 2)
-            )
+        # Said as measured (the point estimate), with the bound the planner plans with kept apart.
+        planning = pace.work_hours_bound / pace.declared_work_hours
+        item = record.note(
+            at,
+            "pace",
+            ratio=round(ratio, 3),
+            planning_ratio=round(planning, 3),
+            left_h=round(left_share * pace.work_hours_estimate, 2),
+            planned_left_h=round(left_share * pace.work_hours_bound, 2),
+            declared_left_h=round(left_share * pace.declared_work_hours, 2),
         )
+        # Work well beyond what was declared eats the slack the deadline was set with: a warning.
+        self._say(item, logging.WARNING if ratio > 1.0 + PACE_WARNING else logging.INFO)
         return True
 
     def _left_share(self, done: float | None) -> float:
@@ -703,8 +711,8 @@ class JobRunner:
             )
         )
 
-    def _say(self, item: dict) -> None:
-        self.log.info("%s", say(item))
+    def _say(self, item: dict, level: int = logging.INFO) -> None:
+        self.log.log(level, "%s", say(item))
 
 
 def decision_words(decision: Decision) -> str:
