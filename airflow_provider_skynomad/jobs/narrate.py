@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from airflow_provider_skynomad.clouds.base import GroupHandle
 from airflow_provider_skynomad.jobs.record import JobRecord
+from airflow_provider_skynomad.jobs.summary import all_on_demand_usd
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import Mode, Option
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
@@ -68,6 +69,11 @@ def say(item: dict) -> str:
         return (
             f"{at} DEADLINE AT RISK: even on-demand from now would finish at {item['finish_h']:.2f} h, after the "
             f"deadline at {item['deadline_h']:.2f} h ({why}); the job goes on as fast as it can"
+        )
+    if event == "cost revised":
+        return (
+            f"{at} the final cost ${item['final_usd']:.2f} ({basis_words(item['final_basis'])}) is below the "
+            f"${item['live_usd']:.2f} said while the job ran ({basis_words(item['live_basis'])})"
         )
     if event == "finished":
         return f"{at} the workload finished"
@@ -150,7 +156,7 @@ def live_status(record: JobRecord, elapsed_hours: float, spend_usd: float) -> di
             record.job_id, record.job, record.state, record.group, record.deadline_hours, elapsed_hours, record.finished
         ),
         "spend_usd": round(spend_usd, 2),
-        "all_on_demand_usd": round(record.all_on_demand_usd, 2),
+        "all_on_demand_usd": round(all_on_demand_usd(record), 2),
         "preemptions": record.preemptions,
         "migrations": record.migrations,
         "market": running.market if running else None,
@@ -190,10 +196,15 @@ def where_it_stands(
     }
 
 
+def basis_words(basis: str | None) -> str:
+    """Where a cost figure comes from (`jobs.summary`'s ``cost_basis``), in words."""
+    return "the cloud's bill" if basis == "cloud_bill" else "estimated at launch-time prices"
+
+
 def status_line(status: dict) -> str:
     where = f"{status['mode']} in {status['zone']}" if status["zone"] else "no instances"
     return (
         f"[t={status['elapsed_hours']:.2f} h] {where}, {status['progress_pct']:.0f}% done (checkpointed), "
-        f"slack {status['slack_hours']:.2f} h, spent ~${status['spend_usd']:.2f} "
-        f"(all on-demand: ${status['all_on_demand_usd']:.2f})"
+        f"slack {status['slack_hours']:.2f} h, spent ${status['spend_usd']:.2f} so far "
+        f"({basis_words(status.get('cost_basis'))}; all on-demand: ${status['all_on_demand_usd']:.2f})"
     )

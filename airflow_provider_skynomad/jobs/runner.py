@@ -38,7 +38,7 @@ from airflow_provider_skynomad.jobs.events import EventKind, JobEvent
 from airflow_provider_skynomad.jobs.fleet import FleetLens, own_row
 from airflow_provider_skynomad.jobs.narrate import live_status, say, status_line, why_move
 from airflow_provider_skynomad.jobs.params import JobParams
-from airflow_provider_skynomad.jobs.record import JobRecord, StateStore
+from airflow_provider_skynomad.jobs.record import JOB_TAG, JobRecord, StateStore
 from airflow_provider_skynomad.jobs.stale import StaleGuard, held_rows
 from airflow_provider_skynomad.jobs.summary import deadline_line, format_timeline, job_bill, summarize
 from airflow_provider_skynomad.market.source import MarketInputError, MarketSource, select_markets
@@ -122,6 +122,7 @@ class JobRunner:
             raise SkyNomadInputError(str(exc)) from exc
         self._fleet: FleetLens | None = None
         self.record: JobRecord | None = None
+        self._live_spend: tuple[float, str] | None = None  # the last spend published and its basis
 
     # == entry points =========================================================================
 
@@ -168,8 +169,8 @@ class JobRunner:
         )
         self.record = record
         view = self.view()
-        cheapest = float(view.on_demand_usd_per_hour.min())
-        record.all_on_demand_usd = cheapest * job.instances * (job.work_hours + job.cold_start_hours)
+        record.on_demand_usd_per_hour = float(view.on_demand_usd_per_hour.min()) * job.instances
+        record.all_on_demand_usd = record.on_demand_usd_per_hour * (job.work_hours + job.cold_start_hours)
         decision = policy.decide(job, JobState(), view, 0.0)
         self._say(
             record.note(
@@ -617,11 +618,6 @@ class JobRunner:
         if record.group is not None:
             self.cloud.terminate(record.group)
         record.close_segment(at, "finished")
-        pace = record.pace
-        if pace is not None and pace.measured:
-            # All on-demand is the comparison for the work the job really was, not the guess.
-            d = self.params.cold_start_hours
-            record.all_on_demand_usd *= (pace.work_hours_estimate + d) / (pace.declared_work_hours + d)
         last_zone = record.group.zone if record.group else (record.segments[-1].zone if record.segments else None)
         record.group = None
         record.finished = True
@@ -633,6 +629,7 @@ class JobRunner:
         output = self.cloud.output_location(record.job_id, last_zone) if last_zone else None
         if output:
             summary["output_dir"] = output  # where the workload's final files are
+        self._tell_bill_below_live(record, at, summary)
         record.summary = summary
         self.store.save(record)
         self._publish(at, summary)
@@ -660,9 +657,16 @@ class JobRunner:
     def _publish(self, elapsed: float, summary: dict | None = None, state: str | None = None) -> None:
         """The live status (the trigger's board, or the task state store), and one line of it in the log."""
         record = self.record
-        # While running: the estimate at launch-time prices (the cloud's bill is read once, at the end).
-        spend = summary["cost_usd"]["total"] if summary else summarize(record, elapsed)["cost_usd"]["total"]
+        if summary is not None:
+            spend, basis = summary["cost_usd"]["total"], summary["cost_basis"]
+        else:
+            # From the source the final figure comes from (the cloud's bill so far where the cloud
+            # bills, else the estimate at launch-time prices): the live figure grows into the final one.
+            live = summarize(record, elapsed, self._bill_so_far(record))
+            spend, basis = live["cost_usd"]["total"], live["cost_basis"]
+            self._live_spend = (spend, basis)
         status = live_status(record, elapsed, spend)
+        status["cost_basis"] = basis
         status["conn_id"] = self.conn_id  # where the trigger publishes what it sees later (jobs/live.py)
         if summary is not None:
             status["deadline_met"] = summary["deadline_met"]
@@ -671,6 +675,31 @@ class JobRunner:
         self.store.save_status(status)
         self._tell_fleet(status)
         self.log.info("%s", status_line(status))
+
+    def _bill_so_far(self, record: JobRecord) -> dict | None:
+        """The cloud's bill for the job up to now (None: the cloud cannot bill, or did not answer)."""
+        try:
+            return self.cloud.bill(tags={JOB_TAG: record.job_id})
+        except Exception as exc:  # noqa: BLE001 - a status line must never fail the job
+            self.log.debug("could not read the cloud's bill so far for job %s: %s", record.job_id, exc)
+            return None
+
+    def _tell_bill_below_live(self, record: JobRecord, at: float, summary: dict) -> None:
+        """A final cost below the last figure said while the job ran is said, with why (their sources differ)."""
+        if self._live_spend is None:
+            return
+        live_usd, live_basis = self._live_spend
+        if summary["cost_usd"]["total"] >= live_usd - 0.005:
+            return
+        item = record.note(
+            at,
+            "cost revised",
+            live_usd=round(live_usd, 2),
+            live_basis=live_basis,
+            final_usd=summary["cost_usd"]["total"],
+            final_basis=summary["cost_basis"],
+        )
+        self._say(item)
 
     def _tell_fleet(self, status: dict) -> None:
         """On the worker, the status goes to the live-status table too (the trigger's store does that

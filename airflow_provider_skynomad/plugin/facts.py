@@ -91,10 +91,11 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
         basis = "from the cloud's bill" if summary.get("cost_basis") == "cloud_bill" else "estimated"
     elif status and status.get("spend_usd") is not None:
         spend = _number(status, "spend_usd", "status")
+        if status.get("cost_basis") == "cloud_bill":
+            basis = "so far, from the cloud's bill"
     work = _number(job, "work_hours", "record.job", 0.0)
     cold = _number(job, "cold_start_hours", "record.job", 0.0)
-    all_od = _number(record, "all_on_demand_usd", "record", 0.0)
-    od_hours = work + cold
+    all_od, od_hours = _all_on_demand(record, status, summary, work + cold)
     deadline = _number(record, "deadline_hours", "record") or _number(job, "deadline_hours", "record.job", 0.0)
     return JobFacts(
         job_id=str(record.get("job_id", "?")),
@@ -124,6 +125,20 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
         decisions=[_decision(t) for t in timeline if t.get("event") == "decide"][-8:],
         story=[_say(t) for t in timeline if t.get("event") not in ("decide", "stay")],
     )
+
+
+def _all_on_demand(record: dict, status: dict | None, summary: dict | None, planned_hours: float):
+    """(USD, hours) of the all-on-demand comparison, on the basis the runtime says it on
+    (`jobs.summary.all_on_demand_usd`: the work measured): the summary's figure once the job has
+    ended, the live status's while it runs, the record's (the declared work) before either. Its
+    hours follow from the on-demand price the record keeps; a record without one, from the plan."""
+    usd = _number(record, "all_on_demand_usd", "record", 0.0)
+    if summary and summary.get("all_on_demand_cost_usd") is not None:
+        usd = _number(summary, "all_on_demand_cost_usd", "record.summary")
+    elif status and status.get("all_on_demand_usd") is not None:
+        usd = _number(status, "all_on_demand_usd", "status")
+    rate = _number(record, "on_demand_usd_per_hour", "record", 0.0)
+    return usd, (usd / rate if rate > 0 else planned_hours)
 
 
 def _number(mapping: dict, key: str, where: str, default: float | None = None) -> float | None:
