@@ -248,7 +248,7 @@ class JobRunner:
             detail = f"\nlast lines of the workload's output:\n{event.detail}" if event.detail else ""
             self._say(record.note(at, "failed", reason=event.reason or event.status))
             self.store.save(record)  # the failure is in the record the worker reports from
-            self._publish(at, state="failed")
+            self._publish(at, state="failed", reason=f"the group failed: {event.reason or event.status}")
             raise SkyNomadJobFailed(f"SkyNomad job {record.job_id} failed: {event.reason or event.status}{detail}")
         view = self.view()
         decision = event.decision
@@ -281,10 +281,29 @@ class JobRunner:
         if outcome.kind is OutcomeKind.FINISHED and record.finished:
             self.store.save(record)
             return Finish(record.summary)
+        message = outcome.message or f"SkyNomad job {record.job_id} ended without finishing"
+        if not record.finished:
+            self._say_failure(record, message)
         self.store.save(record)
         if outcome.kind is OutcomeKind.DEADLINE_MISSED:
             raise SkyNomadDeadlineMissed(outcome.message)
-        raise SkyNomadJobFailed(outcome.message or f"SkyNomad job {record.job_id} ended without finishing")
+        raise SkyNomadJobFailed(message)
+
+    def _say_failure(self, record: JobRecord, message: str) -> None:
+        """Why the job ended unfinished, where the job page and the dashboard read it: a "failed"
+        note in the record (unless the controller wrote one) and the reason in its live status."""
+        reason = message.split("\n", 1)[0]
+        noted = [n for n in record.timeline if n["event"] == "failed"]
+        try:
+            at = self.elapsed()
+        except Exception:  # noqa: BLE001 - the cloud's clock unreadable: the last moment the record knows
+            at = record.timeline[-1]["at_hours"] if record.timeline else 0.0
+        if not noted:
+            record.note(at, "failed", reason=reason)
+        try:
+            self._publish(at, state="failed", reason=reason)
+        except Exception as exc:  # noqa: BLE001 - the task's own error is the one to raise
+            self.log.warning("could not publish why the job failed (%s)", exc)
 
     def _preempted(self, at: float, progress_hours: float | None) -> None:
         record = self.record
@@ -654,7 +673,9 @@ class JobRunner:
             return 0.0
         return round(usd, 2)
 
-    def _publish(self, elapsed: float, summary: dict | None = None, state: str | None = None) -> None:
+    def _publish(
+        self, elapsed: float, summary: dict | None = None, state: str | None = None, reason: str | None = None
+    ) -> None:
         """The live status (the trigger's board, or the task state store), and one line of it in the log."""
         record = self.record
         if summary is not None:
@@ -672,6 +693,8 @@ class JobRunner:
             status["deadline_met"] = summary["deadline_met"]
         if state is not None:
             status["state"] = state
+        if reason is not None:
+            status["reason"] = reason  # why it failed, for the dashboard's row
         self.store.save_status(status)
         self._tell_fleet(status)
         self.log.info("%s", status_line(status))

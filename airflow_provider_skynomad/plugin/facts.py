@@ -350,10 +350,45 @@ def _progress_curve(segments: list[_Segment], elapsed: float, work: float) -> li
     return points
 
 
-def dashboard_row(job_state: str | None, record: dict | None, status: dict | None) -> dict:
-    """One line of the jobs dashboard: state, zone, % done, slack, spend, saving, deadline met."""
+# A task that failed before its job started wrote nothing (bad input fails before anything is
+# written): its reason is in its log only.
+FAILED_BEFORE_START = "failed before its job started (its input or settings): the first ERROR line of its log says why"
+
+
+def failure_reason(job_state: str | None, record: dict | None, status: dict | None) -> str | None:
+    """Why a failed task failed, in the words its job said it (None when it did not fail)."""
+    status = status or {}
+    if job_state not in ("failed", "upstream_failed") and status.get("state") != "failed":
+        return None
+    if job_state == "upstream_failed":
+        return "an upstream task failed: this one never ran"
+    if status.get("reason"):
+        return str(status["reason"])
     if record is None:
-        return {"state": job_state or "?", "zone": None, "pct": None, "slack": None, "spend": None, "saving": None}
+        return FAILED_BEFORE_START
+    noted = [t for t in _objects(record, "timeline", "record") if t.get("event") in ("failed", "deadline risk")]
+    summary = record.get("summary") or {}
+    if isinstance(summary, dict) and summary.get("deadline_met") is False:
+        return "it finished after its deadline"
+    if noted:
+        return _say(noted[-1]).split("] ", 1)[-1]
+    return "the task failed after its job started; its log says why"
+
+
+def dashboard_row(job_state: str | None, record: dict | None, status: dict | None) -> dict:
+    """One line of the jobs dashboard: state (and why, when it failed), zone, % done, slack, spend, saving,
+    deadline met."""
+    reason = failure_reason(job_state, record, status)
+    if record is None:
+        return {
+            "state": job_state or "?",
+            "reason": reason,
+            "zone": None,
+            "pct": None,
+            "slack": None,
+            "spend": None,
+            "saving": None,
+        }
     facts = job_facts(record, status)
     zone = (status or {}).get("zone") or (facts.zones[-1] if facts.zones else None)
     zone = None if zone is None else str(zone)
@@ -366,6 +401,7 @@ def dashboard_row(job_state: str | None, record: dict | None, status: dict | Non
             preempted_in[marker["zone"]] = preempted_in.get(marker["zone"], 0) + 1
     return {
         "state": job_state or "?",
+        "reason": reason,
         "zone": zone,
         "pct": None if pct is None else round(pct, 1),
         "slack": facts.slack_hours,
