@@ -49,3 +49,23 @@ def test_a_job_that_missed_its_deadline_says_so():
     record = finished_record()
     record["summary"] = {**record["summary"], "deadline_met": False}
     assert dashboard_row("failed", record, None)["reason"] == "it finished after its deadline"
+
+
+def test_a_failed_probe_task_is_a_dashboard_row_with_its_reason_and_a_successful_one_is_not(seeded):
+    from airflow.models.taskinstance import TaskInstance as TI
+    from airflow.utils.session import create_session
+    from sqlalchemy import update
+
+    from airflow_provider_skynomad.plugin.jobs import list_jobs
+    from tests.support.plugin_seed import insert_task, write_state
+
+    dag = "skynomad_probe_rows"
+    why = "the probe of gcp/us-central1 failed while opening the market table: OperationalError: no such host"
+    for run, state in (("failed_run", "failed"), ("good_run", "success")):
+        insert_task(dag, run, "probe", state)
+    with create_session() as session:
+        session.execute(update(TI).where(TI.dag_id == dag).values(operator="SkyNomadProbeOperator"))
+    write_state(dag, "failed_run", "probe", None, {"state": "failed", "reason": why})
+    found = list_jobs({dag}, days=1)
+    assert [(job.run_id, job.ti_state) for job in found] == [("failed_run", "failed")]
+    assert f"failed_run probe failed {why}" in _page(*found)
