@@ -38,9 +38,9 @@ from airflow_provider_skynomad.jobs.events import EventKind, JobEvent
 from airflow_provider_skynomad.jobs.fleet import FleetLens, own_row
 from airflow_provider_skynomad.jobs.narrate import live_status, say, status_line, why_move
 from airflow_provider_skynomad.jobs.params import JobParams
-from airflow_provider_skynomad.jobs.record import JOB_TAG, JobRecord, StateStore
+from airflow_provider_skynomad.jobs.record import JobRecord, StateStore
 from airflow_provider_skynomad.jobs.stale import StaleGuard, held_rows
-from airflow_provider_skynomad.jobs.summary import deadline_line, format_timeline, job_bill, summarize
+from airflow_provider_skynomad.jobs.summary import CLOUD_BILL, deadline_line, format_timeline, job_bill, summarize
 from airflow_provider_skynomad.market.source import MarketInputError, MarketSource, select_markets
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import Decision, Mode
@@ -681,10 +681,7 @@ class JobRunner:
         if summary is not None:
             spend, basis = summary["cost_usd"]["total"], summary["cost_basis"]
         else:
-            # From the source the final figure comes from (the cloud's bill so far where the cloud
-            # bills, else the estimate at launch-time prices): the live figure grows into the final one.
-            live = summarize(record, elapsed, self._bill_so_far(record))
-            spend, basis = live["cost_usd"]["total"], live["cost_basis"]
+            spend, basis = self._spend_so_far(record, elapsed)
             self._live_spend = (spend, basis)
         status = live_status(record, elapsed, spend)
         status["cost_basis"] = basis
@@ -699,13 +696,22 @@ class JobRunner:
         self._tell_fleet(status)
         self.log.info("%s", status_line(status))
 
-    def _bill_so_far(self, record: JobRecord) -> dict | None:
-        """The cloud's bill for the job up to now (None: the cloud cannot bill, or did not answer)."""
+    def _spend_so_far(self, record: JobRecord, elapsed: float) -> tuple[float, str]:
+        """(USD, basis) spent so far, from the prices the final figure comes from, so the live
+        figure grows into it: where the cloud bills (the simulated cloud), its own cost so far of
+        each of the job's groups (`describe`: one group's row, where the whole bill reads every
+        probe the deployment ever made) plus the recorded egress and probes; elsewhere the
+        estimate at launch-time prices, which is then the final figure's basis too."""
+        estimate = summarize(record, elapsed)
+        describe = getattr(self.cloud, "describe", None)
+        if describe is None or not record.groups_used:
+            return estimate["cost_usd"]["total"], estimate["cost_basis"]
         try:
-            return self.cloud.bill(tags={JOB_TAG: record.job_id})
+            groups_usd = sum(float(describe(handle)["usd"]) for handle in record.groups_used)
         except Exception as exc:  # noqa: BLE001 - a status line must never fail the job
-            self.log.debug("could not read the cloud's bill so far for job %s: %s", record.job_id, exc)
-            return None
+            self.log.debug("could not read the cloud's cost so far of job %s: %s", record.job_id, exc)
+            return estimate["cost_usd"]["total"], estimate["cost_basis"]
+        return round(groups_usd + record.egress_usd + record.probe_usd, 2), CLOUD_BILL
 
     def _tell_bill_below_live(self, record: JobRecord, at: float, summary: dict) -> None:
         """A final cost below the last figure said while the job ran is said, with why (their sources differ)."""

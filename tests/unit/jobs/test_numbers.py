@@ -45,7 +45,8 @@ def _run(job, cloud, real_work_hours: float, until: float = 12.0):
 
 class BillingCloud(FakeCloud):
     """A fake cloud with a bill: each group billed at `usd_per_hour` from launch to its end (or now),
-    a price the market table never showed (the bill follows the cloud's prices, not the planner's)."""
+    a price the market table never showed (the bill follows the cloud's prices, not the planner's);
+    like the simulated cloud it describes one group's cost so far, and bills the job."""
 
     usd_per_hour = 7.0
 
@@ -63,6 +64,10 @@ class BillingCloud(FakeCloud):
     def terminate(self, handle):
         super().terminate(handle)
         self.ended_at.setdefault(handle.client_token, self.hours)
+
+    def describe(self, handle):
+        hours = self.ended_at.get(handle.client_token, self.hours) - self.started_at[handle.client_token]
+        return {"usd": hours * self.usd_per_hour}
 
     def bill(self, tags=None):
         if self.bill_fails:
