@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from airflow_provider_skynomad.clouds.base import GroupHandle
 from airflow_provider_skynomad.jobs.record import JobRecord
+from airflow_provider_skynomad.jobs.summary import all_on_demand_usd
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import Mode, Option
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
@@ -58,12 +59,7 @@ def say(item: dict) -> str:
             f"{item['declared']:g} h); later launches are planned with that"
         )
     if event == "pace":
-        ratio = item["ratio"]
-        how = f"{100 * (ratio - 1):.0f} % slower" if ratio > 1 else f"{100 * (1 - ratio):.0f} % faster"
-        return (
-            f"{at} the workload runs {how} than declared: {item['left_h']:.1f} h of work left, not "
-            f"{item['declared_left_h']:.1f} h; planning with that"
-        )
+        return f"{at} {pace_words(item)}"
     if event == "deadline risk":
         why = (
             "the time preemptions, relaunches and waiting already cost"
@@ -74,12 +70,38 @@ def say(item: dict) -> str:
             f"{at} DEADLINE AT RISK: even on-demand from now would finish at {item['finish_h']:.2f} h, after the "
             f"deadline at {item['deadline_h']:.2f} h ({why}); the job goes on as fast as it can"
         )
+    if event == "cost revised":
+        return (
+            f"{at} the final cost ${item['final_usd']:.2f} ({basis_words(item['final_basis'])}) is below the "
+            f"${item['live_usd']:.2f} said while the job ran ({basis_words(item['live_basis'])})"
+        )
     if event == "finished":
         return f"{at} the workload finished"
     if event == "failed":
         return f"{at} the group failed: {item.get('reason', '')}"
     details = " ".join(f"{k}={v}" for k, v in item.items() if k not in ("at_hours", "event"))
     return f"{at} {event} {details}".rstrip()
+
+
+def pace_words(item: dict) -> str:
+    """A "pace" note in words: the pace as measured, and apart from it the bound the planner plans
+    with (a margin for what a few checkpoints cannot tell yet), e.g. "runs 25 % slower than declared:
+    about 6.0 h of work left, not 4.8 h; planning with up to 32 % slower (6.3 h left) to be safe".
+    Notes written before the bound was kept apart (no ``planning_ratio``) said the bound's hours."""
+    ratio = item["ratio"]
+    how = _percent_off(ratio)
+    left, declared = item["left_h"], item["declared_left_h"]
+    words = f"the workload runs {how} than declared: about {left:.1f} h of work left, not {declared:.1f} h"
+    planning = item.get("planning_ratio")
+    if planning is None or round(100 * planning) == round(100 * ratio):
+        return f"{words}; planning with that"
+    if planning > 1.0:
+        return f"{words}; planning with up to {_percent_off(planning)} ({item['planned_left_h']:.1f} h left) to be safe"
+    return f"{words}; planning with {item['planned_left_h']:.1f} h left until more checkpoints confirm it"
+
+
+def _percent_off(ratio: float) -> str:
+    return f"{100 * (ratio - 1):.0f} % slower" if ratio >= 1 else f"{100 * (1 - ratio):.0f} % faster"
 
 
 def why_move(record: JobRecord, view: MarketView, before: JobState, target: Option | None, at_hours: float) -> str:
@@ -134,7 +156,7 @@ def live_status(record: JobRecord, elapsed_hours: float, spend_usd: float) -> di
             record.job_id, record.job, record.state, record.group, record.deadline_hours, elapsed_hours, record.finished
         ),
         "spend_usd": round(spend_usd, 2),
-        "all_on_demand_usd": round(record.all_on_demand_usd, 2),
+        "all_on_demand_usd": round(all_on_demand_usd(record), 2),
         "preemptions": record.preemptions,
         "migrations": record.migrations,
         "market": running.market if running else None,
@@ -174,10 +196,15 @@ def where_it_stands(
     }
 
 
+def basis_words(basis: str | None) -> str:
+    """Where a cost figure comes from (`jobs.summary`'s ``cost_basis``), in words."""
+    return "the cloud's bill" if basis == "cloud_bill" else "estimated at launch-time prices"
+
+
 def status_line(status: dict) -> str:
     where = f"{status['mode']} in {status['zone']}" if status["zone"] else "no instances"
     return (
         f"[t={status['elapsed_hours']:.2f} h] {where}, {status['progress_pct']:.0f}% done (checkpointed), "
-        f"slack {status['slack_hours']:.2f} h, spent ~${status['spend_usd']:.2f} "
-        f"(all on-demand: ${status['all_on_demand_usd']:.2f})"
+        f"slack {status['slack_hours']:.2f} h, spent ${status['spend_usd']:.2f} so far "
+        f"({basis_words(status.get('cost_basis'))}; all on-demand: ${status['all_on_demand_usd']:.2f})"
     )

@@ -84,7 +84,7 @@ class JobRecord:
     instance_types: list[str] | None
     policy: str
     state: JobState
-    all_on_demand_usd: float
+    all_on_demand_usd: float  # at the declared work: `jobs.summary.all_on_demand_usd` is the figure shown
     dag_deadline_hours: float | None = None  # the DAG's deadline when a downstream reserve was taken off it
     market_since: str = ""  # ISO start of the job's market-table window (fixed: the window grows, never slides)
     max_tries: int | None = None  # the task instance's when the job started: Airflow raises it on a clear
@@ -112,6 +112,7 @@ class JobRecord:
     finished: bool = False
     summary: dict | None = None
     wants: str | None = None  # idle, waiting for spot in this market: a claim the deployment's other jobs see
+    on_demand_usd_per_hour: float = 0.0  # the cheapest on-demand price at the start, for the whole gang
 
     # -- small verbs ---------------------------------------------------------------------------
 

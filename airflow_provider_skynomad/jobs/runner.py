@@ -17,6 +17,7 @@ a change may start that late, a rescue two lags late.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 
 import pandas as pd
@@ -39,7 +40,7 @@ from airflow_provider_skynomad.jobs.narrate import live_status, say, status_line
 from airflow_provider_skynomad.jobs.params import JobParams
 from airflow_provider_skynomad.jobs.record import JobRecord, StateStore
 from airflow_provider_skynomad.jobs.stale import StaleGuard, held_rows
-from airflow_provider_skynomad.jobs.summary import deadline_line, format_timeline, job_bill, summarize
+from airflow_provider_skynomad.jobs.summary import CLOUD_BILL, deadline_line, format_timeline, job_bill, summarize
 from airflow_provider_skynomad.jobs.usable_zones import leave_out_unusable
 from airflow_provider_skynomad.market.source import MarketInputError, MarketSource, select_markets
 from airflow_provider_skynomad.market.view import MarketView
@@ -51,6 +52,7 @@ from airflow_provider_skynomad.planner.safety import is_safe
 
 MAX_LAGS_KEPT = 50
 PACE_NEWS = 0.1  # a measured pace is said again once it moved this much (10 %) from the last said
+PACE_WARNING = 0.1  # a workload measured more than 10 % slower than declared is said at WARNING
 NEWS_LAG_HOURS = 1.0 / 60.0  # a controller lag below a minute of cloud time is planned with, not told
 WEIGHED_DECISIONS_KEPT = 8  # decisions whose weighed options the record keeps (the job page shows them)
 GUARD_LAGS = 1.0  # the planner already lets a rescue come two lags late; one more lag of margin
@@ -126,6 +128,7 @@ class JobRunner:
         self._fleet: FleetLens | None = None
         self._untold: dict | None = None  # the worker's last status, published once it holds the record
         self.record: JobRecord | None = None
+        self._live_spend: tuple[float, str] | None = None  # the last spend published and its basis
         if handoff is not None:
             store.bind(handoff, task.key, owner=self._worker_owner)
 
@@ -185,8 +188,8 @@ class JobRunner:
         )
         self.record = record
         view = self.view()
-        cheapest = float(view.on_demand_usd_per_hour.min())
-        record.all_on_demand_usd = cheapest * job.instances * (job.work_hours + job.cold_start_hours)
+        record.on_demand_usd_per_hour = float(view.on_demand_usd_per_hour.min()) * job.instances
+        record.all_on_demand_usd = record.on_demand_usd_per_hour * (job.work_hours + job.cold_start_hours)
         decision = policy.decide(job, JobState(), view, 0.0)
         self._say(
             record.note(
@@ -267,7 +270,7 @@ class JobRunner:
             detail = f"\nlast lines of the workload's output:\n{event.detail}" if event.detail else ""
             self._say(record.note(at, "failed", reason=event.reason or event.status))
             self.store.save(record)  # the failure is in the record the worker reports from
-            self._publish(at, state="failed")
+            self._publish(at, state="failed", reason=f"the group failed: {event.reason or event.status}")
             raise SkyNomadJobFailed(f"SkyNomad job {record.job_id} failed: {event.reason or event.status}{detail}")
         view = self.view()
         decision = event.decision
@@ -301,10 +304,29 @@ class JobRunner:
         if outcome.kind is OutcomeKind.FINISHED and record.finished:
             self.store.save(record)
             return Finish(record.summary)
+        message = outcome.message or f"SkyNomad job {record.job_id} ended without finishing"
+        if not record.finished:
+            self._say_failure(record, message)
         self.store.save(record)
         if outcome.kind is OutcomeKind.DEADLINE_MISSED:
             raise SkyNomadDeadlineMissed(outcome.message)
-        raise SkyNomadJobFailed(outcome.message or f"SkyNomad job {record.job_id} ended without finishing")
+        raise SkyNomadJobFailed(message)
+
+    def _say_failure(self, record: JobRecord, message: str) -> None:
+        """Why the job ended unfinished, where the job page and the dashboard read it: a "failed"
+        note in the record (unless the controller wrote one) and the reason in its live status."""
+        reason = message.split("\n", 1)[0]
+        noted = [n for n in record.timeline if n["event"] == "failed"]
+        try:
+            at = self.elapsed()
+        except Exception:  # noqa: BLE001 - the cloud's clock unreadable: the last moment the record knows
+            at = record.timeline[-1]["at_hours"] if record.timeline else 0.0
+        if not noted:
+            record.note(at, "failed", reason=reason)
+        try:
+            self._publish(at, state="failed", reason=reason)
+        except Exception as exc:  # noqa: BLE001 - the task's own error is the one to raise
+            self.log.warning("could not publish why the job failed (%s)", exc)
 
     def _preempted(self, at: float, progress_hours: float | None) -> None:
         record = self.record
@@ -568,13 +590,19 @@ class JobRunner:
         if ratio is None or abs(ratio - record.pace_told) < PACE_NEWS:
             return False
         record.pace_told = ratio
-        left = left_share * pace.work_hours_bound
-        declared_left = left_share * pace.declared_work_hours
-        self._say(
-            record.note(
-                at, "pace", ratio=round(ratio, 3), left_h=round(left, 2), declared_left_h=round(declared_left, 2)
-            )
+        # Said as measured (the point estimate), with the bound the planner plans with kept apart.
+        planning = pace.work_hours_bound / pace.declared_work_hours
+        item = record.note(
+            at,
+            "pace",
+            ratio=round(ratio, 3),
+            planning_ratio=round(planning, 3),
+            left_h=round(left_share * pace.work_hours_estimate, 2),
+            planned_left_h=round(left_share * pace.work_hours_bound, 2),
+            declared_left_h=round(left_share * pace.declared_work_hours, 2),
         )
+        # Work well beyond what was declared eats the slack the deadline was set with: a warning.
+        self._say(item, logging.WARNING if ratio > 1.0 + PACE_WARNING else logging.INFO)
         return True
 
     def _left_share(self, done: float | None) -> float:
@@ -633,11 +661,6 @@ class JobRunner:
         if record.group is not None:
             self.cloud.terminate(record.group)
         record.close_segment(at, "finished")
-        pace = record.pace
-        if pace is not None and pace.measured:
-            # All on-demand is the comparison for the work the job really was, not the guess.
-            d = self.params.cold_start_hours
-            record.all_on_demand_usd *= (pace.work_hours_estimate + d) / (pace.declared_work_hours + d)
         last_zone = record.group.zone if record.group else (record.segments[-1].zone if record.segments else None)
         record.group = None
         record.finished = True
@@ -649,6 +672,7 @@ class JobRunner:
         output = self.cloud.output_location(record.job_id, last_zone) if last_zone else None
         if output:
             summary["output_dir"] = output  # where the workload's final files are
+        self._tell_bill_below_live(record, at, summary)
         record.summary = summary
         self.store.save(record)
         self._publish(at, summary)
@@ -673,19 +697,61 @@ class JobRunner:
             return 0.0
         return round(usd, 2)
 
-    def _publish(self, elapsed: float, summary: dict | None = None, state: str | None = None) -> None:
+    def _publish(
+        self, elapsed: float, summary: dict | None = None, state: str | None = None, reason: str | None = None
+    ) -> None:
         """The live status (the trigger's board, or the task state store), and one line of it in the log."""
         record = self.record
-        # While running: the estimate at launch-time prices (the cloud's bill is read once, at the end).
-        spend = summary["cost_usd"]["total"] if summary else summarize(record, elapsed)["cost_usd"]["total"]
+        if summary is not None:
+            spend, basis = summary["cost_usd"]["total"], summary["cost_basis"]
+        else:
+            spend, basis = self._spend_so_far(record, elapsed)
+            self._live_spend = (spend, basis)
         status = live_status(record, elapsed, spend)
+        status["cost_basis"] = basis
         if summary is not None:
             status["deadline_met"] = summary["deadline_met"]
         if state is not None:
             status["state"] = state
+        if reason is not None:
+            status["reason"] = reason  # why it failed, for the dashboard's row
         self.store.save_status(status)
         self._tell_fleet(status)
         self.log.info("%s", status_line(status))
+
+    def _spend_so_far(self, record: JobRecord, elapsed: float) -> tuple[float, str]:
+        """(USD, basis) spent so far, from the prices the final figure comes from, so the live
+        figure grows into it: where the cloud bills (the simulated cloud), its own cost so far of
+        each of the job's groups (`describe`: one group's row, where the whole bill reads every
+        probe the deployment ever made) plus the recorded egress and probes; elsewhere the
+        estimate at launch-time prices, which is then the final figure's basis too."""
+        estimate = summarize(record, elapsed)
+        describe = getattr(self.cloud, "describe", None)
+        if describe is None or not record.groups_used:
+            return estimate["cost_usd"]["total"], estimate["cost_basis"]
+        try:
+            groups_usd = sum(float(describe(handle)["usd"]) for handle in record.groups_used)
+        except Exception as exc:  # noqa: BLE001 - a status line must never fail the job
+            self.log.debug("could not read the cloud's cost so far of job %s: %s", record.job_id, exc)
+            return estimate["cost_usd"]["total"], estimate["cost_basis"]
+        return round(groups_usd + record.egress_usd + record.probe_usd, 2), CLOUD_BILL
+
+    def _tell_bill_below_live(self, record: JobRecord, at: float, summary: dict) -> None:
+        """A final cost below the last figure said while the job ran is said, with why (their sources differ)."""
+        if self._live_spend is None:
+            return
+        live_usd, live_basis = self._live_spend
+        if summary["cost_usd"]["total"] >= live_usd - 0.005:
+            return
+        item = record.note(
+            at,
+            "cost revised",
+            live_usd=round(live_usd, 2),
+            live_basis=live_basis,
+            final_usd=summary["cost_usd"]["total"],
+            final_basis=summary["cost_basis"],
+        )
+        self._say(item)
 
     def _tell_fleet(self, status: dict) -> None:
         """On the worker, the status goes to the live-status table too (the trigger's store does that
@@ -737,8 +803,8 @@ class JobRunner:
             )
         )
 
-    def _say(self, item: dict) -> None:
-        self.log.info("%s", say(item))
+    def _say(self, item: dict, level: int = logging.INFO) -> None:
+        self.log.log(level, "%s", say(item))
 
 
 def decision_words(decision: Decision) -> str:

@@ -10,7 +10,8 @@ The cost is one figure with its basis named in ``cost_basis``:
   recorded.
 
 ``all_on_demand_cost_usd`` is the comparison: the cheapest on-demand price at the start for the
-whole work plus one cold start.
+whole work plus one cold start, the work being what the checkpoints measured (`all_on_demand_usd`:
+the one figure the log, the job page and this summary show, while the job runs and at its end).
 """
 
 from __future__ import annotations
@@ -31,6 +32,18 @@ def job_bill(cloud: Cloud, job_id: str, log) -> dict | None:
     except Exception as exc:  # noqa: BLE001 - a finished job must not fail on its report
         log.warning("could not read the cloud's bill for job %s (%s); reporting the estimate instead", job_id, exc)
         return None
+
+
+def all_on_demand_usd(record: JobRecord) -> float:
+    """What the whole job would cost on the cheapest on-demand price at its start: the work the
+    checkpoints measured (their point estimate, `planner.pace`; the declared work until they measure
+    one) plus one declared cold start. The planner plans with a higher bound; the comparison is with
+    the work as measured, the basis every figure of the job is said on, live and final."""
+    pace = record.pace
+    if pace is None or not pace.measured or not record.on_demand_usd_per_hour:
+        return record.all_on_demand_usd
+    extra_hours = pace.work_hours_estimate - pace.declared_work_hours
+    return max(0.0, record.all_on_demand_usd + record.on_demand_usd_per_hour * extra_hours)
 
 
 def summarize(record: JobRecord, elapsed_hours: float, cloud_bill: dict | None = None) -> dict:
@@ -64,7 +77,7 @@ def summarize(record: JobRecord, elapsed_hours: float, cloud_bill: dict | None =
         "on_demand_hours": round(hours["on_demand"], 3),
         "cost_basis": basis,
         "cost_usd": {**{key: round(value, 2) for key, value in usd.items()}, "total": round(sum(usd.values()), 2)},
-        "all_on_demand_cost_usd": round(record.all_on_demand_usd, 2),
+        "all_on_demand_cost_usd": round(all_on_demand_usd(record), 2),
         "migrations": record.migrations,
         "deferrals": record.seq,
         "preemptions": record.preemptions,

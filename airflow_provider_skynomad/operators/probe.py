@@ -68,32 +68,56 @@ class SkyNomadProbeOperator(BaseOperator):
         self.probe_kind = probe_kind
 
     def execute(self, context) -> int:
+        """Probe the target's region. Each step is said before it is taken, and a failure ends in
+        one ERROR line naming the step and the cause, also kept in the task's state for the jobs
+        dashboard (`plugin.facts.failure_reason`): a task that stops with a bare log helps nobody."""
+        where = f"{_field(self.target, 'cloud')}/{_field(self.target, 'region')}"
+        self.log.info("SkyNomad probe of %s: reading the %r connection", where, self.skynomad_conn_id)
+        self._step, self._config = "reading the connection", None
+        try:
+            return self._probe(where)
+        except Exception as exc:
+            reason = _scrubbed(f"the probe of {where} failed while {self._step}: {_first_line(exc)}", self._config)
+            self.log.error("%s", reason)
+            _keep_failure(context, reason)
+            raise
+
+    def _probe(self, where: str) -> int:
         from airflow_provider_skynomad.market.store.signals import SignalTable
         from airflow_provider_skynomad.market.store.table import MarketTable
 
-        config = SkyNomadHook(self.skynomad_conn_id).get_config()
+        config = self._config = SkyNomadHook(self.skynomad_conn_id).get_config()
+        self._next(f"setting up the {config.cloud} cloud")
         cloud = make_cloud(config)
         started = cloud.now_timestamp()
         target = self.target = target_with_count(self.target, None, self.probe_kind)
         budget = self._budget(config)
+        self._next(f"opening the market table {config.display_market_url}")
         with MarketTable(config.market_url) as table:
             records = SignalTable(market=table)
             self._store_signals(cloud, records)
             round_ = ProbeRound(target, cloud, table, records, self.log)
+            self._next("planning which zones to probe")
             if "probe_zones" in target:  # planned by the DAG together with the other regions
                 zones, allowed = list(target["probe_zones"]), float(target["probe_budget_usd"])
                 allowed -= round_.spent_since(target.get("planned_at"))  # a retry: what the try before paid
             else:
                 zones, allowed = round_.plan(budget, self.max_market_age, self.probe_interval)
+            self._next(f"probing {len(zones)} zone(s) of {where}")
             written, failures, probed = round_.run(zones, allowed, budget)
             if not failures:
                 round_.record_completed(target.get("planned_at") or started)
         self.log.info("wrote %d new observation(s) to %s", written, config.display_market_url)
         if failures:
+            self._step = "probing"
             raise SkyNomadProbeError(
                 f"probes failed in {sorted(failures)} ({failures}); the {probed} other zone(s) were recorded"
             )
         return written
+
+    def _next(self, step: str) -> None:
+        self._step = step
+        self.log.info("%s", step[0].upper() + step[1:])
 
     def _budget(self, config: SkyNomadConfig) -> float:
         from airflow_provider_skynomad.probing.plan import DEFAULT_BUDGET_USD_PER_DAY
@@ -115,3 +139,36 @@ class SkyNomadProbeOperator(BaseOperator):
             return
         if signals:
             self.log.info("stored %d free signal(s) of %s (placement scores, spot prices)", new, target["region"])
+
+
+def _field(target, key: str) -> str:
+    return str(target.get(key, "?")) if isinstance(target, dict) else "?"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else 'no message'}"[:500]
+
+
+def _scrubbed(text: str, config: SkyNomadConfig | None) -> str:
+    """`text` with the market database's password hidden (a driver's error can quote its URL)."""
+    if config is None or not config.market_url:
+        return text
+    from sqlalchemy.engine import make_url
+
+    text = text.replace(config.market_url, config.display_market_url)
+    try:
+        password = make_url(config.market_url).password
+    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy reads: nothing more to hide
+        return text
+    return text.replace(password, "***") if password else text
+
+
+def _keep_failure(context, reason: str) -> None:
+    """The failure's reason in the task's state (where the jobs dashboard reads why a task failed)."""
+    from airflow_provider_skynomad.jobs.record import StateStore
+
+    try:
+        StateStore.of(context).save_status({"state": "failed", "reason": reason})
+    except Exception:  # noqa: BLE001 - the task's own error is the one to raise
+        return

@@ -91,10 +91,11 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
         basis = "from the cloud's bill" if summary.get("cost_basis") == "cloud_bill" else "estimated"
     elif status and status.get("spend_usd") is not None:
         spend = _number(status, "spend_usd", "status")
+        if status.get("cost_basis") == "cloud_bill":
+            basis = "so far, from the cloud's bill"
     work = _number(job, "work_hours", "record.job", 0.0)
     cold = _number(job, "cold_start_hours", "record.job", 0.0)
-    all_od = _number(record, "all_on_demand_usd", "record", 0.0)
-    od_hours = work + cold
+    all_od, od_hours = _all_on_demand(record, status, summary, work + cold)
     deadline = _number(record, "deadline_hours", "record") or _number(job, "deadline_hours", "record.job", 0.0)
     return JobFacts(
         job_id=str(record.get("job_id", "?")),
@@ -124,6 +125,20 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
         decisions=[_decision(t) for t in timeline if t.get("event") == "decide"][-8:],
         story=[_say(t) for t in timeline if t.get("event") not in ("decide", "stay")],
     )
+
+
+def _all_on_demand(record: dict, status: dict | None, summary: dict | None, planned_hours: float):
+    """(USD, hours) of the all-on-demand comparison, on the basis the runtime says it on
+    (`jobs.summary.all_on_demand_usd`: the work measured): the summary's figure once the job has
+    ended, the live status's while it runs, the record's (the declared work) before either. Its
+    hours follow from the on-demand price the record keeps; a record without one, from the plan."""
+    usd = _number(record, "all_on_demand_usd", "record", 0.0)
+    if summary and summary.get("all_on_demand_cost_usd") is not None:
+        usd = _number(summary, "all_on_demand_cost_usd", "record.summary")
+    elif status and status.get("all_on_demand_usd") is not None:
+        usd = _number(status, "all_on_demand_usd", "status")
+    rate = _number(record, "on_demand_usd_per_hour", "record", 0.0)
+    return usd, (usd / rate if rate > 0 else planned_hours)
 
 
 def _number(mapping: dict, key: str, where: str, default: float | None = None) -> float | None:
@@ -335,10 +350,45 @@ def _progress_curve(segments: list[_Segment], elapsed: float, work: float) -> li
     return points
 
 
-def dashboard_row(job_state: str | None, record: dict | None, status: dict | None) -> dict:
-    """One line of the jobs dashboard: state, zone, % done, slack, spend, saving, deadline met."""
+# A task that failed before its job started wrote nothing (bad input fails before anything is
+# written): its reason is in its log only.
+FAILED_BEFORE_START = "failed before its job started (its input or settings): the first ERROR line of its log says why"
+
+
+def failure_reason(job_state: str | None, record: dict | None, status: dict | None) -> str | None:
+    """Why a failed task failed, in the words its job said it (None when it did not fail)."""
+    status = status or {}
+    if job_state not in ("failed", "upstream_failed") and status.get("state") != "failed":
+        return None
+    if job_state == "upstream_failed":
+        return "an upstream task failed: this one never ran"
+    if status.get("reason"):
+        return str(status["reason"])
     if record is None:
-        return {"state": job_state or "?", "zone": None, "pct": None, "slack": None, "spend": None, "saving": None}
+        return FAILED_BEFORE_START
+    noted = [t for t in _objects(record, "timeline", "record") if t.get("event") in ("failed", "deadline risk")]
+    summary = record.get("summary") or {}
+    if isinstance(summary, dict) and summary.get("deadline_met") is False:
+        return "it finished after its deadline"
+    if noted:
+        return _say(noted[-1]).split("] ", 1)[-1]
+    return "the task failed after its job started; its log says why"
+
+
+def dashboard_row(job_state: str | None, record: dict | None, status: dict | None) -> dict:
+    """One line of the jobs dashboard: state (and why, when it failed), zone, % done, slack, spend, saving,
+    deadline met."""
+    reason = failure_reason(job_state, record, status)
+    if record is None:
+        return {
+            "state": job_state or "?",
+            "reason": reason,
+            "zone": None,
+            "pct": None,
+            "slack": None,
+            "spend": None,
+            "saving": None,
+        }
     facts = job_facts(record, status)
     zone = (status or {}).get("zone") or (facts.zones[-1] if facts.zones else None)
     zone = None if zone is None else str(zone)
@@ -351,6 +401,7 @@ def dashboard_row(job_state: str | None, record: dict | None, status: dict | Non
             preempted_in[marker["zone"]] = preempted_in.get(marker["zone"], 0) + 1
     return {
         "state": job_state or "?",
+        "reason": reason,
         "zone": zone,
         "pct": None if pct is None else round(pct, 1),
         "slack": facts.slack_hours,

@@ -26,6 +26,8 @@ from airflow_provider_skynomad.config import DEFAULT_CONN_ID
 from airflow_provider_skynomad.jobs.record import RECORD_KEY, STATUS_KEY, task_key_for, task_key_of
 
 OPERATORS = ("SkyNomadOperator",)
+# Probe tasks are listed when they failed, with why (`operators.probe` keeps it in the task's state).
+FAILED_PROBES = ("SkyNomadProbeOperator", ("failed", "upstream_failed"))
 log = logging.getLogger(__name__)
 
 
@@ -207,7 +209,7 @@ def attach_controlled(job: Job) -> None:
 
 def list_jobs(dag_ids: set[str] | None, days: float, limit: int = 1000) -> list[Job]:
     """SkyNomad task instances started (or created) in the last `days`, newest first, in DAGs `dag_ids`
-    (None: every DAG), each with its task state."""
+    (None: every DAG), each with its task state; probe tasks only when they failed."""
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance as TI
     from airflow.utils.session import create_session
@@ -219,7 +221,10 @@ def list_jobs(dag_ids: set[str] | None, days: float, limit: int = 1000) -> list[
     statement = (
         select(TI.dag_id, TI.run_id, TI.task_id, TI.map_index, TI.state, TI.start_date)
         .join(DagRun, (DagRun.dag_id == TI.dag_id) & (DagRun.run_id == TI.run_id))
-        .where(TI.operator.in_(OPERATORS), DagRun.run_after >= since)
+        .where(
+            TI.operator.in_(OPERATORS) | ((TI.operator == FAILED_PROBES[0]) & TI.state.in_(FAILED_PROBES[1])),
+            DagRun.run_after >= since,
+        )
         .order_by(DagRun.run_after.desc(), TI.task_id, TI.map_index)
         .limit(limit)
     )

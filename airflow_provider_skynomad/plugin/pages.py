@@ -197,6 +197,7 @@ def _dashboard_line(job, job_href) -> dict:
         return line | {"error": str(exc) or type(exc).__name__}
     return line | {
         "state": r["state"],
+        "reason": r.get("reason"),
         "zone": r["zone"] or "–",
         "pct": r["pct"],
         "slack": r["slack"],

@@ -14,8 +14,12 @@ def test_throttled_and_timed_out_calls_are_retried_and_a_lost_launch_reply_launc
     plan.add("launch", "lost_reply", skip=0, times=1)  # ... taken, but its answer is lost
     plan.add("poll", "throttle", skip=1, times=3)  # the trigger's polls are throttled for a while
     plan.add("progress", "timeout", times=2)
-    env = sim(synthetic_trace(), plan=plan)
-    outcome, state = run_job(work_hours=0.5)  # a few decision steps are all the faults need
+    # The throttled polls and timed-out progress reads need the trigger to look twice before the
+    # workload ends (a first look that finds it done reads nothing more). At 300x the 0.85 h it
+    # runs are 10 s of wall time, against the seconds a loaded box takes to open the job's
+    # controller (the trigger's first look); at 600x, with 0.5 h of work, that was 3.6 s.
+    env = sim(synthetic_trace(), plan=plan, speed=300.0)
+    outcome, state = run_job(work_hours=0.75)
     assert state == "success", (outcome, capfd.readouterr().out[-3000:])
     assert plan.injected("launch", "throttle") == 2 and plan.injected("launch", "lost_reply") == 1
     assert plan.injected("poll") == 3 and plan.injected("progress") == 2
@@ -42,7 +46,8 @@ def test_a_throttled_launch_that_outlasts_the_retries_fails_the_job_in_plain_wor
 def test_a_poll_throttled_for_good_fails_the_job_after_a_few_steps_and_stops_its_group(sim, capfd):
     plan = FaultPlan()
     plan.add("poll", "throttle", skip=2, times=None)
-    env = sim(synthetic_trace(), plan=plan)
+    # Two looks must come before the workload ends, or one finds it done: at 300x (as above).
+    env = sim(synthetic_trace(), plan=plan, speed=300.0)
     outcome, state = run_job(capfd=capfd)
     assert state == "failed"
     assert "decision steps in a row" in outcome["error"], outcome

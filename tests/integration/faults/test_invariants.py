@@ -10,6 +10,7 @@ from .invariants import (
     check_all,
     feasible_deadlines_met,
     market_rows_intact,
+    move_overlap_hours,
     no_job_lost,
     nothing_left_running,
     one_group_at_a_time,
@@ -75,13 +76,23 @@ def test_a_job_without_an_outcome_or_with_a_bare_error_is_lost():
 
 
 def test_two_groups_alive_at_once_beyond_a_moves_overlap_are_caught():
-    one_group_at_a_time(Record([launch(end=1.01), launch(token="j1-2", start=1.0)]), ["j1"])  # a move
+    overlap = {"j1": move_overlap_hours({"job_id": "j1", "lag_hours_max": 0.05})}  # the run's measured lag
+    one_group_at_a_time(Record([launch(end=1.01), launch(token="j1-2", start=1.0)]), ["j1"], overlap)  # a move
     with pytest.raises(AssertionError, match="two groups alive at once"):
-        one_group_at_a_time(Record([launch(end=2.0), launch(token="j1-2", start=1.0)]), ["j1"])
+        one_group_at_a_time(Record([launch(end=2.0), launch(token="j1-2", start=1.0)]), ["j1"], overlap)
     with pytest.raises(AssertionError, match="two groups alive at once"):
-        one_group_at_a_time(Record([launch(end=None), launch(token="j1-2", start=1.0)]), ["j1"])
+        one_group_at_a_time(Record([launch(end=None), launch(token="j1-2", start=1.0)]), ["j1"], overlap)
     with pytest.raises(AssertionError, match="one client token started two groups"):
-        one_group_at_a_time(Record([launch(), launch(start=1.0, end=2.0)]), ["j1"])
+        one_group_at_a_time(Record([launch(), launch(start=1.0, end=2.0)]), ["j1"], overlap)
+
+
+def test_a_moves_overlap_is_allowed_up_to_the_jobs_own_measured_lag():
+    move = Record([launch(end=1.08), launch(token="j1-2", start=1.0)])  # 0.08 h of two groups
+    one_group_at_a_time(move, ["j1"], {"j1": move_overlap_hours({"job_id": "j1", "lag_hours_max": 0.1})})
+    with pytest.raises(AssertionError, match=r"two groups alive at once.*up to 0\.0201 h"):
+        one_group_at_a_time(move, ["j1"], {"j1": move_overlap_hours({"job_id": "j1", "lag_hours_max": 0.02})})
+    with pytest.raises(AssertionError, match="two groups alive at once"):  # nothing measured: no overlap allowed
+        one_group_at_a_time(move, ["j1"], {"j1": move_overlap_hours({"job_id": "j1", "error": "failed early"})})
 
 
 def test_a_group_left_running_is_named():

@@ -61,12 +61,17 @@ def test_with_the_declared_work_planned_with_the_same_job_misses(started, cloud,
     assert outcome.kind.value in ("finished", "deadline_missed") and not record.summary["deadline_met"]
 
 
-def test_a_workload_faster_than_declared_finishes_sanely(started, cloud):
+def test_a_workload_faster_than_declared_finishes_sanely(started, cloud, caplog):
+    import logging
+
     job = started(work_hours=5.0, deadline_hours=7.0)  # it really needs 4 h
-    outcome, record = _drive(job, cloud, real_work_hours=4.0)
+    with caplog.at_level(logging.INFO, logger="test.jobs"):
+        outcome, record = _drive(job, cloud, real_work_hours=4.0)
     assert outcome.kind.value == "finished" and record.summary["deadline_met"]
     assert record.summary["elapsed_hours"] < 5.0
     assert all(n.get("ratio", 1.0) <= 1.0 for n in record.timeline if n["event"] == "pace")
+    said = [r for r in caplog.records if "faster than declared" in r.getMessage()]
+    assert said and all(r.levelno == logging.INFO for r in said)  # good news is no warning
 
 
 def test_even_on_demand_too_late_is_said_hours_before_the_deadline(started, cloud, monkeypatch):
@@ -114,3 +119,43 @@ def test_a_faster_workload_on_a_tight_deadline_raises_no_false_alarm(started, cl
     assert not [n for n in record.timeline if n["event"] == "deadline risk"], record.timeline
     for note in (n for n in record.timeline if n["event"] == "pace"):
         assert note["left_h"] < note["declared_left_h"] < 3.0, note  # faster, and some work already done
+
+
+def test_the_pace_is_said_as_measured_with_the_planning_margin_apart_at_warning(started, cloud, caplog):
+    """A workload 25 % slower: the line says 25 % (the checkpoints' estimate), and the bound the
+    planner plans with beside it as a margin, never the bound as if it were the measurement."""
+    import logging
+
+    job = started(work_hours=4.0, deadline_hours=6.0)
+    with caplog.at_level(logging.INFO, logger="test.jobs"):
+        _drive(job, cloud, real_work_hours=5.0, spot_until=3.0)
+    record = job.record()
+    first = next(n for n in record.timeline if n["event"] == "pace")
+    assert first["ratio"] == pytest.approx(1.25, abs=0.01)  # what the checkpoints measured
+    assert first["planning_ratio"] > first["ratio"]  # the bound, kept apart, with its margin
+    # The hours agree with the ratios they stand beside.
+    assert first["left_h"] == pytest.approx(first["declared_left_h"] * first["ratio"], abs=0.02)
+    assert first["planned_left_h"] == pytest.approx(first["declared_left_h"] * first["planning_ratio"], abs=0.02)
+    (line,) = [r for r in caplog.records if "than declared" in r.getMessage()][:1]
+    assert line.levelno == logging.WARNING
+    text = line.getMessage()
+    assert "runs 25 % slower than declared" in text, text
+    margin = round(100 * (first["planning_ratio"] - 1))
+    assert f"planning with up to {margin} % slower ({first['planned_left_h']:.1f} h left) to be safe" in text, text
+
+
+def test_the_pace_words_keep_measurement_and_margin_apart():
+    from airflow_provider_skynomad.jobs.narrate import say
+
+    item = {"at_hours": 1.0, "event": "pace", "ratio": 1.25, "planning_ratio": 1.32, "left_h": 6.0}
+    text = say({**item, "planned_left_h": 6.34, "declared_left_h": 4.8})
+    assert text == (
+        "[t=1.00 h] the workload runs 25 % slower than declared: about 6.0 h of work left, not 4.8 h; "
+        "planning with up to 32 % slower (6.3 h left) to be safe"
+    )
+    same = say({**item, "planning_ratio": 1.25, "planned_left_h": 6.0, "declared_left_h": 4.8})
+    assert same.endswith("not 4.8 h; planning with that")
+    faster = {"at_hours": 1.0, "event": "pace", "ratio": 0.8, "planning_ratio": 1.0, "left_h": 3.2}
+    text = say({**faster, "planned_left_h": 4.0, "declared_left_h": 4.0})
+    assert "runs 20 % faster than declared: about 3.2 h of work left, not 4.0 h" in text
+    assert text.endswith("planning with 4.0 h left until more checkpoints confirm it")

@@ -28,3 +28,22 @@ def test_a_failure_with_no_retry_left_terminates_the_group(cloud, monkeypatch, t
     with pytest.raises(RuntimeError, match="unreachable"):
         op.execute_complete(context_for(store, try_number=try_number), outcome)
     assert (token in cloud.terminated) is terminated
+
+
+def test_a_job_its_controller_stopped_says_why_in_the_tasks_error_its_record_and_its_dashboard_row(cloud):  # noqa: F811
+    from airflow_provider_skynomad.jobs.errors import SkyNomadJobFailed
+    from airflow_provider_skynomad.jobs.record import STATUS_KEY
+    from airflow_provider_skynomad.plugin.facts import dashboard_row
+
+    store = FakeStore()
+    op = make_op()
+    defer(op, context_for(store, try_number=3))  # no retry left
+    job_id = store.get(RECORD_KEY)["job_id"]
+    why = f"SkyNomad job {job_id} stopped: the cloud API did not answer a status poll for 6 decision steps in a row"
+    outcome = {"kind": "failed", "job_id": job_id, "message": why}
+    with pytest.raises(SkyNomadJobFailed, match="did not answer a status poll"):  # the task's log
+        op.execute_complete(context_for(store, try_number=3), outcome)
+    record, status = store.get(RECORD_KEY), store.get(STATUS_KEY)
+    assert status["state"] == "failed" and status["reason"] == why
+    assert [n["reason"] for n in record["timeline"] if n["event"] == "failed"] == [why]  # the job page's story
+    assert dashboard_row("failed", record, status)["reason"] == why

@@ -123,3 +123,30 @@ def test_every_task_of_the_probe_dag_retries_a_database_blip():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert {task.task_id: task.retries for task in module.dag.tasks} == {"plan_targets": 1, "probe": 1, "cleanup": 1}
+
+
+def test_a_probe_task_that_fails_says_at_which_step_and_why_in_its_log_and_its_state(
+    skynomad_home, monkeypatch, capsys
+):
+    from airflow_provider_skynomad.jobs.record import STATUS_KEY
+
+    from .test_operator import FakeStore
+
+    def no_cloud(config):
+        raise ConnectionError("the cloud's API refused the credentials")
+
+    monkeypatch.setattr("airflow_provider_skynomad.operators.probe.make_cloud", no_cloud)
+    target = {"cloud": "gcp", "region": "us-east4", "zones": ["us-east4-a"], "instance_type": "t"}
+    store = FakeStore()
+    op = SkyNomadProbeOperator(task_id="probe", target=target, probe_budget_usd_per_day=1.0)
+    with pytest.raises(ConnectionError):
+        op.execute({"task_state_store": store})
+    log = capsys.readouterr().out  # the task's log: the operator's logger writes it
+    why = (
+        "the probe of gcp/us-east4 failed while setting up the simulated cloud: "
+        "ConnectionError: the cloud's API refused the credentials"
+    )
+    errors = [line for line in log.splitlines() if "[error" in line]
+    assert len(errors) == 1 and why in errors[0], log
+    assert log.index("SkyNomad probe of gcp/us-east4: reading the 'skynomad_default' connection") < log.index(why)
+    assert store.get(STATUS_KEY) == {"state": "failed", "reason": why}
