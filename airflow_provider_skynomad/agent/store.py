@@ -168,6 +168,10 @@ class CheckpointStore:
         listing = self._listing() if listing is None else listing
         return sorted((s for s, keys in listing.items() if f"{_seq_key(s)}{MANIFEST}" in keys), reverse=True)
 
+    def continue_after(self, seq: int) -> None:
+        """Number the next upload after `seq` (a checkpoint restored from another store)."""
+        self._last_seq = max(self._last_seq, int(seq))
+
     def upload_checkpoint(self, staged: Path, files: list[FileEntry], step: float, total_steps: float) -> int:
         """Upload the files staged in `staged`, then the manifest, then progress.json; prune. Returns the seq."""
         listing = self._listing()

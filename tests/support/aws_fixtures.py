@@ -89,6 +89,14 @@ def account(zones: dict[str, list[str]], endpoint_url: str | None = None, bucket
     return acct
 
 
+ROLE_ID = "AROAEXAMPLEINSTANCEROLE"  # a role's unique id, as IAM makes them
+
+
+def instance_store(job: str, instance_id: str, role_id: str = ROLE_ID) -> str:
+    """Where the agent on `instance_id` writes: ``<job>/<ROLE_ID>:<INSTANCE_ID>`` (its session's aws:userid)."""
+    return f"{job}/{role_id}:{instance_id}"
+
+
 def put_checkpoint(s3, bucket: str, job: str, seq: int, files: dict[str, bytes], manifest: bool = True, step=None):
     """Write a checkpoint the way the agent does (files, then MANIFEST.json, then progress.json)."""
     import hashlib

@@ -1,9 +1,14 @@
 """A job's checkpoint prefix in S3, as the workload agent lays it out (docs/agent.md), read by the adapter.
 
-Under ``s3://<bucket>/<checkpoint_prefix>/<job_id>/``: ``checkpoints/<seq>/files/...`` with their
-``MANIFEST.json`` written last, ``progress.json`` after it, ``output/...`` on success and
-``runs/<run_id>.json`` outcome records. The bucket is per region (``checkpoint_bucket`` with
-``{region}``: a move copies the newest *complete* checkpoint, the one whose manifest landed) or
+Under ``s3://<bucket>/<checkpoint_prefix>/<job_id>/``: the owner record the launch writes, and one
+*instance store* per instance that ran the job, ``<ROLE_ID>:<INSTANCE_ID>/`` (its instance-profile
+session's ``aws:userid``, the only prefix the instance policy lets it write), each holding
+``checkpoints/<seq>/files/...`` with their ``MANIFEST.json`` written last, ``progress.json`` after
+it, ``output/...`` on success and ``runs/<run_id>.json`` outcome records. Every method taking a
+`job_id` also takes an instance store's path, ``<job_id>/<ROLE_ID>:<INSTANCE_ID>``.
+
+The bucket is per region (``checkpoint_bucket`` with ``{region}``: a move copies the newest
+*complete* checkpoint, the one whose manifest landed, to the same path in the target bucket) or
 one for every region (no ``{region}``: nothing is copied, an instance elsewhere reads across regions
 and S3 bills that transfer as the copy would have been billed).
 
@@ -18,6 +23,7 @@ from typing import Any
 
 MANIFEST = "MANIFEST.json"
 PROGRESS = "progress.json"
+USERID_SEPARATOR = ":"  # in an instance store's name, ROLE_ID:INSTANCE_ID; never in a job id
 
 
 class JobStore:
@@ -90,6 +96,29 @@ class JobStore:
             if manifest is not None:
                 return seq, manifest
         return None
+
+    def instance_stores(self, region: str, job_id: str) -> list[str]:
+        """Paths (``<job_id>/<ROLE_ID>:<INSTANCE_ID>``) of the job's instance stores in the region's bucket."""
+        client, bucket = self._s3(region), self.bucket(region)
+        base = self.key(job_id)
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=base, Delimiter="/")
+        names = [p["Prefix"][len(base) :].rstrip("/") for page in pages for p in page.get("CommonPrefixes", [])]
+        return [f"{job_id}/{name}" for name in sorted(names) if USERID_SEPARATOR in name]
+
+    def instance_store(self, region: str, job_id: str, instance_id: str) -> str | None:
+        """The store instance `instance_id` writes (its name ends in ``:<instance id>``), None before it wrote."""
+        tail = f"{USERID_SEPARATOR}{instance_id}"
+        return next((s for s in self.instance_stores(region, job_id) if s.endswith(tail)), None)
+
+    def newest_store(self, region: str, job_id: str) -> tuple[str, str, dict] | None:
+        """(store path, seq, manifest) of the job's newest complete checkpoint in the region, among its
+        instance stores and the job's own prefix (where a copy from another cloud lands); None without one."""
+        best: tuple[str, str, dict] | None = None
+        for store in [job_id, *self.instance_stores(region, job_id)]:
+            newest = self.newest_checkpoint(region, store)
+            if newest is not None and (best is None or int(newest[0]) > int(best[1])):
+                best = (store, *newest)
+        return best
 
     def owner(self, region: str, job_id: str) -> dict[str, str]:
         """The job's owner record (clouds/tags.py) as tags; {"skynomad-job": job_id} when it has none

@@ -15,7 +15,7 @@ moto = pytest.importorskip("moto")
 from airflow_provider_skynomad.clouds.aws.boot import UserDataError  # noqa: E402
 from airflow_provider_skynomad.clouds.aws.cloud import AwsCloud  # noqa: E402
 from airflow_provider_skynomad.clouds.base import CapacityError, GroupStatus, LaunchRequest  # noqa: E402
-from tests.support.aws_fixtures import BUCKET, account, amazon_image, put_checkpoint  # noqa: E402
+from tests.support.aws_fixtures import BUCKET, account, amazon_image, instance_store, put_checkpoint  # noqa: E402
 
 REGION, ZONE, WEST = "us-east-1", "us-east-1a", "us-west-2"
 ZONES = {REGION: ["us-east-1a", "us-east-1b"], WEST: ["us-west-2a"]}
@@ -156,7 +156,8 @@ def test_user_data_runs_the_agent_and_holds_no_credentials(aws):
     data = client.describe_instance_attribute(InstanceId=handle.instance_ids[0], Attribute="userData")
     script = base64.b64decode(data["UserData"]["Value"]).decode()
     assert (
-        f"python3 -m airflow_provider_skynomad.agent run --store s3://ckpt-us-east-1/skynomad/{P}job-a "
+        "python3 -m airflow_provider_skynomad.agent run "
+        f"--store 's3://ckpt-us-east-1/skynomad/{P}job-a/{{aws:userid}}' "
         '--work-dir "$WORK_DIR" --run-id "$RUN_ID" --rank "$RANK" --notice aws -- python -m train'
     ) in script
     assert (
@@ -233,8 +234,9 @@ def test_a_self_shutdown_is_told_by_the_agents_run_record(aws, monkeypatch, outc
             "exit_code": 1 if outcome == "failed" else 0,
             "stderr_tail": ["Traceback", "boom"],
         }
+        store = instance_store(f"{P}sn", handle.instance_ids[0])  # rank 0's, where its agent writes
         boto3.client("s3").put_object(
-            Bucket="ckpt-us-east-1", Key=f"skynomad/{P}sn/runs/{P}sn-1.json", Body=json.dumps(record)
+            Bucket="ckpt-us-east-1", Key=f"skynomad/{store}/runs/{P}sn-1.json", Body=json.dumps(record)
         )
     _ended(aws, monkeypatch, ["Client.InstanceInitiatedShutdown"])
     assert aws.poll(handle) is status
@@ -262,7 +264,8 @@ def test_copy_moves_only_the_newest_complete_checkpoint(aws):
     put_checkpoint(east, "ckpt-us-east-1", f"{P}job-a", 1, {"model.pkl": b"one"})
     put_checkpoint(east, "ckpt-us-east-1", f"{P}job-a", 2, {"model.pkl": b"two", "opt/state.bin": b"s"})
     put_checkpoint(east, "ckpt-us-east-1", f"{P}job-a", 3, {"model.pkl": b"half"}, manifest=False)  # upload cut off
-    put_checkpoint(east, "ckpt-us-east-1", f"{P}job-b", 5, {"model.pkl": b"B"})
+    handle = aws.launch(request(count=1, job_id="job-b"))
+    put_checkpoint(east, "ckpt-us-east-1", instance_store(f"{P}job-b", handle.instance_ids[0]), 5, {"model.pkl": b"B"})
     assert aws.copy_checkpoint("us-east-1a", "us-west-2a", 1.0, job_id=f"{P}job-a") is True
     keys = sorted(o["Key"] for o in west.list_objects_v2(Bucket="ckpt-us-west-2")["Contents"])
     assert keys == [
@@ -275,7 +278,6 @@ def test_copy_moves_only_the_newest_complete_checkpoint(aws):
     assert body["Body"].read() == b"two"
     assert aws.copy_checkpoint("us-east-1a", "us-west-2a", 1.0, job_id=f"{P}job-c") is False  # it has none
     assert aws.copy_checkpoint("us-east-1a", "us-east-1b", 1.0, job_id=f"{P}job-a") is False  # one bucket per region
-    handle = aws.launch(request(count=1, job_id="job-b"))
     assert aws.progress(handle) == pytest.approx(0.5)
     assert aws.progress(aws.launch(request("c", count=1, job_id="job-c"))) is None
 
@@ -332,7 +334,10 @@ def test_console_url_of_the_first_instance(aws):
         f"https://console.aws.amazon.com/ec2/home?region={REGION}#InstanceDetails:instanceId={handle.instance_ids[0]}"
     )
     assert aws.bill() is None and aws.failure_detail(handle) is None
-    assert aws.output_location(f"{P}sn", ZONE) == f"s3://ckpt-us-east-1/skynomad/{P}sn/output/"
+    assert aws.output_location(f"{P}sn", ZONE) is None  # nothing uploaded yet
+    store = instance_store(f"{P}sn", handle.instance_ids[0])
+    boto3.client("s3").put_object(Bucket="ckpt-us-east-1", Key=f"skynomad/{store}/output/MANIFEST.json", Body=b"{}")
+    assert aws.output_location(f"{P}sn", ZONE) == f"s3://ckpt-us-east-1/skynomad/{store}/output/"
 
 
 def test_a_launch_brings_the_newest_checkpoint_into_its_region_before_the_instances_boot(aws, monkeypatch, listen):
