@@ -307,6 +307,7 @@ class AwsCloud(Cloud):
                 raise CapacityError(f"{request.zone}: {code}") from exc
             raise
         ids = tuple(i["InstanceId"] for i in sorted(reservation["Instances"], key=lambda i: i.get("AmiLaunchIndex", 0)))
+        self._drop_older_checkpoints(client, request)
         return GroupHandle(
             "aws", request.zone, ids, request.spot, request.client_token, job_id=request.job_id, region=request.region
         )
@@ -637,6 +638,35 @@ class AwsCloud(Cloud):
                 best = (region, newest[0], int(newest[1]))
         if best is not None and best[0] != request.region:
             self.store.copy_newest(best[0], request.region, best[1])  # same path: the boot script restores it
+
+    def _drop_older_checkpoints(self, client, request: LaunchRequest) -> None:
+        """Delete the checkpoints of the job's instance stores in the launch region that are neither
+        the newest (the one the new group restores from) nor of an instance still there.
+
+        Each instance keeps its own two newest checkpoints, so without this a job would keep two per
+        instance it ever ran on. An instance not yet terminated may still be uploading: its store waits
+        for the next launch (or `skynomad cleanup`).
+        """
+        if not (self.store.configured and request.job_id and request.command):
+            return
+        newest = self.store.newest_store(request.region, request.job_id)
+        older = {s.rsplit(":", 1)[-1]: s for s in self.store.instance_stores(request.region, request.job_id)}
+        older = {i: s for i, s in older.items() if newest is None or s != newest[0]}
+        if not older:
+            return
+        pages = client.get_paginator("describe_instances").paginate(
+            Filters=[{"Name": "instance-id", "Values": sorted(older)}]
+        )
+        present = {
+            i["InstanceId"]
+            for page in pages
+            for r in page["Reservations"]
+            for i in r["Instances"]
+            if i["State"]["Name"] != "terminated"
+        }
+        for instance_id, store in sorted(older.items()):
+            if instance_id not in present:
+                self.store.drop_checkpoints(request.region, store)
 
     def _run_record(self, handle: GroupHandle) -> dict | None:
         """Rank 0's outcome record (``runs/<client token>.json``), None without a bucket or record."""

@@ -120,6 +120,11 @@ class JobStore:
                 best = (store, *newest)
         return best
 
+    def drop_checkpoints(self, region: str, store: str) -> None:
+        """Delete the checkpoints of an instance store (its progress and run records stay: small, and
+        read for the outcome of a group that ended)."""
+        self.delete(region, f"{store}/checkpoints")
+
     def owner(self, region: str, job_id: str) -> dict[str, str]:
         """The job's owner record (clouds/tags.py) as tags; {"skynomad-job": job_id} when it has none
         or it names another job."""

@@ -498,3 +498,22 @@ def test_a_request_probe_needs_an_image_and_launch_probes_keep_their_meaning(aws
         bare.probe(REGION, ZONE, "g4dn.xlarge", 1, kind="request")
     with pytest.raises(ValueError, match="cannot probe by 'offer'"):
         aws.probe(REGION, ZONE, "g4dn.xlarge", 1, kind="offer")
+
+
+def test_a_launch_drops_the_checkpoints_of_ended_instances_but_the_newest(aws):
+    """Each instance keeps its own two newest checkpoints: without this a job would keep two per instance."""
+    s3, bucket, job = boto3.client("s3"), "ckpt-us-east-1", f"{P}job-p"
+    running = aws.launch(request("p-run", count=1, job_id="job-p-other"))  # an instance still there
+    stores = {name: instance_store(job, i) for name, i in [("gone", "i-0gone"), ("newest", "i-0newer")]}
+    stores["running"] = instance_store(job, running.instance_ids[0])
+    for seq, name in enumerate(["gone", "running", "newest"], start=1):
+        put_checkpoint(s3, bucket, stores[name], seq, {"model.pkl": name.encode()})
+    s3.put_object(Bucket=bucket, Key=f"skynomad/{stores['gone']}/runs/t.json", Body=b"{}")
+    aws.launch(request("p-next", count=1, job_id="job-p"))
+
+    def checkpoints(name):
+        listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"skynomad/{stores[name]}/checkpoints/")
+        return len(listed.get("Contents", []))
+
+    assert (checkpoints("gone"), checkpoints("running"), checkpoints("newest")) == (0, 2, 2)
+    assert s3.get_object(Bucket=bucket, Key=f"skynomad/{stores['gone']}/runs/t.json")  # its run record stays
