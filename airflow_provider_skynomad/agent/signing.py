@@ -1,4 +1,4 @@
-"""Checkpoint manifests signed with a per-job key, so one job cannot plant a checkpoint in another's.
+"""What an instance writes, signed with a per-job key, so one job cannot plant anything in another's.
 
 Why: a manifest says which files make a checkpoint and their sha256, and restore takes the
 highest sequence number. Whoever can write under a job's prefix (another job's instance, if the
@@ -6,6 +6,11 @@ store's permissions are wider than one job) could otherwise plant a higher-numbe
 that restore would take. With a key, a manifest counts only if its HMAC-SHA256 verifies; the
 MAC covers every field, the sequence number included, so a genuine manifest cannot be replayed
 at another number, and another job's genuine manifest (another key) does not verify either.
+
+Progress (``progress.json``) and run records (``runs/<run_id>.json``) are signed the same way,
+each with its ``kind`` inside what the MAC covers (`sign_claim`), so one kind of document is never
+taken for another: the controller counts progress, and a finished run, only from a claim that
+verifies with the job's key (`verified_claim`).
 
 Where the key comes from (docs/agent.md, "Checkpoint signatures"): the controller derives it
 from the deployment's secret and the job id (`derive_job_key`), so no instance ever holds the
@@ -24,6 +29,9 @@ from collections.abc import Mapping
 KEY_ENV = "SKYNOMAD_CHECKPOINT_KEY"
 ALGORITHM = "hmac-sha256"
 SIGNATURE = "signature"
+KIND = "kind"
+PROGRESS_CLAIM = "progress"
+RUN_CLAIM = "run"
 _DERIVATION_LABEL = b"skynomad checkpoint manifest key v1\x00"
 
 
@@ -72,3 +80,20 @@ def verify(manifest: Mapping, key: bytes) -> None:
     expected = hmac.new(key, _canonical(manifest), hashlib.sha256).hexdigest()
     if not hmac.compare_digest(expected, signature["mac"]):
         raise ValueError("the manifest's signature does not verify (another job's key, or altered since)")
+
+
+def sign_claim(document: Mapping, key: bytes, kind: str) -> dict:
+    """`document` (progress, a run record) with ``kind`` set and signed: a claim of that kind only."""
+    return sign({**document, KIND: kind}, key)
+
+
+def verified_claim(document: object, key: bytes | None, kind: str) -> dict | None:
+    """`document` when it is a claim of `kind` signed with `key`; None otherwise (unsigned, another
+    job's key, another kind, altered, not an object, or no key to check it with)."""
+    if key is None or not isinstance(document, Mapping) or document.get(KIND) != kind:
+        return None
+    try:
+        verify(document, key)
+    except ValueError:
+        return None
+    return dict(document)

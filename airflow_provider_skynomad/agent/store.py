@@ -12,6 +12,12 @@ restore checks every file's size and sha256 against it, so neither a half-upload
 nor a file overwritten since is ever restored; it falls back to the previous one, which is why
 the two newest are kept. `progress.json` is written after the manifest it names, so what
 adapters read as progress is always restorable.
+
+With the job's key, manifests, `progress.json` and run records are signed (agent/signing.py), and
+"the newest checkpoint" is the newest one that verifies: `CheckpointStore.newest` is the one walk
+that the agent's restore and the controller's cross-region copy share, so the controller carries
+exactly the checkpoint the agent would restore, and a forged one (unsigned, another job's key, a
+replay at another number) neither replaces it nor blocks it, however high its number.
 """
 
 from __future__ import annotations
@@ -24,11 +30,13 @@ import os
 import shutil
 import stat
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
+from typing import TypeVar
 
 from airflow_provider_skynomad.agent.backends import Backend, StoreError, open_backend
-from airflow_provider_skynomad.agent.signing import sign, verify
+from airflow_provider_skynomad.agent.signing import PROGRESS_CLAIM, RUN_CLAIM, sign, sign_claim, verified_claim, verify
 from airflow_provider_skynomad.exceptions import NotRegularFile
 
 FORMAT = 1
@@ -40,6 +48,7 @@ RUNS = "runs/"
 KEEP = 2  # checkpoints kept: the newest, and the one before in case the newest cannot be read
 _CHUNK = 1 << 20
 MAX_MANIFEST_BYTES = 64 << 20  # ~400k files; a larger "manifest" is refused unread
+MAX_CLAIM_BYTES = 1 << 20  # progress.json and run records are a few hundred bytes
 # OSErrors of this machine, not of the checkpoint: an older checkpoint would fail alike, and
 # starting from nothing would let the next upload prune the good ones.
 _LOCAL_FAULTS = frozenset(
@@ -47,6 +56,8 @@ _LOCAL_FAULTS = frozenset(
 )
 
 __all__ = ["CheckpointStore", "FileEntry", "StoreError", "copy_hashed", "hash_file", "now_iso"]
+
+T = TypeVar("T")
 
 
 def now_iso(wall: float | None = None) -> str:
@@ -141,9 +152,10 @@ def _seq_key(seq: int) -> str:
 class CheckpointStore:
     """One job's checkpoint prefix (`uri`): upload, restore, progress, output and run records.
 
-    With `key` (the job's, agent/signing.py) every manifest written is signed and a checkpoint is
-    restored only if its manifest's signature verifies; without one, manifests are neither signed
-    nor checked (the simulated cloud, a deployment with no signing secret).
+    With `key` (the job's, agent/signing.py) every manifest, progress.json and run record written
+    is signed, a checkpoint is restored only if its manifest's signature verifies, and progress and
+    run records are read only if they verify; without one, nothing is signed nor checked (the
+    simulated cloud, whose instances are local processes of the deployment itself).
     """
 
     def __init__(self, uri: str, backend: Backend | None = None, key: bytes | None = None):
@@ -191,10 +203,25 @@ class CheckpointStore:
             manifest = sign(manifest, self.key)
         self.backend.put_bytes(json.dumps(manifest, indent=1).encode(), f"{base}{MANIFEST}")
         self._last_seq = seq
-        progress = {"step": step, "total_steps": total_steps, "seq": seq, "updated_at": manifest["created_at"]}
-        self.backend.put_bytes(json.dumps(progress).encode(), PROGRESS)
+        self.write_progress(manifest)
         self._prune(listing, seq)
         return seq
+
+    def write_progress(self, manifest: dict) -> None:
+        """``progress.json`` naming the checkpoint `manifest` describes (signed with the key, if any).
+
+        The agent writes it after each upload; the controller after it copied a checkpoint into
+        another region, so the progress there is the copied checkpoint's and nothing else.
+        """
+        progress = {
+            "step": manifest["step"],
+            "total_steps": manifest["total_steps"],
+            "seq": manifest["seq"],
+            "updated_at": manifest.get("created_at") or now_iso(),
+        }
+        if self.key is not None:
+            progress = sign_claim(progress, self.key, PROGRESS_CLAIM)
+        self.backend.put_bytes(json.dumps(progress).encode(), PROGRESS)
 
     def _prune(self, listing: dict[int, list[str]], new_seq: int) -> None:
         """Keep the `KEEP` newest complete checkpoints; drop older ones and older half-uploads."""
@@ -208,41 +235,72 @@ class CheckpointStore:
         if stale:
             self.backend.delete(stale)
 
+    def newest(
+        self,
+        take: Callable[[int, dict, list[FileEntry]], T],
+        log: Callable[[str], None] = lambda message: None,
+        listing: dict[int, list[str]] | None = None,
+    ) -> tuple[dict, T] | None:
+        """The newest complete checkpoint whose manifest verifies and that `take` accepts: (its
+        manifest, what `take` returned), None when there is none.
+
+        Newest first by sequence number; a checkpoint that fails for any reason of its own (its
+        manifest unreadable, unsigned or signed with another key, naming another seq, listing a
+        conflicting or unsafe path; or `take` raising ValueError or OSError, e.g. a file missing or
+        of another sha256) is logged and skipped for the one before. An OSError of this machine
+        (disk full, read-only) is raised: every older one would fail alike. `take(seq, manifest,
+        entries)` looks at the files: the agent downloads and hashes them, the controller checks
+        that each is there with its size.
+        """
+        listing = self._listing() if listing is None else listing
+        for seq in self.complete_seqs(listing):
+            try:
+                manifest, entries = self.read_manifest(seq)
+                return manifest, take(seq, manifest, entries)
+            except (OSError, ValueError) as exc:
+                if isinstance(exc, OSError) and exc.errno in _LOCAL_FAULTS:
+                    raise
+                reason = f"{type(exc).__name__}: {exc}" if isinstance(exc, OSError) else str(exc)
+                log(f"checkpoint {seq} in {self.uri} is not usable ({reason}); trying the one before")
+        return None
+
     def restore(self, target: Path, scratch: Path, log=lambda message: None) -> dict | None:
         """Restore the newest complete checkpoint whose files match its manifest into `target`.
 
-        `target` is replaced only by a fully verified copy (built in `scratch` first). A checkpoint
-        that cannot be restored for any reason of its own (unreadable or conflicting manifest, a file
-        missing, larger than listed, a directory, of another sha256) is skipped for the one before.
-        An OSError of this machine (disk full, read-only) is raised: every older one would fail alike.
+        `target` is replaced only by a fully verified copy (built in `scratch` first); which
+        checkpoint that is, and what is skipped, is `newest`'s rule.
         Returns the manifest restored, or None when the store holds no usable checkpoint.
         """
         listing = self._listing()
         if listing:
             self._last_seq = max(listing)
-        for seq in self.complete_seqs(listing):
+
+        def download(seq: int, manifest: dict, entries: list[FileEntry]) -> Path:
             attempt = scratch / f"restore-{seq:010d}"
             shutil.rmtree(attempt, ignore_errors=True)
             try:
-                manifest = self._fetch_verified(seq, attempt)
-            except (OSError, ValueError) as exc:
+                self._fetch_files(seq, entries, attempt)
+            except BaseException:
                 shutil.rmtree(attempt, ignore_errors=True)
-                if isinstance(exc, OSError) and exc.errno in _LOCAL_FAULTS:
-                    raise
-                reason = f"{type(exc).__name__}: {exc}" if isinstance(exc, OSError) else str(exc)
-                log(f"checkpoint {seq} in {self.uri} is not usable ({reason}); trying the one before")
-                continue
-            if target.exists():
-                retired = scratch / f"replaced-{seq:010d}"
-                shutil.rmtree(retired, ignore_errors=True)
-                target.rename(retired)
-                shutil.rmtree(retired, ignore_errors=True)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            attempt.rename(target)
-            return manifest
-        return None
+                raise
+            return attempt
 
-    def _fetch_verified(self, seq: int, into: Path) -> dict:
+        found = self.newest(download, log, listing)
+        if found is None:
+            return None
+        manifest, attempt = found
+        if target.exists():
+            retired = scratch / f"replaced-{manifest['seq']:010d}"
+            shutil.rmtree(retired, ignore_errors=True)
+            target.rename(retired)
+            shutil.rmtree(retired, ignore_errors=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        attempt.rename(target)
+        return manifest
+
+    def read_manifest(self, seq: int) -> tuple[dict, list[FileEntry]]:
+        """Checkpoint `seq`'s manifest and its files; ValueError unless it reads, verifies with the
+        key (if any), names `seq` and lists files that can be restored as written."""
         base = _seq_key(seq)
         raw = self.backend.get_bytes(f"{base}{MANIFEST}", max_bytes=MAX_MANIFEST_BYTES)
         if raw is None:
@@ -265,6 +323,11 @@ class CheckpointStore:
                 raise TypeError(f"step {step!r} and total_steps {total!r} must be numbers")
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"unreadable manifest: {exc}") from exc
+        return manifest, entries
+
+    def _fetch_files(self, seq: int, entries: list[FileEntry], into: Path) -> None:
+        """Download checkpoint `seq`'s files into `into`, each checked against its size and sha256."""
+        base = _seq_key(seq)
         into.mkdir(parents=True)
         for entry in entries:
             local = into / entry.path
@@ -273,16 +336,22 @@ class CheckpointStore:
                 raise ValueError(f"{entry.path} is missing")
             if hash_file(local) != (entry.size, entry.sha256):
                 raise ValueError(f"{entry.path} does not match its sha256 in the manifest")
-        return manifest
 
     # -- progress, output, run records --------------------------------------------------------
 
     def read_progress(self) -> dict | None:
-        raw = self.backend.get_bytes(PROGRESS)
+        """progress.json; with a key, only if it is this job's signed progress (else None)."""
+        return self._read_claim(PROGRESS, PROGRESS_CLAIM)
+
+    def _read_claim(self, name: str, kind: str) -> dict | None:
         try:
-            return None if raw is None else json.loads(raw)
-        except ValueError:
+            raw = self.backend.get_bytes(name, max_bytes=MAX_CLAIM_BYTES)
+            document = None if raw is None else json.loads(raw)
+        except ValueError:  # not JSON, or larger than any genuine one (ObjectTooLarge)
             return None
+        if self.key is None:
+            return document
+        return verified_claim(document, self.key, kind)
 
     def upload_output(self, local: Path, files: list[FileEntry]) -> None:
         """The workload's final files under output/, manifest last (an older output is replaced)."""
@@ -298,12 +367,31 @@ class CheckpointStore:
             manifest = sign(manifest, self.key)
         self.backend.put_bytes(json.dumps(manifest, indent=1).encode(), f"{OUTPUT}{MANIFEST}")
 
+    def read_output(self) -> dict | None:
+        """``output/MANIFEST.json`` (the workload's final files); with a key, only if it verifies (else None)."""
+        try:
+            raw = self.backend.get_bytes(f"{OUTPUT}{MANIFEST}", max_bytes=MAX_MANIFEST_BYTES)
+            manifest = None if raw is None else json.loads(raw)
+        except ValueError:  # not JSON, or larger than any genuine one
+            return None
+        if not isinstance(manifest, dict):
+            return None
+        if self.key is not None:
+            try:
+                verify(manifest, self.key)
+            except ValueError:
+                return None
+        return manifest
+
     def write_run(self, run_id: str, record: dict) -> None:
+        """How run `run_id` ended (signed with the key, if any, naming `run_id`)."""
+        if self.key is not None:
+            record = sign_claim({**record, "run_id": run_id}, self.key, RUN_CLAIM)
         self.backend.put_bytes(json.dumps(record, indent=1).encode(), f"{RUNS}{run_id}.json")
 
     def read_run(self, run_id: str) -> dict | None:
-        raw = self.backend.get_bytes(f"{RUNS}{run_id}.json")
-        try:
-            return None if raw is None else json.loads(raw)
-        except ValueError:
-            return None
+        """Run `run_id`'s record; with a key, only this job's signed record of that very run."""
+        record = self._read_claim(f"{RUNS}{run_id}.json", RUN_CLAIM)
+        if self.key is not None and record is not None and record.get("run_id") != run_id:
+            return None  # a genuine record of another run, copied here
+        return record

@@ -43,6 +43,24 @@ def export_lines(env: Mapping[str, str], where: str = "env") -> str:
     return "".join(lines)
 
 
+def signing_secret_problem(signing_secret: str | None) -> str | None:
+    """Why a real cloud cannot launch a job with this signing secret (one line, never quoting it); None if it can.
+
+    Its instances' checkpoints, progress and run records count only when they verify with the
+    job's key (agent/signing.py), and the key is derived from this secret: without one, nothing
+    they write could count, so a launch is refused before anything is launched or written.
+    """
+    how = "set the connection's checkpoint_signing_secret to a random value (e.g. `openssl rand -hex 32`)"
+    if not signing_secret:
+        return (
+            "checkpoint_signing_secret is not set, and instances' checkpoints, progress and run records "
+            f"count only when signed with a key derived from it: {how}"
+        )
+    if len(signing_secret.encode()) < 16:
+        return f"checkpoint_signing_secret is shorter than 16 bytes (not shown): {how}"
+    return None
+
+
 def job_checkpoint_key(signing_secret: str | None, job_id: str) -> bytes | None:
     """The job's manifest key (agent/signing.py) from the connection's signing secret; None without one."""
     return derive_job_key(signing_secret, job_id) if signing_secret else None

@@ -109,9 +109,11 @@ CLOUD_FIELDS = {
         },
         "checkpoint_signing_secret": {
             "label": "AWS: Checkpoint signing secret",
-            "description": "the deployment's secret each job's manifest key is "
-            'derived from (docs/agent.md, "Checkpoint '
-            'signatures"); without it manifests are not signed.',
+            "description": "the deployment's secret each job's key is derived "
+            'from (docs/agent.md, "Checkpoint signatures"): '
+            "required to launch a job, since its instances' "
+            "checkpoints, progress and run records count only when "
+            "they verify with that key.",
             "schema": {"type": ["string", "null"]},
         },
     },
@@ -239,9 +241,11 @@ CLOUD_FIELDS = {
         },
         "checkpoint_signing_secret": {
             "label": "GCP: Checkpoint signing secret",
-            "description": "the deployment's secret each job's manifest key is "
-            'derived from (docs/agent.md, "Checkpoint '
-            'signatures"); without it manifests are not signed.',
+            "description": "the deployment's secret each job's key is derived "
+            'from (docs/agent.md, "Checkpoint signatures"): '
+            "required to launch a job, since its instances' "
+            "checkpoints, progress and run records count only when "
+            "they verify with that key.",
             "schema": {"type": ["string", "null"]},
         },
     },

@@ -11,8 +11,9 @@ from __future__ import annotations
 import enum
 from dataclasses import asdict, dataclass
 
+from airflow_provider_skynomad.jobs.errors import SkyNomadInputError
 from airflow_provider_skynomad.jobs.params import JobParams
-from airflow_provider_skynomad.jobs.record import job_id_for
+from airflow_provider_skynomad.jobs.record import job_id_for, task_key_for, task_key_of
 
 MAX_DB_STEPS = 5  # decision steps in a row the job's database may fail to answer before the job fails
 
@@ -38,6 +39,31 @@ class TaskIdentity:
     def job_id(self) -> str:
         """The id of the job this try starts when the task state holds none."""
         return job_id_for(self.dag_id, self.run_id, self.task_id, self.map_index, self.try_id)
+
+    @property
+    def key(self) -> str:
+        """The task instance's key: the prefix of every job id it may start, resume, control or end."""
+        return task_key_for(self.dag_id, self.run_id, self.task_id, self.map_index)
+
+    def owns(self, job_id: str | None) -> bool:
+        """Whether `job_id` is a job of this task instance (its task key is this task's)."""
+        return isinstance(job_id, str) and task_key_of(job_id) == self.key
+
+    def check_owns(self, job_id: str | None, where: str) -> str:
+        """`job_id` when it is this task instance's job, else `SkyNomadInputError` naming `where` it was found."""
+        if self.owns(job_id):
+            return job_id
+        raise SkyNomadInputError(
+            f"{where} names SkyNomad job {shown_id(job_id)}, which is not this task's job (task "
+            f"{self.dag_id}/{self.run_id}/{self.task_id}[{self.map_index}] starts jobs {self.key}-*): nothing was "
+            "terminated, launched or written. Clear this task's state (task_state_store) to start a new job."
+        )
+
+
+def shown_id(job_id) -> str:
+    """A job id found where others can write, as an error may quote it: short, and quoted as data."""
+    text = repr(job_id)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 class OutcomeKind(enum.StrEnum):

@@ -57,9 +57,12 @@ class Controller:
         from airflow_provider_skynomad.jobs.live import LiveStatusTable
         from airflow_provider_skynomad.planner.registry import get_policy
 
+        # The job must be the task's own (its arguments name both): another task's is never taken over.
+        args.task.check_owns(args.job_id, "the trigger's arguments")
         jobs = JobTable(market=table)
         owner = f"trigger-{uuid.uuid4().hex[:12]}"
-        store, record = TableStore.take(jobs, args.job_id, owner, board=LiveStatusTable(market=table))
+        board = LiveStatusTable(market=table)
+        store, record = TableStore.take(jobs, args.job_id, owner, board=board, task_key=args.task.key)
         runner = JobRunner(args.params, config, cloud, store, args.task, args.conn_id, log, lambda: table)
         runner.record = record
         runner.view()  # opens the job's market source, which every look shares

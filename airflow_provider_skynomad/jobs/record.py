@@ -165,11 +165,22 @@ class JobRecord:
 
 
 class StateStore:
-    """``context["task_state_store"]`` for the record and the live status, in memory when absent."""
+    """``context["task_state_store"]`` for the record and the live status, in memory when absent.
+
+    Task state can be written by anyone allowed to write the task's DAG (Airflow's public
+    task-state route), so the runtime reads back only a pointer from it: the job id (`pointer`),
+    which it follows only when that job belongs to the task (`TaskIdentity.check_owns`), into the
+    job table. The record itself is written there first (`bind`): the job table is the record the
+    runtime acts on; task state keeps a copy for the pages. No connection id is read from it: the
+    connection is the operator's own ``skynomad_conn_id``.
+    """
 
     def __init__(self, accessor: Any | None):
         self._accessor = accessor
         self._memory: dict[str, Any] = {}
+        self._table = None
+        self._task_key = ""
+        self._owner = ""
 
     @classmethod
     def of(cls, context) -> StateStore:
@@ -183,12 +194,24 @@ class StateStore:
     def durable(self) -> bool:
         return self._accessor is not None
 
-    def load(self) -> JobRecord | None:
-        data = self._get(RECORD_KEY)
-        return JobRecord.from_dict(data) if data else None
+    def bind(self, table, task_key: str, owner: str) -> None:
+        """Write every record to `table` (`jobs.table.JobTable`) before task state, as task `task_key`."""
+        self._table, self._task_key, self._owner = table, task_key, owner
 
-    def save(self, record: JobRecord) -> None:
+    def pointer(self):
+        """The job id this task's state names (None: no job), unverified: a pointer to check, not a record."""
+        data = self._get(RECORD_KEY)
+        if data in (None, {}, ""):
+            return None
+        return data.get("job_id") if isinstance(data, dict) else data
+
+    def save(self, record: JobRecord) -> int | None:
+        """Write `record`; the job table's new version when bound (`bind`), else None."""
+        version = None
+        if self._table is not None:
+            version = self._table.put(record, owner=self._owner, task_key=self._task_key)
         self._set(RECORD_KEY, record.to_dict())
+        return version
 
     def save_status(self, status: dict) -> None:
         self._set(STATUS_KEY, status)

@@ -88,8 +88,12 @@ class Finish:
 class JobRunner:
     """Runs one job for one task instance: see the module docstring.
 
-    :param handoff: on the worker, the job table the record is handed to before deferring
-        (`jobs.table`); None in the controller, whose `store` is that table.
+    :param handoff: on the worker, the job table (`jobs.table`) every record is written to before
+        task state (the record the runtime acts on); None in the controller, whose `store` is that table.
+
+    Every record it resumes, reports, retires or ends must be a job of its own task instance
+    (`TaskIdentity.check_owns`, DESIGN.md §8): a job id found where others can write is a pointer
+    to check, and another task's job is refused before anything is terminated, launched or written.
     """
 
     def __init__(
@@ -122,6 +126,13 @@ class JobRunner:
         self._fleet: FleetLens | None = None
         self._untold: dict | None = None  # the worker's last status, published once it holds the record
         self.record: JobRecord | None = None
+        if handoff is not None:
+            store.bind(handoff, task.key, owner=self._worker_owner)
+
+    @property
+    def _worker_owner(self) -> str:
+        """Who the worker writes the job table as: this try, so a later try's take-over is visible."""
+        return f"worker try {self.task.try_number}"
 
     # == entry points =========================================================================
 
@@ -129,6 +140,8 @@ class JobRunner:
         self, deadline_hours: float, dag_deadline_hours: float | None = None, retire: JobRecord | None = None
     ) -> Defer | Finish:
         """A new job. `retire`: a cleared task's last job, ended only once every check has passed."""
+        if retire is not None:
+            self.task.check_owns(retire.job_id, "the cleared task's last job record")
         job = self._job_spec(deadline_hours)
         now = self.cloud.now_timestamp()
         try:
@@ -208,6 +221,7 @@ class JobRunner:
 
     def retire(self, record: JobRecord) -> None:
         """A cleared task's last job: end what it may have left before a new job starts."""
+        self.task.check_owns(record.job_id, "the cleared task's last job record")
         self.log.info(
             "The task was cleared after job %s started: starting a new job with its own checkpoints", record.job_id
         )
@@ -215,6 +229,7 @@ class JobRunner:
 
     def resume(self, record: JobRecord) -> Defer | Finish:
         """A retry of the task: reconnect to what the job already has."""
+        self.task.check_owns(record.job_id, "the job record to reconnect to")
         self.record = record
         self.log.info(
             "Reconnecting to SkyNomad job %s (try %s): %s", record.job_id, self.task.try_number, _where(record)
@@ -228,6 +243,7 @@ class JobRunner:
 
     def handle(self, record: JobRecord, event: JobEvent) -> Defer | Finish:
         """Act on what the controller's last look found, at once (in the trigger's thread)."""
+        self.task.check_owns(record.job_id, "the controlled job record")
         self.record = record
         if event.seq != record.seq:
             self.log.debug("dropping a look at state %s: the job is at %s", event.seq, record.seq)
@@ -280,6 +296,7 @@ class JobRunner:
 
     def report(self, record: JobRecord, outcome: Outcome) -> Finish:
         """The controller's outcome as the task's result: the summary, or the error that fails the task."""
+        self.task.check_owns(record.job_id, "the ended job's record")
         self.record = record
         if outcome.kind is OutcomeKind.FINISHED and record.finished:
             self.store.save(record)
@@ -302,6 +319,7 @@ class JobRunner:
 
     def on_kill(self, record: JobRecord) -> None:
         """Terminate what the job has: its group, and a launch in flight *if it exists* (never launch one)."""
+        self.task.check_owns(record.job_id, "the job record to terminate")
         if record.group is not None:
             self.log.info("on_kill: terminating group %s in %s", list(record.group.instance_ids), record.group.zone)
             self.cloud.terminate(record.group)
@@ -661,7 +679,6 @@ class JobRunner:
         # While running: the estimate at launch-time prices (the cloud's bill is read once, at the end).
         spend = summary["cost_usd"]["total"] if summary else summarize(record, elapsed)["cost_usd"]["total"]
         status = live_status(record, elapsed, spend)
-        status["conn_id"] = self.conn_id  # where the trigger publishes what it sees later (jobs/live.py)
         if summary is not None:
             status["deadline_met"] = summary["deadline_met"]
         if state is not None:
@@ -701,10 +718,13 @@ class JobRunner:
         record = self.record
         if bump:
             record.seq += 1
-            self.store.save(record)
-        if self.handoff is not None:
-            owner = f"worker try {self.task.try_number}"
-            self._told_fleet(owner, self.handoff.put(record, owner=owner))
+            version = self.store.save(record)  # on the worker, the job table first (`StateStore.bind`)
+        elif self.handoff is not None:
+            version = self.handoff.put(record, owner=self._worker_owner, task_key=self.task.key)
+        else:
+            version = None
+        if self.handoff is not None and version is not None:
+            self._told_fleet(self._worker_owner, version)
         return Defer(
             ControllerArgs(
                 job_id=record.job_id,

@@ -130,6 +130,13 @@ class SkyNomadOperator(BaseOperator):
     """
 
     template_fields = ("command", "env", "zones", "regions", "deadline", "work_hours")
+
+    @classmethod
+    def get_serialized_fields(cls):
+        """Airflow's fields, and the connection: the job page reads a task's job from the connection
+        its DAG declares (the serialized task), never from one named in task state."""
+        return super().get_serialized_fields() | {"skynomad_conn_id"}
+
     operator_extra_links = (SkyNomadGroupLink(), SkyNomadJobLink())
     ui_color = "#e8f4fd"
 
@@ -226,7 +233,8 @@ class SkyNomadOperator(BaseOperator):
         runner = self._runner_for(context)
         try:
             outcome = Outcome.from_dict(event or {})
-            record = runner.handoff.load(outcome.job_id) if outcome.job_id else None
+            runner.task.check_owns(outcome.job_id, "the trigger's event")
+            record = runner.handoff.load(outcome.job_id)
             if record is None:
                 raise RuntimeError(
                     f"SkyNomad job {outcome.job_id or '?'} ended ({outcome.kind.value}) but the job record table "
@@ -257,6 +265,9 @@ class SkyNomadOperator(BaseOperator):
             return
         try:
             record = runner.record if runner.record is not None else self._latest(runner)
+        except SkyNomadInputError:
+            return  # the task state names no job of this task's that could be read: nothing of its own to end
+        try:
             if record is None:
                 return  # nothing was launched
             self.log.info("the task fails with no retry left: terminating what the job launched")
@@ -312,13 +323,25 @@ class SkyNomadOperator(BaseOperator):
 
     @staticmethod
     def _latest(runner: JobRunner):
-        """The job's record: the job table's when it has this task's job (its controller's, newer),
-        else the task state's (a worker that died before it deferred)."""
-        record = runner.store.load()
-        if record is None:
+        """The job's record, None when this task has started none.
+
+        Task state names the job (anyone who may write the task's state may have written it): the
+        id is followed only when it is this task's job, and the record acted on is the job table's
+        (the worker writes it there before task state, and before every effect).
+        """
+        job_id = runner.store.pointer()
+        if job_id is None:
             return None
-        stored = runner.handoff.load(record.job_id)
-        return stored.record if stored is not None else record
+        runner.task.check_owns(job_id, "this task's state")
+        stored = runner.handoff.load(job_id)
+        if stored is None:
+            raise SkyNomadInputError(
+                f"this task's state names SkyNomad job {job_id}, but the job record table "
+                f"{runner.config.display_market_url} holds no record of it: nothing was terminated, launched or "
+                "written. If the market database was replaced, end the job's instances (skynomad cleanup) and "
+                "clear this task's state to start a new job."
+            )
+        return stored.record
 
     def _answer(self, context, answer, runner: JobRunner):
         from airflow_provider_skynomad.jobs.runner import Defer

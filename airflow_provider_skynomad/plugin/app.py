@@ -5,6 +5,7 @@ api-server's own security dependencies (airflow.api_fastapi.core_api.security):
 
 - a job page: ``requires_access_dag("GET", TASK_INSTANCE)`` on the DAG in its path, as the public
   task-state-store route does (no session → 401, a bad token → 403, a DAG you may not read → 403);
+  it shows only the task instance's own job, read from the connection its DAG declares (plugin/jobs.py);
 - the jobs dashboard: a signed-in user, and only the DAGs ``get_authorized_dag_ids`` gives them;
 - the markets page: a signed-in user (market data belongs to no DAG), a SkyNomad connection, and one
   other than the default only for users who may read it; its probe button triggers
@@ -71,6 +72,9 @@ def job_page(dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> H
     job = jobs.find_job(dag_id, run_id, task_id, map_index)
     if job is None:
         raise HTTPException(404, f"no task instance {title}")
+    if job.foreign:
+        note = f"This job cannot be shown: {job.foreign}. Clear this task's state to start again."
+        return HTMLResponse(pages.job_page(title, job.ti_state, None, note))
     if job.record is None:
         if job.ti_state in ("failed", "upstream_failed"):
             note = (

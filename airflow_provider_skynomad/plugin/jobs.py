@@ -6,6 +6,13 @@ task-state-store routes use), one task instance at a time for a job page. The da
 many at once: with the default metastore backend that is one query on the ``task_state_store``
 table, otherwise one backend ``get`` per task. Values stay plain dicts here (a record of another
 version is shown as far as it can be, not refused as the runtime must).
+
+Task state is written by whoever may write the task's DAG (Airflow's public task-state route), so a
+page shows only the job of its own task instance (`own_job`: the job id's task key is the task's;
+DESIGN.md §8) and reads the job's newer record and live status from the connection the DAG declares
+for the task (its serialized ``skynomad_conn_id``), never from one named in task state. The route
+has checked that the viewer may read the DAG; the connection itself is never shown. Those reads
+create nothing: a database without the tables shows the task state's copy.
 """
 
 from __future__ import annotations
@@ -15,7 +22,8 @@ import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from airflow_provider_skynomad.jobs.record import RECORD_KEY, STATUS_KEY
+from airflow_provider_skynomad.config import DEFAULT_CONN_ID
+from airflow_provider_skynomad.jobs.record import RECORD_KEY, STATUS_KEY, task_key_for, task_key_of
 
 OPERATORS = ("SkyNomadOperator",)
 log = logging.getLogger(__name__)
@@ -34,6 +42,8 @@ class Job:
     record: dict | None = None
     status: dict | None = None
     extra: dict = field(default_factory=dict)
+    conn_id: str | None = None  # the connection the DAG declares for the task (None: not known)
+    foreign: str | None = None  # why the task state's job is not shown: it is not this task's job
 
     @property
     def key(self) -> tuple[str, str, str, int]:
@@ -61,24 +71,109 @@ def read_state(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> t
 
 
 def find_job(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> Job | None:
-    """The task instance (None when Airflow has no such task instance) with its task state."""
+    """The task instance (None when Airflow has no such task instance) with its task state, when that
+    names this task's own job (else `Job.foreign` says which job it names, and nothing of it is kept)."""
     from airflow.models.taskinstance import TaskInstance as TI
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
     with create_session() as session:
         row = session.execute(
-            select(TI.state, TI.start_date).where(
+            select(TI.state, TI.start_date, TI.dag_version_id).where(
                 TI.dag_id == dag_id, TI.run_id == run_id, TI.task_id == task_id, TI.map_index == map_index
             )
         ).one_or_none()
-    if row is None:
-        return None
+        if row is None:
+            return None
+        conn_id = declared_conn_ids(session, {(dag_id, task_id, row.dag_version_id)}).get((dag_id, task_id))
     record, status = read_state(dag_id, run_id, task_id, map_index)
-    job = Job(dag_id, run_id, task_id, map_index, _state(row.state), row.start_date, record, status)
+    job = Job(dag_id, run_id, task_id, map_index, _state(row.state), row.start_date, record, status, conn_id=conn_id)
+    own_job(job)
     attach_live([job])
     attach_controlled(job)
     return job
+
+
+def own_job(job: Job) -> bool:
+    """Keep the task state's record and status only when the job they name is this task instance's.
+
+    A job id whose task key is another task's (written there through the public task-state route)
+    is not followed and not shown: `job.foreign` says so, naming the id, and record and status go.
+    """
+    key = task_key_for(job.dag_id, job.run_id, job.task_id, job.map_index)
+    for value in (job.record, job.status):
+        named = value.get("job_id") if isinstance(value, dict) else None
+        if named is None:
+            continue
+        if not isinstance(named, str) or task_key_of(named) != key:
+            shown = repr(named) if len(repr(named)) <= 80 else repr(named)[:77] + "..."
+            job.foreign = f"this task's state names job {shown}, which is not this task's job"
+            job.record = job.status = None
+            return False
+    return True
+
+
+def declared_conn_ids(session, tasks: set[tuple[str, str, object]]) -> dict[tuple[str, str], str]:
+    """(dag id, task id) → the SkyNomad connection the DAG declares for the task, from the serialized DAG
+    of the task instance's DAG version (the DAG's latest when it has none). A task whose connection is
+    not known (a DAG serialized without it, a connection mapped over) is left out."""
+    from airflow.models.serialized_dag import SerializedDagModel as SDM
+    from sqlalchemy import select
+
+    found: dict[tuple[str, str], str] = {}
+    by_version: dict[object, dict] = {}
+    for dag_id, task_id, version in tasks:
+        key = (dag_id, version)
+        if key not in by_version:
+            try:
+                if version is not None:
+                    model = session.scalar(select(SDM).where(SDM.dag_version_id == version))
+                else:
+                    model = SDM.get(dag_id, session=session)
+                by_version[key] = _operators(model.data) if model is not None else {}
+            except Exception as exc:  # noqa: BLE001 - an unreadable DAG: the page shows task state only
+                log.debug("cannot read the serialized DAG %s: %s", dag_id, exc)
+                by_version[key] = {}
+        conn_id = _conn_id_of(by_version[key].get(task_id))
+        if conn_id:
+            found[(dag_id, task_id)] = conn_id
+    return found
+
+
+def _operators(data) -> dict[str, dict]:
+    """Task id → the serialized operator's fields, from a serialized DAG's data."""
+    tasks = ((data or {}).get("dag") or {}).get("tasks") or []
+    operators = {}
+    for task in tasks:
+        fields = task.get("__var", task) if isinstance(task, dict) else None
+        if isinstance(fields, dict) and isinstance(fields.get("task_id"), str):
+            operators[fields["task_id"]] = fields
+    return operators
+
+
+def _conn_id_of(fields: dict | None) -> str | None:
+    if not fields or fields.get("task_type") not in OPERATORS:
+        return None
+    if isinstance(fields.get("skynomad_conn_id"), str):
+        return fields["skynomad_conn_id"]
+    if not fields.get("_is_mapped"):
+        return None  # serialized by a provider that did not keep the connection
+    partial = fields.get("partial_kwargs") or {}
+    for name in ("skynomad_conn_id", "market_conn_id"):
+        if isinstance(partial.get(name), str):
+            return partial[name]
+    if "conn_id" in str(fields.get("expand_input") or {}):
+        return None  # mapped over: which instance has which is not in the DAG
+    return DEFAULT_CONN_ID
+
+
+def _open_existing(store_class, conn_id: str):
+    """`store_class`'s tables in the market database of `conn_id`, None when they do not exist (nothing is created)."""
+    from airflow_provider_skynomad.plugin.markets import market_config
+
+    # Read from the metadata DB as the markets page does; only the URL is used, never shown. The
+    # viewer may read the DAG (the route checked) and the DAG declares this connection.
+    return store_class.open_existing(market_config(conn_id, lambda _conn: True).market_url)
 
 
 def attach_controlled(job: Job) -> None:
@@ -86,17 +181,19 @@ def attach_controlled(job: Job) -> None:
 
     The worker writes the record to task state when it hands the job to its trigger and when it
     reports the end; in between the trigger controls the job and writes only the job table. The
-    job page's timeline, chart and options weighed come from that newer record. One that cannot
-    be read leaves the task state's (the page says when that was).
+    job page's timeline, chart and options weighed come from that newer record, read from the
+    connection the DAG declares for the task. One that cannot be read leaves the task state's (the
+    page says when that was).
     """
     from airflow_provider_skynomad.jobs.table import JobTable
-    from airflow_provider_skynomad.plugin.markets import market_config
 
-    record, status = job.record or {}, job.status or {}
-    if record.get("finished") or not record.get("job_id") or not status.get("conn_id"):
+    record = job.record or {}
+    if job.foreign or record.get("finished") or not isinstance(record.get("job_id"), str) or not job.conn_id:
         return
     try:
-        table = JobTable(market_config(status["conn_id"], lambda _conn: True).market_url)
+        table = _open_existing(JobTable, job.conn_id)
+        if table is None:
+            return
         try:
             stored = table.load(record["job_id"])
         finally:
@@ -104,7 +201,7 @@ def attach_controlled(job: Job) -> None:
     except Exception as exc:  # noqa: BLE001 - a page with the hand-off's record, not an error page
         log.debug("no controller record for job %s: %s", record.get("job_id"), exc)
         return
-    if stored is not None:
+    if stored is not None and stored.record.job_id == record["job_id"]:
         job.record = stored.record.to_dict()
 
 
@@ -128,10 +225,16 @@ def list_jobs(dag_ids: set[str] | None, days: float, limit: int = 1000) -> list[
     )
     if dag_ids is not None:
         statement = statement.where(TI.dag_id.in_(sorted(dag_ids)))
+    statement = statement.add_columns(TI.dag_version_id)
     with create_session() as session:
         rows = session.execute(statement).all()
+        conn_ids = declared_conn_ids(session, {(r.dag_id, r.task_id, r.dag_version_id) for r in rows})
     jobs = [Job(r.dag_id, r.run_id, r.task_id, r.map_index, _state(r.state), r.start_date) for r in rows]
+    for job in jobs:
+        job.conn_id = conn_ids.get((job.dag_id, job.task_id))
     _attach_state(jobs)
+    for job in jobs:
+        own_job(job)
     attach_live(jobs)
     return jobs
 
@@ -139,19 +242,23 @@ def list_jobs(dag_ids: set[str] | None, days: float, limit: int = 1000) -> list[
 def attach_live(jobs: list[Job]) -> None:
     """Lay what the jobs' triggers saw since the last worker visit over their statuses (`jobs.live`).
 
-    The rows live in the market database of the connection each job ran on; one that cannot be
-    read leaves the task state's status as it is (the page says when that was)."""
+    The rows live in the market database of the connection each job's DAG declares for its task;
+    one that cannot be read leaves the task state's status as it is (the page says when that was).
+    Only a task's own job is looked up (`own_job` ran first)."""
     from airflow_provider_skynomad.jobs.live import LiveStatusTable, newer_status
-    from airflow_provider_skynomad.plugin.markets import market_config
 
     by_conn: dict[str, list[Job]] = {}
     for job in jobs:
-        if job.status and job.status.get("conn_id") and job.status.get("state") != "finished":
-            by_conn.setdefault(job.status["conn_id"], []).append(job)
+        status = job.status
+        if job.foreign or not job.conn_id or not status or status.get("state") == "finished":
+            continue
+        if isinstance(status.get("job_id"), str):
+            by_conn.setdefault(job.conn_id, []).append(job)
     for conn_id, group in by_conn.items():
         try:
-            # Read from the metadata DB as the markets page does; only the URL is used, never shown.
-            table = LiveStatusTable(market_config(conn_id, lambda _conn: True).market_url)
+            table = _open_existing(LiveStatusTable, conn_id)
+            if table is None:
+                continue
             try:
                 live = table.read(job.status["job_id"] for job in group)
             finally:

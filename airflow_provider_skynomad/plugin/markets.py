@@ -85,7 +85,9 @@ def daily_probe_spend(url: str, since: pd.Timestamp) -> list[tuple[str, float]] 
     except ImportError:
         return None
     try:
-        signals = SignalTable(url)
+        signals = SignalTable.open_existing(url)  # a page view creates no table
+        if signals is None:
+            return []  # no probe has recorded its spend here
         try:
             daily = signals.daily_spend(since=since)
         finally:
@@ -105,7 +107,9 @@ def fleet_holdings(url: str, rows) -> dict[str, tuple[int, int]] | None:
     try:
         from airflow_provider_skynomad.jobs.live import LiveStatusTable
 
-        board = LiveStatusTable(url)
+        board = LiveStatusTable.open_existing(url)  # a page view creates no table
+        if board is None:
+            return {}  # no job has published here
         try:
             fleet = board.fleet()
         finally:

@@ -188,6 +188,8 @@ def _dashboard_line(job, job_href) -> dict:
         "href": job_href(job),
         "error": None,
     }
+    if getattr(job, "foreign", None):
+        return line | {"error": job.foreign}
     try:
         r = dashboard_row(job.ti_state, job.record, job.status)
     except Exception as exc:  # noqa: BLE001 - any fault of one record is that row's, shown there

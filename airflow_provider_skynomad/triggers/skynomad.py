@@ -49,6 +49,7 @@ class SkyNomadTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         args, started = self.args, time.monotonic()
         try:
+            self._check_task()
             config = await SkyNomadHook(args.conn_id).aget_config()
             controller, table = await self._open_when_the_database_answers(config)
         except Exception as exc:  # noqa: BLE001 - the worker turns this into a clear task failure
@@ -110,6 +111,23 @@ class SkyNomadTrigger(BaseTrigger):
             due = max(due + min(wanted, offset or wanted), time.monotonic() + min(wanted, step_wall / 10))
             offset = 0.0  # after the first look, where this job's phase falls; a step apart from then on
             await asyncio.sleep(max(0.0, due - time.monotonic()))
+
+    def _check_task(self) -> None:
+        """The arguments' task is the task instance this trigger was deferred from, and owns the job.
+
+        The triggerer sets ``task_instance``; without one (a test) the arguments' own task is checked.
+        """
+        task, ti = self.args.task, self.task_instance
+        if ti is not None:
+            index = -1 if getattr(ti, "map_index", None) is None else int(ti.map_index)
+            said = (task.dag_id, task.run_id, task.task_id, task.map_index)
+            actual = (str(ti.dag_id), str(ti.run_id), str(ti.task_id), index)
+            if said != actual:
+                raise ValueError(
+                    f"the trigger's arguments name task {'/'.join(map(str, said))}, not the task it was "
+                    f"deferred from ({'/'.join(map(str, actual))}): nothing was done"
+                )
+        task.check_owns(self.args.job_id, "the trigger's arguments")
 
     def _step_wall(self, config) -> float:
         """Wall seconds of one decision step on the connection's cloud clock."""
@@ -179,6 +197,11 @@ class SkyNomadTrigger(BaseTrigger):
         group and any launch in flight terminated. A cleared task (no state yet) and a failed lookup
         end nothing: `skynomad cleanup` in the probe DAG ends what a job that no longer runs left behind.
         """
+        try:
+            self.args.task.check_owns(self.args.job_id, "the trigger's arguments")
+        except ValueError as exc:  # another task's job is never ended from here
+            self.log.error("%s", exc)
+            return
         state = await self._task_state()
         if state not in _ENDED_STATES:
             self.log.info(
@@ -198,6 +221,7 @@ class SkyNomadTrigger(BaseTrigger):
         if stored is None:
             return
         record = stored.record
+        self.args.task.check_owns(record.job_id, "the job record table")
         handles = [record.group] if record.group else []
         if record.pending is not None:
             found = cloud.find(record.pending.request.client_token)

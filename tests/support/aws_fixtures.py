@@ -14,6 +14,7 @@ import boto3
 
 PROFILE = "skynomad-instance"
 BUCKET = "ckpt-{region}"
+SIGNING_SECRET = "deployment-signing-secret-for-tests-0123"  # the connection's checkpoint_signing_secret
 
 
 @dataclass
@@ -97,9 +98,17 @@ def instance_store(job: str, instance_id: str, role_id: str = ROLE_ID) -> str:
     return f"{job}/{role_id}:{instance_id}"
 
 
-def put_checkpoint(s3, bucket: str, job: str, seq: int, files: dict[str, bytes], manifest: bool = True, step=None):
-    """Write a checkpoint the way the agent does (files, then MANIFEST.json, then progress.json)."""
+def put_checkpoint(
+    s3, bucket: str, job: str, seq: int, files: dict[str, bytes], manifest: bool = True, step=None, signed=True
+):
+    """Write a checkpoint the way the agent does (files, then MANIFEST.json, then progress.json),
+    signed with the job's key from SIGNING_SECRET unless `signed` is False.
+
+    `job`: the job id, or an instance store's path (`instance_store`); the key is the job's either way.
+    """
     import hashlib
+
+    from airflow_provider_skynomad.agent.signing import PROGRESS_CLAIM, derive_job_key, sign, sign_claim
 
     base = f"skynomad/{job}/checkpoints/{seq:010d}"
     for path, body in files.items():
@@ -112,8 +121,11 @@ def put_checkpoint(s3, bucket: str, job: str, seq: int, files: dict[str, bytes],
             "total_steps": 10,
             "files": [{"path": p, "size": len(b), "sha256": hashlib.sha256(b).hexdigest()} for p, b in files.items()],
         }
-        s3.put_object(Bucket=bucket, Key=f"{base}/MANIFEST.json", Body=json.dumps(doc).encode())
         progress = {"step": doc["step"], "total_steps": 10, "seq": seq}
+        if signed:
+            key = derive_job_key(SIGNING_SECRET, job.split("/")[0])
+            doc, progress = sign(doc, key), sign_claim(progress, key, PROGRESS_CLAIM)
+        s3.put_object(Bucket=bucket, Key=f"{base}/MANIFEST.json", Body=json.dumps(doc).encode())
         s3.put_object(Bucket=bucket, Key=f"skynomad/{job}/progress.json", Body=json.dumps(progress).encode())
 
 

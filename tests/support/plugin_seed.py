@@ -68,7 +68,14 @@ def seed_market(url: str, frame: pd.DataFrame) -> int:
         table.close()
 
 
-def finished_record() -> dict:
+def own_job_id(dag_id: str, run_id: str, task_id: str, try_id: str = "1") -> str:
+    """The id of a job the task instance started (what its worker writes; the pages show no other)."""
+    from airflow_provider_skynomad.jobs.record import job_id_for
+
+    return job_id_for(dag_id, run_id, task_id, -1, try_id)
+
+
+def finished_record(job_id: str = "sn-finished0000001") -> dict:
     """A job that was preempted in us-central1-a, moved from us-west1-a and finished on-demand in europe-west1-c."""
     from airflow_provider_skynomad.jobs.record import JobRecord, Segment
     from airflow_provider_skynomad.jobs.summary import summarize
@@ -77,7 +84,7 @@ def finished_record() -> dict:
 
     job = JobSpec(work_hours=8.0, deadline_hours=DEADLINE_HOURS, cold_start_hours=0.2)
     record = JobRecord(
-        job_id="sn-finished0000001",
+        job_id=job_id,
         job=job,
         job_start_hours=0.0,
         deadline_hours=DEADLINE_HOURS,
@@ -166,6 +173,25 @@ def insert_dag(dag_id: str) -> None:
         session.add(DagModel(dag_id=dag_id, bundle_name="dags-folder", is_paused=False, is_stale=False))
 
 
+def declare_dag(dag_id: str, task_ids: tuple[str, ...], conn_id: str) -> None:
+    """The DAG as the dag-processor serializes it: SkyNomad tasks on connection `conn_id` (the job
+    pages read a task's job from the connection its DAG declares). Task instances inserted after
+    this run with this version."""
+    from airflow.models.serialized_dag import SerializedDagModel
+    from airflow.sdk import DAG
+    from airflow.serialization.serialized_objects import LazyDeserializedDAG
+    from airflow.utils.session import create_session
+
+    from airflow_provider_skynomad.operators.skynomad import SkyNomadOperator
+
+    insert_dag(dag_id)
+    with DAG(dag_id, schedule=None, start_date=datetime(2025, 1, 1)) as dag:
+        for task_id in task_ids:
+            SkyNomadOperator(task_id=task_id, work_hours=1.0, skynomad_conn_id=conn_id)
+    with create_session() as session:
+        SerializedDagModel.write_dag(LazyDeserializedDAG.from_dag(dag), bundle_name="dags-folder", session=session)
+
+
 def insert_task(dag_id: str, run_id: str, task_id: str, state: str, *, when: datetime | None = None) -> None:
     """A DAG run and one SkyNomadOperator task instance, as rows (the api-server reads them, never runs them)."""
     from airflow.models.dagrun import DagRun
@@ -237,11 +263,11 @@ def write_state(dag_id: str, run_id: str, task_id: str, record: dict, status: di
 def seed_jobs() -> None:
     """A finished job and a running one in skynomad_fine_tune, and one more job in a DAG few may read."""
     insert_task(*FINISHED, "success")
-    write_state(*FINISHED, finished_record())
+    write_state(*FINISHED, finished_record(own_job_id(*FINISHED)))
     insert_task(*RUNNING, "deferred", when=datetime.now(UTC) - timedelta(hours=1))
-    write_state(*RUNNING, *running_record())
+    write_state(*RUNNING, *running_record(own_job_id(*RUNNING)))
     insert_task(*HIDDEN, "deferred")
-    write_state(*HIDDEN, *running_record("sn-hidden000000001", "asia-south2-b"))
+    write_state(*HIDDEN, *running_record(own_job_id(*HIDDEN), "asia-south2-b"))
 
 
 def add_connection(conn_id: str, market_url: str, password: str) -> None:
@@ -278,7 +304,7 @@ def main() -> None:
     for i in range(args.jobs):
         run = ("skynomad_fine_tune", f"bench_run_{i:04d}", "fine_tune")
         insert_task(*run, "success", when=datetime.now(UTC) - timedelta(minutes=5 + i))
-        write_state(*run, finished_record())
+        write_state(*run, finished_record(own_job_id(*run)))
     add_connection(args.conn_id, args.market_url, args.password)
 
 

@@ -13,12 +13,17 @@
   instance policy lets it write nowhere else), and restores from the store that held the job's
   newest checkpoint at launch (reads reach the whole deployment's prefix).
 - poll: ``Server.SpotInstanceTermination`` (or ``Server.SpotInstanceShutdown``) on any member →
-  preempted; members that shut down by themselves → the agent's run record in rank 0's instance
-  store (``runs/<client token>.json``) says finished, failed or preempted; a user's terminate →
-  terminated; anything else (``Server.InternalError``, ...) → failed.
+  preempted, whatever a run record says; members that shut down by themselves → the agent's run
+  record in rank 0's instance store (``runs/<client token>.json``, counted only if it verifies
+  with the job's key) says finished, failed or preempted; a user's terminate → terminated;
+  anything else (``Server.InternalError``, ...) → failed.
+- signing: a launch needs ``checkpoint_signing_secret``; progress, run records, checkpoints and
+  output count only when they verify with the job's key derived from it (agent/signing.py), from
+  whichever instance store they are read.
 - checkpoints (clouds/aws/store.py): one bucket per region (``checkpoint_bucket`` with
-  ``{region}``; a move copies the newest complete checkpoint, and a launch brings it into its
-  region's bucket before the instances boot, both with the deployment's rights) or one bucket for all.
+  ``{region}``; a move copies the newest checkpoint the agent would restore, and a launch brings
+  it into its region's bucket before the instances boot, both with the deployment's rights) or
+  one bucket for all.
 - probe: by ``launch`` (asks for the gang size, terminates what it got at once; EC2 bills at least
   60 s per instance) or by ``request`` (an EC2 Fleet of type request deleted as soon as EC2
   answers: clouds/aws/probe.py, docs/probing.md); on-demand prices come from the price table (market/prices.py).
@@ -47,7 +52,7 @@ from airflow_provider_skynomad.clouds.base import (
     Signal,
     check_probe_kind,
 )
-from airflow_provider_skynomad.clouds.boot_env import job_checkpoint_key
+from airflow_provider_skynomad.clouds.boot_env import job_checkpoint_key, signing_secret_problem
 from airflow_provider_skynomad.clouds.tags import DEPLOYMENT, OWNER_RECORD, check_deployment_id, owner_record
 from airflow_provider_skynomad.clouds.zones import aws_region_of as region_of
 
@@ -115,8 +120,9 @@ class AwsCloud(Cloud):
         tag on every instance, volume, spot request and probe, and in every job's owner record
         (clouds/tags.py). `skynomad cleanup` touches nothing tagged with another; give each Airflow
         that shares the account its own.
-    :param checkpoint_signing_secret: the deployment's secret each job's manifest key is derived
-        from (docs/agent.md, "Checkpoint signatures"); without it manifests are not signed.
+    :param checkpoint_signing_secret: the deployment's secret each job's key is derived from
+        (docs/agent.md, "Checkpoint signatures"): required to launch a job, since its instances'
+        checkpoints, progress and run records count only when they verify with that key.
     """
 
     name = "aws"
@@ -197,7 +203,7 @@ class AwsCloud(Cloud):
 
     @property
     def store(self) -> JobStore:
-        return JobStore(self.s3, self.checkpoint_bucket, self.checkpoint_prefix)
+        return JobStore(self.s3, self.checkpoint_bucket, self.checkpoint_prefix, key_of=self.checkpoint_key)
 
     def template_for(self, region: str) -> tuple[str | None, str]:
         return _per_region(self.launch_template, region), self.launch_template_version
@@ -279,6 +285,9 @@ class AwsCloud(Cloud):
     def launch(self, request: LaunchRequest) -> GroupHandle:
         from botocore.exceptions import ClientError
 
+        unsigned = signing_secret_problem(self._signing_secret)
+        if unsigned:
+            raise ValueError(f"aws cloud: {unsigned}")
         client = self.ec2(request.region)
         existing = self._find_in(client, request.client_token, request.region)
         if existing is not None:
@@ -374,9 +383,22 @@ class AwsCloud(Cloud):
                 raise
 
     def progress(self, handle: GroupHandle) -> float | None:
-        """step / total_steps from ``progress.json`` in the instance store of the group's rank 0."""
+        """step / total_steps from ``progress.json`` in the instance store of the group's rank 0, signed
+        with the job's key; before rank 0 wrote one that verifies, the step of the checkpoint the group
+        restores from (the region's newest verified one), None without one."""
         store = self._rank0_store(handle)
-        return None if store is None else self.store.progress(self._region(handle), store)
+        region = self._region(handle)
+        done = None if store is None else self.store.progress(region, store)
+        if done is not None or not (self.store.configured and handle.job_id):
+            return done
+        newest = self.store.newest_store(region, handle.job_id)
+        if newest is None:
+            return None
+        manifest = newest[2]
+        try:
+            return min(1.0, max(0.0, float(manifest["step"]) / float(manifest["total_steps"])))
+        except (TypeError, KeyError, ValueError, ZeroDivisionError):
+            return None
 
     def failure_detail(self, handle: GroupHandle) -> str | None:
         """The workload's stderr tail from the agent's run record, None without one."""
@@ -400,18 +422,24 @@ class AwsCloud(Cloud):
         return CheckpointStore(uri, backend=open_backend(uri, self.s3(region)), key=self.checkpoint_key(job_id))
 
     def checkpoint_key(self, job_id: str) -> bytes | None:
-        """The job's manifest key (docs/agent.md), None without a signing secret."""
-        return job_checkpoint_key(self._signing_secret, job_id)
+        """The job's key (docs/agent.md), None without a signing secret (or a job id)."""
+        return job_checkpoint_key(self._signing_secret, job_id) if job_id else None
 
     def output_location(self, job_id: str, zone: str) -> str | None:
-        """``output/`` of the instance store that uploaded the job's output, None before one did."""
+        """``output/`` of the instance store whose output manifest verifies with the job's key (the
+        newest, should several), None before one did: an output another job's instance wrote under
+        its own name in this job's prefix is not this job's."""
         if not self.store.configured or not job_id:
             return None
         region = region_of(zone)
+        outputs = []
         for store in self.store.instance_stores(region, job_id):
-            if self.store.read_json(region, store, "output/MANIFEST.json") is not None:
-                return f"{self.store.uri(region, store)}/output/"
-        return None
+            manifest = self.store.output(region, store)
+            if manifest is not None:
+                outputs.append((str(manifest.get("created_at", "")), store))
+        if not outputs:
+            return None
+        return f"{self.store.uri(region, max(outputs)[1])}/output/"
 
     def probe(
         self,
@@ -531,7 +559,8 @@ class AwsCloud(Cloud):
         """See clouds/aws/check.py: describe calls only, every problem naming its setting."""
         from airflow_provider_skynomad.clouds.aws.check import check_aws
 
-        return check_aws(self, zones, instance_type)
+        unsigned = signing_secret_problem(self._signing_secret)
+        return [*([unsigned] if unsigned else []), *check_aws(self, zones, instance_type)]
 
     def unusable_zones(self, zones: list[str]) -> dict[str, str]:
         """Names that are not AWS zones, zones without a subnet when subnets are set per zone, and

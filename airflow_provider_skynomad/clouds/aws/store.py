@@ -5,7 +5,8 @@ Under ``s3://<bucket>/<checkpoint_prefix>/<job_id>/``: the owner record the laun
 session's ``aws:userid``, the only prefix the instance policy lets it write), each holding
 ``checkpoints/<seq>/files/...`` with their ``MANIFEST.json`` written last, ``progress.json`` after
 it, ``output/...`` on success and ``runs/<run_id>.json`` outcome records. Every method taking a
-`job_id` also takes an instance store's path, ``<job_id>/<ROLE_ID>:<INSTANCE_ID>``.
+`job_id` also takes an instance store's path, ``<job_id>/<ROLE_ID>:<INSTANCE_ID>``, and reads it
+with the key of the job whose prefix it is in (`job_of`).
 
 The bucket is per region (``checkpoint_bucket`` with ``{region}``: a move copies the newest
 *complete* checkpoint, the one whose manifest landed, to the same path in the target bucket) or
@@ -13,26 +14,51 @@ one for every region (no ``{region}``: nothing is copied, an instance elsewhere 
 and S3 bills that transfer as the copy would have been billed).
 
 One S3 client per region (the bucket's), made by the amazon provider's ``S3Hook``.
+
+What instances wrote there is evidence, not truth: progress, run records, checkpoints and output
+count only when they verify with the job's key (agent/signing.py; `key_of` gives it, None without
+a signing secret, and then nothing counts), whichever instance store holds them. An instance may
+write under its own name in *any* job's prefix of the deployment (the instance policy names the
+session, not the job), so a store in a job's prefix proves nothing by being there. The newest
+checkpoint of a store is the one the agent would restore (`CheckpointStore.newest`), and the job's
+newest store is the one holding the newest of those (`newest_store`), so a forged manifest, in any
+store of the source or the target, neither travels nor blocks a copy.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_provider_skynomad.agent.store import CheckpointStore
 
 MANIFEST = "MANIFEST.json"
 PROGRESS = "progress.json"
 USERID_SEPARATOR = ":"  # in an instance store's name, ROLE_ID:INSTANCE_ID; never in a job id
 
 
-class JobStore:
-    """Reads and copies jobs' prefixes; `s3(region)` gives that region's boto3 S3 client."""
+def job_of(store: str) -> str:
+    """The job id of a job's prefix or of one of its instance stores (``<job_id>/<ROLE_ID>:<INSTANCE_ID>``)."""
+    return store.split("/", 1)[0]
 
-    def __init__(self, s3: Callable[[str], Any], bucket_pattern: str | None, prefix: str) -> None:
+
+class JobStore:
+    """Reads and copies jobs' prefixes; `s3(region)` gives that region's boto3 S3 client and
+    `key_of(job_id)` the job's signing key (None: no signing secret, nothing verifies)."""
+
+    def __init__(
+        self,
+        s3: Callable[[str], Any],
+        bucket_pattern: str | None,
+        prefix: str,
+        key_of: Callable[[str], bytes | None] = lambda job_id: None,
+    ) -> None:
         self._s3 = s3
         self.bucket_pattern = bucket_pattern
         self.prefix = prefix.strip("/")
+        self._key_of = key_of
 
     @property
     def configured(self) -> bool:
@@ -75,27 +101,61 @@ class JobStore:
         except ValueError:
             return None
 
+    def checkpoints(self, region: str, job_id: str) -> CheckpointStore | None:
+        """The job's prefix (or one of its instance stores) in `region` as its agent sees it, read
+        with the job's key; None without a key (then nothing an instance wrote can be verified, and
+        nothing counts)."""
+        key = self._key_of(job_of(job_id))
+        if key is None:
+            return None
+        from airflow_provider_skynomad.agent.backends import open_backend
+        from airflow_provider_skynomad.agent.store import CheckpointStore
+
+        uri = self.uri(region, job_id)
+        return CheckpointStore(uri, backend=open_backend(uri, self._s3(region)), key=key)
+
     def progress(self, region: str, job_id: str) -> float | None:
-        data = self.read_json(region, job_id, PROGRESS)
+        """step / total_steps of the job's signed progress.json; None when absent or it does not verify."""
+        store = self.checkpoints(region, job_id)
+        data = store.read_progress() if store is not None else None
         try:
             return min(1.0, max(0.0, float(data["step"]) / float(data["total_steps"])))
         except (TypeError, KeyError, ValueError, ZeroDivisionError):
             return None
 
     def run_record(self, region: str, job_id: str, run_id: str) -> dict | None:
-        return self.read_json(region, job_id, f"runs/{run_id}.json")
+        """Run `run_id`'s record signed with the job's key; None when absent or it does not verify."""
+        store = self.checkpoints(region, job_id)
+        return store.read_run(run_id) if store is not None else None
+
+    def output(self, region: str, store: str) -> dict | None:
+        """The output manifest of a store (``output/MANIFEST.json``) signed with the job's key; None
+        when absent or it does not verify."""
+        checkpoints = self.checkpoints(region, store)
+        return None if checkpoints is None else checkpoints.read_output()
 
     def newest_checkpoint(self, region: str, job_id: str) -> tuple[str, dict] | None:
-        """(seq directory, manifest) of the newest checkpoint whose manifest landed, else None."""
-        client, bucket = self._s3(region), self.bucket(region)
-        base = self.key(job_id, "checkpoints/")
-        pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=base, Delimiter="/")
-        seqs = sorted(p["Prefix"][len(base) :].rstrip("/") for page in pages for p in page.get("CommonPrefixes", []))
-        for seq in reversed(seqs):
-            manifest = self.read_json(region, job_id, f"checkpoints/{seq}/{MANIFEST}")
-            if manifest is not None:
-                return seq, manifest
-        return None
+        """(seq directory, manifest) of the newest checkpoint the job's agent would restore there:
+        its manifest verifies and every file it lists is present at its size; else None."""
+        store = self.checkpoints(region, job_id)
+        if store is None:
+            return None
+
+        def present(seq: int, manifest: dict, entries: list) -> str:
+            folder = f"checkpoints/{seq:010d}/"
+            sizes = self._sizes(region, self.key(job_id, f"{folder}files/"))
+            for entry in entries:
+                if sizes.get(entry.path) != entry.size:
+                    raise ValueError(f"{entry.path} is missing or not of its listed size")
+            return f"{seq:010d}"
+
+        found = store.newest(present)
+        return None if found is None else (found[1], found[0])
+
+    def _sizes(self, region: str, prefix: str) -> dict[str, int]:
+        """Size of every object under `prefix`, by its key relative to it (one listing)."""
+        pages = self._s3(region).get_paginator("list_objects_v2").paginate(Bucket=self.bucket(region), Prefix=prefix)
+        return {o["Key"][len(prefix) :]: o["Size"] for page in pages for o in page.get("Contents", [])}
 
     def instance_stores(self, region: str, job_id: str) -> list[str]:
         """Paths (``<job_id>/<ROLE_ID>:<INSTANCE_ID>``) of the job's instance stores in the region's bucket."""
@@ -111,8 +171,9 @@ class JobStore:
         return next((s for s in self.instance_stores(region, job_id) if s.endswith(tail)), None)
 
     def newest_store(self, region: str, job_id: str) -> tuple[str, str, dict] | None:
-        """(store path, seq, manifest) of the job's newest complete checkpoint in the region, among its
-        instance stores and the job's own prefix (where a copy from another cloud lands); None without one."""
+        """(store path, seq, manifest) of the job's newest checkpoint the agent would restore in the
+        region, among its instance stores and the job's own prefix (where a copy from another cloud
+        lands); None without one. A store whose manifests do not verify has none, whatever their numbers."""
         best: tuple[str, str, dict] | None = None
         for store in [job_id, *self.instance_stores(region, job_id)]:
             newest = self.newest_checkpoint(region, store)
@@ -143,11 +204,14 @@ class JobStore:
         self._s3(region).put_object(Bucket=self.bucket(region), Key=self.key(job_id, name), Body=body)
 
     def copy_newest(self, source_region: str, target_region: str, job_id: str) -> bool:
-        """Copy the newest complete checkpoint and progress.json; True when there was one.
+        """Copy the newest checkpoint the agent would restore from `job_id` (a job's prefix or one of
+        its instance stores) to the same path in the target, then a signed progress.json naming it;
+        True when there was one.
 
         Files first, then the manifest, then progress.json: the target never shows a checkpoint
-        whose files are not all there. Nothing is copied when the target already holds that
-        checkpoint or a newer one, or when one bucket serves every region.
+        whose files are not all there. Nothing is copied when any store of the job in the target
+        already holds a verified checkpoint as new or newer, or when one bucket serves every region;
+        a manifest there that does not verify (whatever its number) is no such checkpoint.
         """
         newest = self.newest_checkpoint(source_region, job_id)
         if newest is None:
@@ -155,18 +219,17 @@ class JobStore:
         if self.bucket(source_region) == self.bucket(target_region):
             return True
         seq, manifest = newest
-        there = self.newest_checkpoint(target_region, job_id)
-        if there is not None and int(there[0]) >= int(seq):
+        there = self.newest_store(target_region, job_of(job_id))
+        if there is not None and int(there[1]) >= int(seq):
             return True  # already copied (AwsCloud.launch brings it before the instances boot)
-        names = [f"checkpoints/{seq}/files/{f['path']}" for f in manifest.get("files", [])]
-        names += [f"checkpoints/{seq}/{MANIFEST}", PROGRESS]
+        names = [f"checkpoints/{seq}/files/{f['path']}" for f in manifest["files"]]
+        names.append(f"checkpoints/{seq}/{MANIFEST}")
         target = self._s3(target_region)
         for name in names:
             key = self.key(job_id, name)
             source = {"Bucket": self.bucket(source_region), "Key": key}
-            if name == PROGRESS and self.read_json(source_region, job_id, PROGRESS) is None:
-                continue
             target.copy(source, self.bucket(target_region), key, SourceClient=self._s3(source_region))
+        self.checkpoints(target_region, job_id).write_progress(manifest)
         return True
 
     def job_ids(self, region: str) -> list[str]:

@@ -18,8 +18,10 @@ Launched the way GCP users run GPU jobs:
   account gives the agent its access to the bucket, and `launch` refuses an env that looks like one.
 
 Watching a gang costs one instance list (by the token's label) and one ``progress.json`` read
-per decision step, whatever the gang size; the agent's run record and the zone's
-``compute.instances.preempted`` operations are read only once a member has stopped or gone.
+per decision step, whatever the gang size; the zone's ``compute.instances.preempted`` operations
+and the agent's run record are read only once a member has stopped or gone. A logged preemption
+wins over any run record, and progress and run records count only when they verify with the
+job's key (agent/signing.py): a launch needs ``checkpoint_signing_secret``.
 Instance bodies and the startup script are built in `boot.py`, checkpoints and progress live in
 GCS (`storage.GcsStore`), `check` and `resources` are in `check.py`.
 """
@@ -41,7 +43,7 @@ from airflow_provider_skynomad.clouds.base import (
     Resource,
     check_probe_kind,
 )
-from airflow_provider_skynomad.clouds.boot_env import job_checkpoint_key
+from airflow_provider_skynomad.clouds.boot_env import job_checkpoint_key, signing_secret_problem
 from airflow_provider_skynomad.clouds.gcp.boot import (
     CREDENTIAL_NAME,
     JOB_LABEL,
@@ -109,8 +111,9 @@ class GcpCloud(Cloud):
         `source_instance_template` / `image` / `subnetwork` when they are dicts).
     :param hook: a ready GceHook (tests pass one with fake clients).
     :param gcs_hook: a ready GCSHook.
-    :param checkpoint_signing_secret: the deployment's secret each job's manifest key is derived
-        from (docs/agent.md, "Checkpoint signatures"); without it manifests are not signed.
+    :param checkpoint_signing_secret: the deployment's secret each job's key is derived from
+        (docs/agent.md, "Checkpoint signatures"): required to launch a job, since its instances'
+        checkpoints, progress and run records count only when they verify with that key.
     :param probe_targets: what the probe DAG asks for (read from the connection by
         ``operators.probe.probe_targets``; listed here so it is an accepted ``cloud_options`` key).
     :param probe_kind: how the probe DAG probes this cloud's markets: ``request`` (default: insert,
@@ -190,7 +193,7 @@ class GcpCloud(Cloud):
         """The checkpoint buckets (None when `checkpoint_bucket` is not set)."""
         if self._store is None and self.checkpoint_bucket:
             gcs = self._gcs_hook if self._gcs_hook is not None else make_storage_hook(self.gcp_conn_id)
-            self._store = GcsStore(gcs, self.checkpoint_bucket, self.checkpoint_prefix)
+            self._store = GcsStore(gcs, self.checkpoint_bucket, self.checkpoint_prefix, key_of=self.checkpoint_key)
         return self._store
 
     @property
@@ -250,6 +253,9 @@ class GcpCloud(Cloud):
 
     def launch(self, request: LaunchRequest) -> GroupHandle:
         """Insert every member (idempotent on the token); a stock-out deletes them all and raises CapacityError."""
+        unsigned = signing_secret_problem(self._signing_secret)
+        if unsigned:
+            raise ValueError(f"gcp cloud: {unsigned}")
         region = request.region or region_of(request.zone)
         if request.command and self.store is None:
             raise ValueError(
@@ -291,11 +297,12 @@ class GcpCloud(Cloud):
         if not ended:
             running = all(s == "RUNNING" for s in statuses.values())
             return GroupStatus.RUNNING if running else GroupStatus.STARTING
-        record = self._run_record(handle, 0)
-        outcome = (record or {}).get("outcome")
+        if handle.spot and self._preempted(handle.zone, ended):
+            return GroupStatus.PREEMPTED  # logged by Compute Engine: wins over any run record
+        outcome = (self._run_record(handle, 0) or {}).get("outcome")
         if outcome == "finished":
             return GroupStatus.SUCCEEDED
-        if outcome == "preempted" or (handle.spot and self._preempted(handle.zone, ended)):
+        if outcome == "preempted":
             return GroupStatus.PREEMPTED
         if outcome == "failed":
             return GroupStatus.FAILED
@@ -412,8 +419,8 @@ class GcpCloud(Cloud):
         )
 
     def checkpoint_key(self, job_id: str) -> bytes | None:
-        """The job's manifest key (docs/agent.md), None without a signing secret."""
-        return job_checkpoint_key(self._signing_secret, job_id)
+        """The job's key (docs/agent.md), None without a signing secret (or a job id)."""
+        return job_checkpoint_key(self._signing_secret, job_id) if job_id else None
 
     def output_location(self, job_id: str, zone: str) -> str | None:
         """``gs://<region's bucket>/<prefix>/<job_id>/output`` (the agent uploads the final files there)."""
@@ -443,7 +450,8 @@ class GcpCloud(Cloud):
     def check(self, zones: list[str] | None = None, instance_type: str | None = None) -> list[str]:
         from airflow_provider_skynomad.clouds.gcp.check import check
 
-        return check(self, zones, instance_type)
+        unsigned = signing_secret_problem(self._signing_secret)
+        return [*([unsigned] if unsigned else []), *check(self, zones, instance_type)]
 
     def resources(self, tags: dict[str, str] | None = None) -> list[Resource]:
         from airflow_provider_skynomad.clouds.gcp.check import resources

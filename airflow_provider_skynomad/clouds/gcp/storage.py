@@ -5,15 +5,25 @@ The layout is the workload agent's (docs/agent.md): under ``gs://<bucket>/<prefi
 its manifest has landed), ``progress.json`` after it, and ``runs/<run_id>.json`` per agent run.
 
 One bucket per region (``checkpoint_bucket`` with ``{region}``) keeps a job's checkpoint next
-to its instances; a move copies the newest complete checkpoint, manifest last, then
-``progress.json``, so the agent in the new region never restores a half-copied one. A pattern
-without ``{region}`` is one (multi-region) bucket for every region: a move copies nothing.
+to its instances; a move copies the newest checkpoint the agent would restore, manifest last,
+then writes a signed ``progress.json`` naming it, so the agent in the new region never restores a
+half-copied one. A pattern without ``{region}`` is one (multi-region) bucket for every region: a
+move copies nothing.
+
+What instances wrote is evidence, not truth: progress, run records and manifests count only when
+they verify with the job's key (agent/signing.py; `key_of` gives it, None without a signing
+secret, and then nothing counts). Any instance of the deployment can write (and delete) in its
+prefix; none can forge another job's signature.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_provider_skynomad.agent.store import CheckpointStore
 
 CHECKPOINTS = "checkpoints"
 MANIFEST = "MANIFEST.json"
@@ -30,12 +40,20 @@ class GcsStore:
     :param hook: a GCSHook (its ``list``, ``copy``, ``delete`` and ``get_conn`` are used).
     :param bucket_pattern: bucket name, ``{region}`` filled in (no ``{region}``: one bucket for all).
     :param prefix: key prefix of every job's store (a job's is ``<prefix>/<job_id>``).
+    :param key_of: the job's signing key for a job id (None: no signing secret, nothing verifies).
     """
 
-    def __init__(self, hook: Any, bucket_pattern: str, prefix: str = "skynomad") -> None:
+    def __init__(
+        self,
+        hook: Any,
+        bucket_pattern: str,
+        prefix: str = "skynomad",
+        key_of: Callable[[str], bytes | None] = lambda job_id: None,
+    ) -> None:
         self.hook = hook
         self.bucket_pattern = bucket_pattern
         self.prefix = prefix.strip("/")
+        self._key_of = key_of
 
     @property
     def one_bucket(self) -> bool:
@@ -63,33 +81,54 @@ class GcsStore:
             raise
         return data if isinstance(data, dict) else None
 
+    def checkpoints(self, bucket: str, job_id: str) -> CheckpointStore | None:
+        """The job's store in `bucket` as its agent sees it, read with the job's key; None without a
+        key (then nothing an instance wrote can be verified, and nothing counts)."""
+        key = self._key_of(job_id)
+        if key is None:
+            return None
+        from airflow_provider_skynomad.agent.backends import open_backend
+        from airflow_provider_skynomad.agent.store import CheckpointStore
+
+        uri = f"gs://{bucket}/{self.base(job_id)}"
+        return CheckpointStore(uri, backend=open_backend(uri, self.hook.get_conn()), key=key)
+
     def progress(self, region: str, job_id: str) -> float | None:
-        """``step / total_steps`` of the newest complete checkpoint (one GCS read); None without one."""
-        data = self.read_json(self.bucket(region), f"{self.base(job_id)}/{PROGRESS}")
+        """``step / total_steps`` of the job's signed ``progress.json`` (one GCS read); None without
+        one, or when it does not verify with the job's key."""
+        store = self.checkpoints(self.bucket(region), job_id)
+        data = store.read_progress() if store is not None else None
         try:
             return max(0.0, min(1.0, float(data["step"]) / float(data["total_steps"])))
         except (TypeError, KeyError, ValueError, ZeroDivisionError):
             return None
 
     def run_record(self, region: str, job_id: str, run_id: str) -> dict | None:
-        """The agent's ``runs/<run_id>.json`` (outcome, exit code, stderr tail), None until it wrote one."""
-        return self.read_json(self.bucket(region), f"{self.base(job_id)}/runs/{run_id}.json")
+        """The agent's ``runs/<run_id>.json`` (outcome, exit code, stderr tail) signed with the job's key
+        for that run; None until it wrote one, or when what is there does not verify."""
+        store = self.checkpoints(self.bucket(region), job_id)
+        return store.read_run(run_id) if store is not None else None
 
-    def latest_checkpoint(self, bucket: str, job_id: str) -> tuple[str, list[str]] | None:
-        """(manifest object, its files' objects) of the newest checkpoint whose manifest has landed and
-        whose files are all there; None when there is none."""
-        root = f"{self.base(job_id)}/{CHECKPOINTS}/"
-        names = set(self.hook.list(bucket_name=bucket, prefix=root))
-        manifests = sorted((n for n in names if n.endswith(f"/{MANIFEST}")), reverse=True)
-        for manifest_name in manifests:  # the zero-padded seq sorts newest first
-            manifest = self.read_json(bucket, manifest_name)
-            if manifest is None:
-                continue
-            folder = manifest_name[: -len(MANIFEST)]
-            files = [f"{folder}files/{entry['path']}" for entry in manifest.get("files", [])]
-            if all(f in names for f in files):
-                return manifest_name, files
-        return None
+    def latest_checkpoint(self, bucket: str, job_id: str) -> tuple[dict, str, list[str]] | None:
+        """(manifest, manifest object, its files' objects) of the newest checkpoint the job's agent
+        would restore from `bucket`: its manifest verifies and every file it lists is there at its
+        size; None when there is none."""
+        store = self.checkpoints(bucket, job_id)
+        if store is None:
+            return None
+
+        def present(seq: int, manifest: dict, entries: list) -> tuple[str, list[str]]:
+            folder = f"{self.base(job_id)}/{CHECKPOINTS}/{seq:010d}/"
+            blobs = self.hook.get_conn().list_blobs(bucket, prefix=f"{folder}files/")
+            sizes = {blob.name: blob.size for blob in blobs}
+            files = [f"{folder}files/{entry.path}" for entry in entries]
+            for entry, name in zip(entries, files, strict=True):
+                if sizes.get(name) != entry.size:
+                    raise ValueError(f"{entry.path} is missing or not of its listed size")
+            return f"{folder}{MANIFEST}", files
+
+        found = store.newest(present)
+        return None if found is None else (found[0], *found[1])
 
     def bucket_exists(self, bucket: str) -> bool:
         return self.hook.get_conn().lookup_bucket(bucket) is not None
@@ -97,22 +136,25 @@ class GcsStore:
     # -- moves ---------------------------------------------------------------------------------
 
     def copy(self, source_region: str, target_region: str, job_id: str) -> bool:
-        """Make the newest complete checkpoint of `job_id` available in `target_region`; whether one existed."""
+        """Make the newest checkpoint the agent would restore available in `target_region`, with a
+        signed ``progress.json`` naming it; whether one existed.
+
+        Nothing is copied when the target already holds a verified checkpoint as new or newer; a
+        manifest there that does not verify (whatever its number) is no such checkpoint.
+        """
         source, target = self.bucket(source_region), self.bucket(target_region)
         found = self.latest_checkpoint(source, job_id)
         if found is None:
             return False
         if source == target:
             return True  # one bucket for every region: it is there already
-        manifest, files = found
-        for name in [*files, manifest]:  # the manifest last: a half-copied checkpoint never counts
+        manifest, manifest_name, files = found
+        there = self.latest_checkpoint(target, job_id)
+        if there is not None and there[0]["seq"] >= manifest["seq"]:
+            return True
+        for name in [*files, manifest_name]:  # the manifest last: a half-copied checkpoint never counts
             self.hook.copy(source_bucket=source, source_object=name, destination_bucket=target)
-        progress = f"{self.base(job_id)}/{PROGRESS}"
-        try:
-            self.hook.copy(source_bucket=source, source_object=progress, destination_bucket=target)
-        except Exception as exc:
-            if not _missing(exc):
-                raise
+        self.checkpoints(target, job_id).write_progress(manifest)
         return True
 
     # -- leftovers -----------------------------------------------------------------------------

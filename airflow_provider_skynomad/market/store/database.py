@@ -196,6 +196,29 @@ class MarketDatabase:
         if not self._ready:
             self.create()
 
+    @classmethod
+    def open_existing(cls, url: str | URL):
+        """The component's tables to read, or None when they do not exist at this layout: nothing is
+        created, not even an SQLite file. For readers that must leave a database as they found it
+        (a page view)."""
+        parsed = parse_url(url)
+        if parsed.get_backend_name() == "sqlite":
+            path = parsed.database
+            if not path or path == ":memory:" or not Path(path).expanduser().is_file():
+                return None
+        store = cls(parsed)
+        try:
+            with store.engine.connect() as conn:
+                found = current_version(conn, store.component)
+        except BaseException:
+            store.close()
+            raise
+        if found != store.layout_version:
+            store.close()
+            return None
+        store._ready = True
+        return store
+
     def _version_message(self, found: int | None) -> str:
         if found is not None and found > self.layout_version:
             return (

@@ -44,7 +44,7 @@ moto = pytest.importorskip("moto")
 
 HERE = Path(__file__).resolve().parent
 from tests.support import metadata_stub  # noqa: E402
-from tests.support.aws_fixtures import BUCKET, PROFILE, account, client  # noqa: E402
+from tests.support.aws_fixtures import BUCKET, PROFILE, SIGNING_SECRET, account, client  # noqa: E402
 from tests.support.network import free_port
 
 from .conftest import DAGS_FOLDER  # noqa: E402
@@ -342,7 +342,15 @@ def test_aws_job_survives_a_spot_interruption_and_moves_region(
     monkeypatch.setenv(
         "AIRFLOW_CONN_SKYNOMAD_DEFAULT",
         json.dumps(
-            {"conn_type": "skynomad", "extra": {"cloud": "aws", "checkpoint_bucket": BUCKET, "cloud_options": options}}
+            {
+                "conn_type": "skynomad",
+                "extra": {
+                    "cloud": "aws",
+                    "checkpoint_bucket": BUCKET,
+                    "checkpoint_signing_secret": SIGNING_SECRET,
+                    "cloud_options": options,
+                },
+            }
         ),
     )
     now = pd.Timestamp.now(tz="UTC")
@@ -407,7 +415,7 @@ def test_aws_job_survives_a_spot_interruption_and_moves_region(
     assert job_id == summary["job_id"]
     assert {"skynomad-job", "skynomad-dag", "skynomad-run", "skynomad-task", "skynomad-try"} <= set(tags)
     assert tags["skynomad-dag"] == "skynomad_aws_e2e" and tags["skynomad-task"] == "train"
-    cloud = AwsCloud(checkpoint_bucket=BUCKET, **options)
+    cloud = AwsCloud(checkpoint_bucket=BUCKET, checkpoint_signing_secret=SIGNING_SECRET, **options)
     token = tags["skynomad:client-token"]
     retry = LaunchRequest("aws", EAST, ZONE_A, INSTANCE_TYPE, 1, True, token, command=("true",), job_id=job_id)
     assert cloud.launch(retry).instance_ids == (east_id,)
@@ -475,7 +483,15 @@ def test_bad_aws_settings_fail_the_task_before_any_launch_naming_each_setting(
     monkeypatch.setenv(
         "AIRFLOW_CONN_SKYNOMAD_DEFAULT",
         json.dumps(
-            {"conn_type": "skynomad", "extra": {"cloud": "aws", "checkpoint_bucket": BUCKET, "cloud_options": options}}
+            {
+                "conn_type": "skynomad",
+                "extra": {
+                    "cloud": "aws",
+                    "checkpoint_bucket": BUCKET,
+                    "checkpoint_signing_secret": SIGNING_SECRET,
+                    "cloud_options": options,
+                },
+            }
         ),
     )
     seed_market(until=pd.Timestamp.now(tz="UTC"))

@@ -35,6 +35,8 @@ from tests.support.gcp_fakes import FakeCompute, FakeGceHook, LocalBoot, anonymo
 
 from .conftest import DAGS_FOLDER
 
+SIGNING_SECRET = "deployment-signing-secret-0123456789"  # the connection's checkpoint_signing_secret
+
 ZONE_A, ZONE_B = "us-central1-a", "europe-west4-b"
 BUCKET_A, BUCKET_B = "sn-ckpt-us-central1", "sn-ckpt-europe-west4"
 PREEMPT_AT_STEP = 6
@@ -118,7 +120,12 @@ def gcp_env(airflow_db, skynomad_home, tmp_path, monkeypatch):
         }
 
         def connect(**changes):
-            extra = {"cloud": "gcp", "gcp_project": "proj", "cloud_options": {**options, **changes}}
+            extra = {
+                "cloud": "gcp",
+                "gcp_project": "proj",
+                "checkpoint_signing_secret": SIGNING_SECRET,
+                "cloud_options": {**options, **changes},
+            }
             monkeypatch.setenv("AIRFLOW_CONN_SKYNOMAD_DEFAULT", json.dumps({"conn_type": "skynomad", "extra": extra}))
 
         connect()
@@ -266,6 +273,7 @@ def test_bad_settings_fail_before_any_launch_naming_the_setting(gcp_env, capfd):
         project_id="proj",
         source_instance_template={"us-central1": "no-such-template"},
         checkpoint_bucket="missing-{region}",
+        checkpoint_signing_secret=SIGNING_SECRET,
     )
     assert cloud.check([ZONE_A, ZONE_B], "a3-highgpu-1g") == [
         "cloud_options.source_instance_template has no template for region europe-west4 (nor cloud_options.image)",

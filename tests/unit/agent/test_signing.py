@@ -140,3 +140,25 @@ def test_a_malformed_key_exits_2_without_printing_it(tmp_path):
         env={**os.environ, KEY_ENV: "zz-secret-zz"}, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 2 and KEY_ENV in done.stderr and "zz-secret-zz" not in done.stderr
+
+
+def test_progress_and_run_records_count_only_with_the_jobs_signature(tmp_path):
+    from airflow_provider_skynomad.agent.signing import sign_claim
+
+    uri = (tmp_path / "store").as_uri()
+    store = CheckpointStore(uri, key=KEY_A)
+    upload(store, tmp_path, 3, b"mine")
+    assert store.read_progress()["step"] == 3  # its own, signed
+    backend = open_backend(uri)
+    forged = {"step": 10, "total_steps": 10, "seq": 99}
+    for document in (forged, sign_claim(forged, KEY_B, "progress"), sign_claim(forged, KEY_A, "run")):
+        backend.put_bytes(json.dumps(document).encode(), "progress.json")
+        assert store.read_progress() is None  # unsigned, another job's key, another kind of claim
+    assert CheckpointStore(uri).read_progress() == sign_claim(forged, KEY_A, "run")  # no key: nothing checked
+
+    store.write_run("r1", {"outcome": "finished", "exit_code": 0})
+    assert store.read_run("r1")["outcome"] == "finished"
+    backend.put_bytes(backend.get_bytes("runs/r1.json"), "runs/r2.json")  # r1's record replayed as r2's
+    assert store.read_run("r2") is None
+    backend.put_bytes(json.dumps({"outcome": "finished"}).encode(), "runs/r3.json")
+    assert store.read_run("r3") is None and CheckpointStore(uri, key=KEY_B).read_run("r1") is None

@@ -15,6 +15,7 @@ import pytest
 from airflow_provider_skynomad.clouds.base import LaunchRequest
 from airflow_provider_skynomad.clouds.cleanup_run import cleanup, jobs_from_metadata_db, jobs_from_task_api
 from airflow_provider_skynomad.jobs.record import job_id_for
+from tests.support.aws_fixtures import SIGNING_SECRET
 
 
 def fake_task_api(monkeypatch, states_by_run):
@@ -42,7 +43,12 @@ def test_break_1_the_probe_dag_keeps_a_running_gcp_job_whose_run_id_labels_mangl
     tags = {"skynomad-job": job, "skynomad-dag": dag_id, "skynomad-run": run_id, "skynomad-task": task_id}
     compute = FakeCompute()
     compute.templates.add("gpu")
-    cloud = GcpCloud(project_id="proj", hook=FakeGceHook(compute), source_instance_template="gpu")
+    cloud = GcpCloud(
+        project_id="proj",
+        hook=FakeGceHook(compute),
+        source_instance_template="gpu",
+        checkpoint_signing_secret=SIGNING_SECRET,
+    )
     request = LaunchRequest("gcp", "us-central1", "us-central1-a", "a3-highgpu-1g", 1, True, "sn-tok", tags=tags)
     cloud.launch(LaunchRequest(**{**request.to_dict(), "command": (), "job_id": job}))
     fake_task_api(monkeypatch, {run_id: {task_id: "running"}})  # Airflow knows only the exact run id
@@ -123,7 +129,7 @@ def test_break_2_the_command_ends_only_what_it_proves_ended(aws, metadata_db):
     from airflow_provider_skynomad.clouds.aws.cloud import AwsCloud
     from tests.support.aws_fixtures import BUCKET, put_checkpoint
 
-    cloud = AwsCloud(checkpoint_bucket=BUCKET, **aws.cloud_options())
+    cloud = AwsCloud(checkpoint_signing_secret=SIGNING_SECRET, checkpoint_bucket=BUCKET, **aws.cloud_options())
     now = pd.Timestamp.now(tz="UTC")
     dag, run = "skynomad_fine_tune", "scheduled__2026-12-03T08:00:00+00:00"
     ended = job_id_for(dag, run, "train", -1, "a")
@@ -184,8 +190,15 @@ def shared_account(acct, add_task_instance, now) -> dict[str, list[str]]:
         ids[token] = [job_id, *handle.instance_ids]
         return job_id
 
-    prod = AwsCloud(checkpoint_bucket=BUCKET, deployment_id="prod", **acct.cloud_options())
-    staging = AwsCloud(checkpoint_bucket=BUCKET, deployment_id="staging", **acct.cloud_options())
+    prod = AwsCloud(
+        checkpoint_signing_secret=SIGNING_SECRET, checkpoint_bucket=BUCKET, deployment_id="prod", **acct.cloud_options()
+    )
+    staging = AwsCloud(
+        checkpoint_signing_secret=SIGNING_SECRET,
+        checkpoint_bucket=BUCKET,
+        deployment_id="staging",
+        **acct.cloud_options(),
+    )
     job(prod, "train", "a", "prod-live")
     add_task_instance(dag, run, "train", -1, "deferred")
     job(prod, "evaluate", "a", "prod-ended")
@@ -207,7 +220,9 @@ def test_a_dry_run_on_a_shared_account_lists_only_the_ended_job_and_the_probe_le
     from tests.support.aws_fixtures import BUCKET
 
     ids = shared_account(aws, metadata_db, pd.Timestamp.now(tz="UTC"))
-    cloud = AwsCloud(checkpoint_bucket=BUCKET, deployment_id="prod", **aws.cloud_options())
+    cloud = AwsCloud(
+        checkpoint_signing_secret=SIGNING_SECRET, checkpoint_bucket=BUCKET, deployment_id="prod", **aws.cloud_options()
+    )
     said = []
     plan, _ = cleanup(cloud, jobs_from_metadata_db, dry_run=True, say=said.append)
     ended_job, ended_instance = ids["prod-ended"]

@@ -98,3 +98,22 @@ def test_a_database_that_does_not_answer_leaves_the_job_then_fails_it(started, c
     assert len(cloud.launches) == 1  # nothing acted on while the record could not be written
     look = controller.step()
     assert look.outcome.kind is OutcomeKind.FAILED and "server closed the connection" in look.outcome.message
+
+
+def test_break_1_a_controller_whose_arguments_name_another_task_s_job_takes_nothing(started, cloud):
+    """The trigger's arguments name the job and the task it was deferred from: a job id of another
+    task is refused before the row is claimed, so that task's controller keeps control."""
+    from dataclasses import replace
+
+    from airflow_provider_skynomad.jobs.errors import SkyNomadInputError
+
+    victim, attacker = started(run=1), started(run=2)
+    before = victim.jobs.load(victim.args.job_id)
+    args = replace(attacker.args, job_id=victim.args.job_id)
+    from airflow_provider_skynomad.jobs.controller import Controller
+
+    with pytest.raises(SkyNomadInputError, match="the trigger's arguments names SkyNomad job"):
+        Controller.open(args, attacker.config, cloud, attacker.table, attacker.log)
+    after = victim.jobs.load(victim.args.job_id)
+    assert (after.version, after.owner) == (before.version, before.owner)
+    assert len(cloud.launches) == 2 and cloud.terminated == []

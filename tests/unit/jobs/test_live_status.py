@@ -41,10 +41,10 @@ def test_break_3_a_controller_that_lost_control_does_not_change_the_live_row(mar
     record, status = running_record("sn-a-1")
     jobs, board = JobTable(market_url), LiveStatusTable(market_url)
     try:
-        jobs.put(JobRecord.from_dict(record), owner="worker try 1")
-        first, _ = TableStore.take(jobs, "sn-a-1", "trigger-first", board=board)
+        jobs.put(JobRecord.from_dict(record), owner="worker try 1", task_key="sn-a")
+        first, _ = TableStore.take(jobs, "sn-a-1", "trigger-first", board=board, task_key="sn-a")
         first.save_status({**status, "elapsed_hours": 5.0})
-        second, _ = TableStore.take(jobs, "sn-a-1", "trigger-second", board=board)
+        second, _ = TableStore.take(jobs, "sn-a-1", "trigger-second", board=board, task_key="sn-a")
         first.save_status({**status, "elapsed_hours": 6.0, "zone": "us-east4-a"})
         assert board.read(["sn-a-1"])["sn-a-1"]["elapsed_hours"] == 5.0  # the lost copy changed nothing
         assert not board.publish("sn-a-1", status, owner="trigger-first", version=first.version)

@@ -24,6 +24,7 @@ def seeded(airflow_db, tmp_path_factory):
     market_db = tmp_path_factory.mktemp("market") / "market.db"
     url = f"sqlite:///{market_db}"
     rows = seed.seed_market(url, seed.market_frame())
+    seed.declare_dag("skynomad_fine_tune", ("fine_tune", "train"), CONN_ID)
     seed.seed_jobs()
     seed.add_connection(CONN_ID, url, MARKER_PASSWORD)
     return {"market_url": url, "rows": rows}

@@ -20,6 +20,7 @@ from tests.support.plugin_seed import (
     finished_record,
     insert_task,
     market_frame,
+    own_job_id,
     running_record,
     seed_market,
     write_state,
@@ -115,9 +116,12 @@ def hostile_jobs(seeded):
     }
     for variant, (record, status) in jobs.items():
         key = (DAG, variant + ID_PAYLOAD, TASK)
+        # The task's own job (the pages show no other), its id ending in a payload.
+        own = own_job_id(*key).rsplit("-", 1)[0]
+        record["job_id"], status["job_id"] = f"{own}-{payload('record.job_id')}", f"{own}-{payload('status.job_id')}"
         insert_task(*key, "deferred")
         write_state(*key, record, status)
-    record, status = running_record("sn-badstatus0000001")
+    record, status = running_record(own_job_id(*LIVE))
     insert_task(*LIVE, "deferred")
     write_state(*LIVE, record, {**status, "slack_hours": "x"})
     return jobs

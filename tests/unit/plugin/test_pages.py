@@ -54,16 +54,14 @@ def test_a_running_job_s_page_shows_what_its_trigger_saw_after_the_last_worker_v
     """A full worker pool delays the worker's visits, not the page: the trigger's newer look at the
     same job (jobs/live.py, in the connection's market database) is laid over the task state's."""
     from tests.support.live_rows import forge
-    from tests.support.plugin_seed import insert_task, running_record, write_state
-
-    from .conftest import CONN_ID
+    from tests.support.plugin_seed import insert_task, own_job_id, running_record, write_state
 
     key = ("skynomad_fine_tune", "busy_pool_run", "train")
-    record, status = running_record("sn-busy000000000001")
+    record, status = running_record(own_job_id(*key))
     insert_task(*key, "deferred")
-    write_state(*key, record, {**status, "conn_id": CONN_ID})
+    write_state(*key, record, status)
     later = {**status, "elapsed_hours": 6.25, "progress_pct": 55.0, "slack_hours": 3.1, "spend_usd": 14.4}
-    forge(seeded["market_url"], "sn-busy000000000001", later)  # as its controller publishes it
+    forge(seeded["market_url"], own_job_id(*key), later)  # as its controller publishes it
     html = text_of(client.get(job_url(*key), **as_user("viewer")).text)
     assert "running for 6.25 h of 16.00 h" in html and "$14.40" in html and "55%" in html, html[-4000:]
 
@@ -71,21 +69,21 @@ def test_a_running_job_s_page_shows_what_its_trigger_saw_after_the_last_worker_v
 def test_a_running_job_s_page_shows_the_moves_its_controller_made_since_the_hand_off(client, seeded):
     """The trigger controls the job and writes only the job table: the page's timeline and chart
     come from there while the job runs, not from the task state the worker wrote at the hand-off."""
-    from airflow_provider_skynomad.jobs.record import JobRecord, Segment
+    from airflow_provider_skynomad.jobs.record import JobRecord, Segment, task_key_of
     from airflow_provider_skynomad.jobs.table import JobTable
-    from tests.support.plugin_seed import insert_task, running_record, write_state
+    from tests.support.plugin_seed import insert_task, own_job_id, running_record, write_state
 
     key = ("skynomad_fine_tune", "controlled_run", "train")
-    record, status = running_record("sn-ctrl0000000000001")
+    record, status = running_record(own_job_id(*key))
     insert_task(*key, "deferred")
-    write_state(*key, record, {**status, "conn_id": CONN_ID})
+    write_state(*key, record, status)
     later = JobRecord.from_dict(record)
     later.segments[-1].close(2.0, "preempted")
     later.note(2.0, "preempted", zone="us-west1-a", progress="20%")
     later.segments.append(Segment("m2", "europe-west4-a", "europe-west4", "on-demand", 2.0, 10.3, 0.2, ["i-10"]))
     later.note(2.0, "launch", mode="on-demand", zone="europe-west4-a", usd_per_h=10.3)
     with JobTable(seeded["market_url"]) as table:
-        table.put(later, owner="trigger-test")
+        table.put(later, owner="trigger-test", task_key=task_key_of(later.job_id))
     html = client.get(job_url(*key), **as_user("viewer")).text
     assert "europe-west4-a" in html and "preempted" in html, text_of(html)[-3000:]
 

@@ -159,6 +159,7 @@ def test_an_outcome_is_held_until_the_workers_hold_has_passed(world):
 
 def test_a_copy_that_lost_control_ends_without_an_event(world):
     """Two copies of one trigger (a triggerer failover): the one started last controls the job."""
+    from airflow_provider_skynomad.jobs.record import task_key_of
     from airflow_provider_skynomad.jobs.table import JobTable, TableStore
 
     trigger, store = _started(policy="eager-failover")
@@ -167,7 +168,8 @@ def test_a_copy_that_lost_control_ends_without_an_event(world):
 
     def take_over_then_preempt():
         with JobTable() as jobs:
-            TableStore.take(jobs, latest(store)["job_id"], owner="trigger-elsewhere")
+            job_id = latest(store)["job_id"]
+            TableStore.take(jobs, job_id, owner="trigger-elsewhere", task_key=task_key_of(job_id))
         world.status[first.client_token] = GroupStatus.PREEMPTED
 
     async def run():
@@ -213,3 +215,27 @@ def test_a_controlling_trigger_publishes_where_the_job_stands(world):
     assert status["progress_pct"] == 50.0 and status["zone"] == world.launches[0].zone and status["elapsed_hours"] > 0
     assert status["spend_usd"] > 0 and status["mode"] == "spot"
     assert status["slack_hours"] == pytest.approx(10.0 - status["elapsed_hours"] - 3.0 - 0.2, abs=0.01)
+
+
+def test_break_1_a_trigger_whose_arguments_name_another_task_s_job_controls_nothing(world):
+    """A trigger controls only the job of the task it was deferred from: arguments naming another
+    task's job, or a task other than the triggerer's task instance, end in one failed outcome."""
+    from types import SimpleNamespace
+
+    from airflow_provider_skynomad.jobs.table import JobTable
+
+    victim, _ = _started()
+    with JobTable() as jobs:
+        before = jobs.load(victim.args.job_id)
+    kwargs = victim.serialize()[1]
+    foreign = SkyNomadTrigger(**{**kwargs, "task": {**kwargs["task"], "dag_id": "attacker"}})
+    outcome = _outcome(foreign)
+    assert outcome["kind"] == "failed" and "which is not this task's job" in outcome["message"]
+    elsewhere = SkyNomadTrigger(**kwargs)
+    elsewhere.task_instance = SimpleNamespace(dag_id="attacker", run_id="r", task_id="job", map_index=-1)
+    outcome = _outcome(elsewhere)
+    assert outcome["kind"] == "failed" and "not the task it was deferred from" in outcome["message"]
+    with JobTable() as jobs:
+        after = jobs.load(victim.args.job_id)
+    assert (after.version, after.owner) == (before.version, before.owner)
+    assert len(world.launches) == 1 and world.terminated == []

@@ -91,7 +91,18 @@ def test_a_launch_in_flight_is_terminated_too_when_it_exists(cloud, monkeypatch)
     with JobTable() as jobs:
         stored = jobs.load(trigger.args.job_id)
         stored.record.pending = PendingLaunch(request, Option("us-east4-b", Mode.ON_DEMAND), 1.0)
-        jobs.put(stored.record, owner="trigger-test")
+        jobs.put(stored.record, owner="trigger-test", task_key=trigger.args.task.key)
     _states(monkeypatch, {"r": {"job": "failed"}})
     asyncio.run(trigger.on_kill())
     assert sorted(cloud.terminated) == sorted([_token(cloud), request.client_token])
+
+
+def test_break_1_an_ended_task_s_trigger_never_ends_another_task_s_job(cloud, monkeypatch):
+    """Arguments whose task does not own their job id end nothing, whatever the task's state."""
+    victim = _trigger(cloud)
+    kwargs = victim.serialize()[1]
+    foreign = SkyNomadTrigger(**{**kwargs, "task": {**kwargs["task"], "run_id": "attacker_run"}})
+    foreign.task_instance = SimpleNamespace(dag_id="d", run_id="r", task_id="job", map_index=-1)
+    _states(monkeypatch, {"r": {"job": "failed"}})
+    asyncio.run(foreign.on_kill())
+    assert cloud.terminated == []

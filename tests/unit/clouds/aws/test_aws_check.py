@@ -13,7 +13,7 @@ moto = pytest.importorskip("moto")
 
 from airflow_provider_skynomad.clouds.aws.boot import UserDataError, boot_script  # noqa: E402
 from airflow_provider_skynomad.clouds.aws.cloud import AwsCloud  # noqa: E402
-from tests.support.aws_fixtures import BUCKET, account  # noqa: E402
+from tests.support.aws_fixtures import BUCKET, SIGNING_SECRET, account  # noqa: E402
 
 REGION = "us-east-1"
 
@@ -37,7 +37,7 @@ def launched():
 
 
 def test_a_good_configuration_has_no_problems(acct):
-    cloud = AwsCloud(checkpoint_bucket=BUCKET, **acct.cloud_options())
+    cloud = AwsCloud(checkpoint_signing_secret=SIGNING_SECRET, checkpoint_bucket=BUCKET, **acct.cloud_options())
     assert cloud.check(["us-east-1a", "us-east-1b"], "g4dn.xlarge") == []
     assert cloud.check() == []  # every configured zone
     assert launched() == []
@@ -45,6 +45,7 @@ def test_a_good_configuration_has_no_problems(acct):
 
 def test_a_zone_without_a_subnet_an_unknown_template_and_a_missing_bucket_are_named(acct):
     cloud = AwsCloud(
+        checkpoint_signing_secret=SIGNING_SECRET,
         checkpoint_bucket="nobody-made-this-{region}",
         **acct.cloud_options(launch_template={REGION: "lt-0123456789abcdef0"}),
     )
@@ -64,7 +65,7 @@ def test_a_template_name_an_image_subnets_and_groups_that_do_not_exist(acct):
         subnets={"us-east-1a": acct.subnets["us-east-1b"], "us-east-1b": "subnet-0000000000000000f"},
         security_group_ids=[acct.security_groups[REGION][0], "sg-0000000000000000f"],
     )
-    problems = AwsCloud(checkpoint_bucket=BUCKET, **options).check()
+    problems = AwsCloud(checkpoint_signing_secret=SIGNING_SECRET, checkpoint_bucket=BUCKET, **options).check()
     assert problems == [
         "cloud_options.launch_template: no-such-template does not exist in us-east-1",
         "cloud_options.image_id: ami-00000000000000000 does not exist in us-east-1",
@@ -75,7 +76,7 @@ def test_a_template_name_an_image_subnets_and_groups_that_do_not_exist(acct):
 
 
 def test_neither_template_nor_image_nor_bucket(acct):
-    cloud = AwsCloud(subnets=acct.subnets)
+    cloud = AwsCloud(checkpoint_signing_secret=SIGNING_SECRET, subnets=acct.subnets)
     assert cloud.check(["us-east-1a"]) == [
         "cloud_options.launch_template or cloud_options.image_id: neither is set for us-east-1 "
         "(give one, or a {region: value} map that includes it)",
@@ -86,7 +87,7 @@ def test_neither_template_nor_image_nor_bucket(acct):
 def test_bad_credentials_are_named(acct, monkeypatch):
     from botocore.exceptions import NoCredentialsError
 
-    cloud = AwsCloud(checkpoint_bucket=BUCKET, **acct.cloud_options())
+    cloud = AwsCloud(checkpoint_signing_secret=SIGNING_SECRET, checkpoint_bucket=BUCKET, **acct.cloud_options())
 
     class Sts:
         def get_caller_identity(self):
@@ -100,7 +101,7 @@ def test_bad_credentials_are_named(acct, monkeypatch):
 def test_signals_are_placement_scores_and_spot_prices_per_zone(acct):
     from botocore.stub import ANY, Stubber
 
-    cloud = AwsCloud(checkpoint_bucket=BUCKET, **acct.cloud_options())
+    cloud = AwsCloud(checkpoint_signing_secret=SIGNING_SECRET, checkpoint_bucket=BUCKET, **acct.cloud_options())
     client = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="y")
     cloud._clients[REGION] = client
     stub = Stubber(client)

@@ -110,7 +110,7 @@ def test_every_call_the_adapter_makes_is_allowed(monkeypatch):
 
     from airflow_provider_skynomad.clouds.aws.cloud import AwsCloud
     from airflow_provider_skynomad.clouds.base import LaunchRequest
-    from tests.support.aws_fixtures import BUCKET, FleetEvents, account, put_checkpoint
+    from tests.support.aws_fixtures import BUCKET, SIGNING_SECRET, FleetEvents, account, put_checkpoint
 
     for key, value in {
         "AWS_ACCESS_KEY_ID": "t",
@@ -124,7 +124,7 @@ def test_every_call_the_adapter_makes_is_allowed(monkeypatch):
         acct = account({"us-east-1": ["us-east-1a"], "us-west-2": ["us-west-2a"]})
         put_checkpoint(boto3.client("s3"), "ckpt-us-east-1", "job", 1, {"model.pkl": b"m"})
         recorder.install(monkeypatch)  # from here on: the adapter's clients only
-        cloud = AwsCloud(checkpoint_bucket=BUCKET, **acct.cloud_options())
+        cloud = AwsCloud(checkpoint_signing_secret=SIGNING_SECRET, checkpoint_bucket=BUCKET, **acct.cloud_options())
         request = LaunchRequest(
             "aws", "us-east-1", "us-east-1a", "g4dn.xlarge", 1, True, "tok", command=("true",), job_id="job"
         )

@@ -137,14 +137,27 @@ def agent_args(script: str) -> list[str]:
     return words[words.index("run") :]
 
 
+def agent_key(script: str) -> str:
+    """The job's key as the boot script hands it to the agent's command alone (hex)."""
+    from airflow_provider_skynomad.agent.signing import KEY_ENV
+
+    line = next(line for line in script.splitlines() if "airflow_provider_skynomad.agent run" in line)
+    return next(w for w in shlex.split(line) if w.startswith(f"{KEY_ENV}=")).split("=", 1)[1]
+
+
 def run_agent(script: str, work: Path, run_id: str) -> int:
+    import os
+
     from airflow_provider_skynomad.agent.cli import main
+    from airflow_provider_skynomad.agent.signing import KEY_ENV
 
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    os.environ[KEY_ENV] = agent_key(script)  # the agent reads it, then drops it from its environment
     try:
         argv = [*agent_args(script), "--work-dir", str(work), "--run-id", run_id, "--poll-seconds", "0.05"]
         return main([*argv, "--", sys.executable, "-c", WORKLOAD])
     finally:
+        os.environ.pop(KEY_ENV, None)
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
 
@@ -155,10 +168,12 @@ def test_break_6_an_agent_with_an_instance_profile_session_keeps_its_checkpoints
     from airflow_provider_skynomad.agent.store import CheckpointStore
     from airflow_provider_skynomad.clouds.aws.cloud import AwsCloud
     from airflow_provider_skynomad.clouds.base import LaunchRequest
-    from tests.support.aws_fixtures import BUCKET, account
+    from tests.support.aws_fixtures import BUCKET, SIGNING_SECRET, account
 
     acct = account({REGION: [ZONE]})
-    cloud = AwsCloud(checkpoint_bucket=BUCKET, **acct.cloud_options())  # the controller: the deployment's rights
+    cloud = AwsCloud(  # the controller: the deployment's rights, and the secret each job's key comes from
+        checkpoint_bucket=BUCKET, checkpoint_signing_secret=SIGNING_SECRET, **acct.cloud_options()
+    )
     enforcer = Enforcer(instance_policy())
     job = "sn-0123456789abcdef-1"
 
@@ -208,3 +223,28 @@ def test_break_6_an_agent_with_an_instance_profile_session_keeps_its_checkpoints
     assert cloud.progress(second) == pytest.approx(0.6)  # restored 3, then 3 more steps
     assert cloud.store.newest_store(REGION, job)[0] == f"{job}/{user_b}"
     assert cloud.store.read_json(REGION, f"{job}/{user_a}", "progress.json")["step"] == 3  # A's untouched
+
+    # An instance of another job may write under its own name in this job's prefix (the policy names
+    # the session, not the job): a store full of claims signed with its own job's key counts for nothing.
+    third, script = launch("tok-c")
+    with as_instance(monkeypatch, enforcer, "i-0anotherjobs") as user_c:
+        from airflow_provider_skynomad.agent.signing import derive_job_key
+        from airflow_provider_skynomad.agent.snapshot import hash_all
+
+        planted = CheckpointStore(
+            f"s3://ckpt-us-east-1/skynomad/{job}/{user_c}", key=derive_job_key(SIGNING_SECRET, "sn-0123456789abcdef-2")
+        )
+        staged = tmp_path / "planted"
+        staged.mkdir()
+        (staged / "model.txt").write_text("forged")
+        planted.continue_after(99)  # numbered far above anything this job wrote
+        planted.upload_checkpoint(staged, hash_all(staged), 10, 10)
+        planted.write_run("tok-c", {"outcome": "finished", "exit_code": 0, "stderr_tail": []})
+    planted_calls = [ok for u, a, r, ok in enforcer.decided if u == user_c and a == "s3:PutObject"]
+    assert planted_calls and all(planted_calls)  # the policy lets it: only the signature refuses it
+    assert cloud.store.newest_store(REGION, job)[0] == f"{job}/{user_b}"  # not the planted checkpoint 100
+    assert cloud.store.progress(REGION, f"{job}/{user_c}") is None
+    assert cloud.store.run_record(REGION, f"{job}/{user_c}", "tok-c") is None
+    fourth, script = launch("tok-d")
+    assert f"--restore-from s3://ckpt-us-east-1/skynomad/{job}/{user_b} " in script
+    assert cloud.progress(third) == pytest.approx(0.6)  # before its rank 0 wrote: the checkpoint it restores from

@@ -41,8 +41,12 @@ def compute():
     return fake
 
 
+SECRET = "deployment-signing-secret-0123456789"  # the connection's checkpoint_signing_secret
+
+
 def make_cloud(compute, bucket="ckpt-{region}", **options):
     options = {
+        "checkpoint_signing_secret": SECRET,
         "source_instance_template": {
             "us-central1": "gpu-us",
             "europe-west4": "projects/proj/regions/europe-west4/instanceTemplates/gpu-eu",
@@ -85,16 +89,27 @@ def put(path: str, data, bucket="ckpt-us-central1"):
 
 
 def write_checkpoint(job_id: str, seq: int, step: int, total: int = 20, bucket="ckpt-us-central1", manifest=True):
+    """A checkpoint as the job's agent writes it: files, then its manifest and progress.json, signed."""
+    from airflow_provider_skynomad.agent.signing import PROGRESS_CLAIM, derive_job_key, sign, sign_claim
+
     base = f"skynomad/{job_id}/checkpoints/{seq:010d}"
-    put(f"{base}/files/checkpoint.pkl", f"weights {step}".encode(), bucket)
+    weights = f"weights {step}".encode()
+    put(f"{base}/files/checkpoint.pkl", weights, bucket)
     if manifest:
-        files = [{"path": "checkpoint.pkl", "size": 9, "sha256": "x"}]
-        put(
-            f"{base}/MANIFEST.json",
-            {"format": 1, "seq": seq, "step": step, "total_steps": total, "files": files},
-            bucket,
-        )
-        put(f"skynomad/{job_id}/progress.json", {"step": step, "total_steps": total, "seq": seq}, bucket)
+        key = derive_job_key(SECRET, job_id)
+        files = [{"path": "checkpoint.pkl", "size": len(weights), "sha256": "x"}]
+        manifest = {"format": 1, "seq": seq, "step": step, "total_steps": total, "files": files}
+        put(f"{base}/MANIFEST.json", sign(manifest, key), bucket)
+        progress = {"step": step, "total_steps": total, "seq": seq}
+        put(f"skynomad/{job_id}/progress.json", sign_claim(progress, key, PROGRESS_CLAIM), bucket)
+
+
+def put_run(job_id: str, run_id: str, record: dict) -> None:
+    """A run record as the job's agent writes it (signed with the job's key)."""
+    from airflow_provider_skynomad.agent.signing import RUN_CLAIM, derive_job_key, sign_claim
+
+    signed = sign_claim({**record, "run_id": run_id}, derive_job_key(SECRET, job_id), RUN_CLAIM)
+    put(f"skynomad/{job_id}/runs/{run_id}.json", signed)
 
 
 def test_spot_insert_body_field_by_field(compute, emulator):
@@ -129,7 +144,9 @@ def test_spot_insert_body_field_by_field(compute, emulator):
     assert items["skynomad-client-token"] == "sn-ABC_1" and items["skynomad-job-id"] == req.job_id
     script = items["startup-script"]
     agent_line = next(line for line in script.splitlines() if "airflow_provider_skynomad.agent" in line)
-    assert shlex.split(agent_line) == [
+    key_assignment, *agent_words = shlex.split(agent_line)  # the job's key, for the agent only (signed by default)
+    assert key_assignment.startswith("SKYNOMAD_CHECKPOINT_KEY=")
+    assert agent_words == [
         "python3",
         "-m",
         "airflow_provider_skynomad.agent",
@@ -254,19 +271,19 @@ def test_poll_tells_preemption_from_failure_and_finish(compute, emulator):
     other = cloud.launch(request(token="sn-3", count=1, job_id="job-notice"))
     compute.remove("us-central1-a", "sn-3-0")
     assert cloud.poll(other) is GroupStatus.TERMINATED
-    put("skynomad/job-notice/runs/sn-3.json", {"outcome": "preempted", "exit_code": 3, "stderr_tail": []})
+    put_run("job-notice", "sn-3", {"outcome": "preempted", "exit_code": 3, "stderr_tail": []})
     assert cloud.poll(other) is GroupStatus.PREEMPTED
 
     # powered off after a failure: FAILED with the workload's stderr tail; a clean finish: SUCCEEDED
     failed = cloud.launch(request(token="sn-4", count=1, spot=False, job_id="job-fail"))
     compute.set_status("us-central1-a", "sn-4-0", "TERMINATED")
     tail = ["Traceback (most recent call last):", "ValueError: bad learning rate"]
-    put("skynomad/job-fail/runs/sn-4.json", {"outcome": "failed", "exit_code": 1, "stderr_tail": tail})
+    put_run("job-fail", "sn-4", {"outcome": "failed", "exit_code": 1, "stderr_tail": tail})
     assert cloud.poll(failed) is GroupStatus.FAILED
     assert cloud.failure_detail(failed).endswith("ValueError: bad learning rate")
     done = cloud.launch(request(token="sn-5", count=1, job_id="job-done"))
     compute.set_status("us-central1-a", "sn-5-0", "STOPPING")
-    put("skynomad/job-done/runs/sn-5.json", {"outcome": "finished", "exit_code": 0, "stderr_tail": []})
+    put_run("job-done", "sn-5", {"outcome": "finished", "exit_code": 0, "stderr_tail": []})
     assert cloud.poll(done) is GroupStatus.SUCCEEDED
     assert cloud.output_location("job-done", "us-central1-a") == "gs://ckpt-us-central1/skynomad/job-done/output"
 
@@ -449,7 +466,8 @@ def test_check_names_the_setting_without_launching(compute, emulator):
         def get_credentials(self):
             raise RuntimeError("File /nope.json was not found")
 
-    broken = GcpCloud(project_id="proj", checkpoint_bucket="ckpt-{region}", hook=NoCredentials(compute))
+    hook = NoCredentials(compute)
+    broken = GcpCloud(project_id="proj", checkpoint_bucket="ckpt-{region}", hook=hook, checkpoint_signing_secret=SECRET)
     (problem,) = broken.check(zones)
     assert problem.startswith("gcp_conn_id 'google_cloud_default': cannot get credentials (RuntimeError: File /nope")
 
@@ -486,7 +504,167 @@ def test_with_a_signing_secret_each_job_gets_its_own_key_and_task_state_none(com
     assert all(secret not in script for script in scripts)
     assert key_1 not in json.dumps(sent.to_dict())  # what task state keeps of a launch
     assert cloud.checkpoint_store("job-k1", "us-central1-a").key == derive_job_key(secret, "job-k1")
-    unsigned = make_cloud(compute)
-    unsigned.launch(request("sn-KEY_3", job_id="job-k3"))
-    assert KEY_ENV not in items_of(compute.inserts[-1])["startup-script"]
+    unsigned = make_cloud(compute, checkpoint_signing_secret=None)
+    with pytest.raises(ValueError, match="checkpoint_signing_secret is not set"):
+        unsigned.launch(request("sn-KEY_3", job_id="job-k3"))  # signing is the default: no secret, no launch
+    assert len(compute.inserts) == 4  # the two keyed launches' members only
     assert unsigned.checkpoint_store("job-k3", "us-central1-a").key is None
+
+
+# -- what an instance writes is evidence, not truth (issue 31, breaks 4 and 5) --------------------
+
+
+def staged_checkpoint(tmp_path, step: int, marker: bytes):
+    from airflow_provider_skynomad.agent.snapshot import hash_all
+
+    staged = tmp_path / f"staged-{step}-{marker.hex()}"
+    staged.mkdir()
+    (staged / "who").write_bytes(marker)
+    return staged, hash_all(staged)
+
+
+def forge_checkpoint(bucket: str, job_id: str, seq: int, key: bytes | None, step: int = 20) -> None:
+    """A complete checkpoint `seq` at `step` of 20 planted in the job's prefix: unsigned, or signed with `key`."""
+    import hashlib
+
+    from airflow_provider_skynomad.agent.signing import sign
+
+    base = f"skynomad/{job_id}/checkpoints/{seq:010d}"
+    put(f"{base}/files/who", b"forged", bucket)
+    files = [{"path": "who", "size": 6, "sha256": hashlib.sha256(b"forged").hexdigest()}]
+    manifest = {"format": 1, "seq": seq, "step": step, "total_steps": 20, "files": files, "created_at": "x"}
+    put(f"{base}/MANIFEST.json", manifest if key is None else sign(manifest, key), bucket)
+
+
+def restored_marker(cloud, job_id: str, zone: str, tmp_path) -> bytes | None:
+    """What the job's agent would restore in `zone` (with the job's own key), by its marker file."""
+    found = cloud.checkpoint_store(job_id, zone).restore(tmp_path / "restored", tmp_path / "scratch")
+    return None if found is None else (tmp_path / "restored" / "who").read_bytes()
+
+
+def test_break_4_a_forged_run_record_beside_a_preempted_vm_does_not_end_the_job_as_met(compute, emulator):
+    from airflow_provider_skynomad.agent.signing import derive_job_key, sign
+
+    cloud = make_cloud(compute, checkpoint_signing_secret=SECRET)
+    job_id = f"job-{uuid.uuid4().hex[:8]}"
+    handle = cloud.launch(request(token="sn-b4", count=1, job_id=job_id))
+    compute.preempt("us-central1-a", "sn-b4-0")
+    finished = {"run_id": "sn-b4", "rank": 0, "outcome": "finished", "exit_code": 0, "stderr_tail": []}
+    put(f"skynomad/{job_id}/runs/sn-b4.json", finished)  # written where any instance of the deployment can
+    assert cloud.poll(handle) is GroupStatus.PREEMPTED
+    put(f"skynomad/{job_id}/runs/sn-b4.json", sign({**finished, "kind": "run"}, derive_job_key(SECRET, "other")))
+    assert cloud.poll(handle) is GroupStatus.PREEMPTED  # another job's key
+    cloud.checkpoint_store(job_id, "us-central1-a").write_run("sn-b4", finished)  # the job's own, signed
+    assert cloud.poll(handle) is GroupStatus.PREEMPTED  # a logged preemption wins over any run record
+
+    done = cloud.launch(request(token="sn-b4-done", count=1, job_id=job_id))
+    compute.set_status("us-central1-a", "sn-b4-done-0", "STOPPING")
+    put(f"skynomad/{job_id}/runs/sn-b4-done.json", {**finished, "run_id": "sn-b4-done"})
+    assert cloud.poll(done) is GroupStatus.FAILED  # powered off, and no record that verifies
+    cloud.checkpoint_store(job_id, "us-central1-a").write_run("sn-b4", {**finished})  # another run's record
+    put(f"skynomad/{job_id}/runs/sn-b4-done.json", json.loads(read(f"skynomad/{job_id}/runs/sn-b4.json")))
+    assert cloud.poll(done) is GroupStatus.FAILED  # a genuine record replayed under another run id
+    cloud.checkpoint_store(job_id, "us-central1-a").write_run("sn-b4-done", {**finished, "run_id": "sn-b4-done"})
+    assert cloud.poll(done) is GroupStatus.SUCCEEDED
+
+
+def read(path: str, bucket="ckpt-us-central1") -> bytes:
+    return anonymous_storage_client().bucket(bucket).blob(path).download_as_bytes()
+
+
+def test_break_4_forged_unsigned_progress_does_not_switch_off_the_net(compute, emulator, tmp_path):
+    from airflow_provider_skynomad.agent.signing import derive_job_key, sign
+    from airflow_provider_skynomad.jobs.watch import Watch
+    from airflow_provider_skynomad.planner.actions import Mode, Option
+    from airflow_provider_skynomad.planner.base import JobState
+    from airflow_provider_skynomad.planner.job import JobSpec
+    from airflow_provider_skynomad.planner.registry import get_policy
+
+    cloud = make_cloud(compute, checkpoint_signing_secret=SECRET)
+    job_id = f"job-{uuid.uuid4().hex[:8]}"
+    handle = cloud.launch(request(token="sn-net", count=1, job_id=job_id))
+    done = {"step": 20, "total_steps": 20, "seq": 99, "updated_at": "2026-12-01T12:00:00.000Z"}
+    put(f"skynomad/{job_id}/progress.json", done)  # "all work done", unsigned
+    assert cloud.progress(handle) is None
+    put(f"skynomad/{job_id}/progress.json", sign({**done, "kind": "progress"}, derive_job_key(SECRET, "other")))
+    assert cloud.progress(handle) is None
+
+    state = JobState(elapsed_hours=0.0, running=Option("us-central1-a", Mode.SPOT))
+    watch = Watch(JobSpec(work_hours=3.0, deadline_hours=4.8), cloud.now_hours() - 2.0, state, handle, 0.2, seq=1)
+    assert watch.progress(cloud, elapsed=2.0) == 0.0
+    event, words = watch.step(cloud, _MarketDown(), get_policy("skynomad"))
+    assert "all work checkpointed" not in words  # the controller still decides (and its net still holds)
+    assert "market table did not answer" in words
+
+    store = cloud.checkpoint_store(job_id, "us-central1-a")  # the job's own agent: signed progress counts
+    store.upload_checkpoint(*staged_checkpoint(tmp_path, 10, b"mine"), 10, 20)
+    assert cloud.progress(handle) == pytest.approx(0.5)
+
+
+class _MarketDown:
+    def view(self, until):
+        from sqlalchemy.exc import OperationalError
+
+        raise OperationalError("SELECT ...", {}, Exception("server closed the connection unexpectedly"))
+
+
+def test_break_5_copy_skips_unverifiable_manifests_in_the_source(compute, emulator, tmp_path):
+    from airflow_provider_skynomad.agent.signing import derive_job_key
+
+    cloud = make_cloud(compute, checkpoint_signing_secret=SECRET)
+    job_id = f"job-{uuid.uuid4().hex[:8]}"
+    store = cloud.checkpoint_store(job_id, "us-central1-a")
+    store.upload_checkpoint(*staged_checkpoint(tmp_path, 8, b"older"), 8, 20)
+    store.upload_checkpoint(*staged_checkpoint(tmp_path, 10, b"mine"), 10, 20)
+    forge_checkpoint("ckpt-us-central1", job_id, 3, None)  # unsigned
+    forge_checkpoint("ckpt-us-central1", job_id, 4, derive_job_key(SECRET, "other"))  # another job's key
+    assert cloud.copy_checkpoint("us-central1-a", "europe-west4-b", 1.0, job_id=job_id) is True
+    listed = anonymous_storage_client().list_blobs("ckpt-europe-west4", prefix=f"skynomad/{job_id}/")
+    copied = sorted(b.name for b in listed)
+    assert copied == [
+        f"skynomad/{job_id}/checkpoints/0000000002/MANIFEST.json",
+        f"skynomad/{job_id}/checkpoints/0000000002/files/who",
+        f"skynomad/{job_id}/progress.json",
+    ]
+    assert restored_marker(cloud, job_id, "europe-west4-b", tmp_path) == b"mine"
+    moved = cloud.launch(request(token="sn-b5", zone="europe-west4-b", count=1, job_id=job_id))
+    assert cloud.progress(moved) == pytest.approx(0.5)  # the copied checkpoint's, signed
+
+
+def test_break_5_a_forged_sequence_number_in_the_target_does_not_block_later_copies(compute, emulator, tmp_path):
+    cloud = make_cloud(compute, checkpoint_signing_secret=SECRET)
+    job_id = f"job-{uuid.uuid4().hex[:8]}"
+    forge_checkpoint("ckpt-europe-west4", job_id, 9_999_999_999, None)
+    store = cloud.checkpoint_store(job_id, "us-central1-a")
+    store.upload_checkpoint(*staged_checkpoint(tmp_path, 5, b"first"), 5, 20)
+    assert cloud.copy_checkpoint("us-central1-a", "europe-west4-b", 1.0, job_id=job_id) is True
+    assert restored_marker(cloud, job_id, "europe-west4-b", tmp_path / "a") == b"first"
+    store.upload_checkpoint(*staged_checkpoint(tmp_path, 9, b"second"), 9, 20)
+    assert cloud.copy_checkpoint("us-central1-a", "europe-west4-b", 1.0, job_id=job_id) is True
+    assert restored_marker(cloud, job_id, "europe-west4-b", tmp_path / "b") == b"second"
+
+
+def test_break_5_a_real_cloud_signs_by_default_so_a_forged_newer_checkpoint_is_not_restored(
+    compute, emulator, tmp_path
+):
+    from airflow_provider_skynomad.agent.signing import KEY_ENV
+    from airflow_provider_skynomad.config import SkyNomadConfig
+
+    unsigned = make_cloud(compute, checkpoint_signing_secret=None)  # a connection without one
+    job_id = f"job-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(ValueError, match="checkpoint_signing_secret") as refused:
+        unsigned.launch(request(token="sn-nokey", count=1, job_id=job_id))
+    assert "openssl rand -hex 32" in str(refused.value) and len(str(refused.value).splitlines()) == 1
+    assert compute.inserts == []  # nothing launched
+    assert list(anonymous_storage_client().list_blobs("ckpt-us-central1", prefix=f"skynomad/{job_id}/")) == []
+    assert any("checkpoint_signing_secret" in p for p in unsigned.check(["us-central1-a"]))
+
+    config = SkyNomadConfig(market_url="sqlite://", cloud="gcp", checkpoint_signing_secret=SECRET)
+    assert SECRET not in repr(config) and SECRET not in json.dumps(config.to_dict())
+    cloud = make_cloud(compute, checkpoint_signing_secret=config.checkpoint_signing_secret)
+    cloud.launch(request(token="sn-key", count=1, job_id=job_id))
+    assert f"{KEY_ENV}=" in items_of(compute.inserts[-1])["startup-script"]
+    store = cloud.checkpoint_store(job_id, "us-central1-a")
+    store.upload_checkpoint(*staged_checkpoint(tmp_path, 5, b"mine"), 5, 20)
+    forge_checkpoint("ckpt-us-central1", job_id, 7, None)
+    assert restored_marker(cloud, job_id, "us-central1-a", tmp_path) == b"mine"
