@@ -1,4 +1,4 @@
-"""The agent's command line: ``run --store URI --work-dir DIR --run-id ID [...] -- ARGV...``.
+"""The agent's command line: ``run --store URI [--restore-from URI] --work-dir DIR --run-id ID [...] -- ARGV...``.
 
 Argument errors exit 2 (argparse's own code, and the contract's "the agent's own arguments or
 store are wrong"), before anything is restored or started. ``skynomad agent ...`` delegates here.
@@ -27,7 +27,17 @@ def build_parser(prog: str = "python -m airflow_provider_skynomad.agent") -> arg
         help="restore, run the workload, upload its checkpoints, react to the interruption notice",
         usage="%(prog)s --store URI --work-dir DIR --run-id ID [options] -- ARGV...",
     )
-    run.add_argument("--store", required=True, help="the job's checkpoint prefix: file:///abs, s3://b/p or gs://b/p")
+    run.add_argument(
+        "--store",
+        required=True,
+        help="where this run writes its checkpoints: file:///abs, s3://b/p or gs://b/p "
+        "({aws:userid} in it: this instance's AWS session's name)",
+    )
+    run.add_argument(
+        "--restore-from",
+        default=None,
+        help="where to restore from when --store holds no checkpoint (the prefix the controller found newest)",
+    )
     run.add_argument("--work-dir", required=True, type=Path, help="local disk; the checkpoint goes to DIR/checkpoint")
     run.add_argument("--run-id", required=True, help="names runs/<ID>.json (the group's client token, -<rank>)")
     run.add_argument("--notice", choices=("aws", "gcp", "simulated", "none"), default="none")
@@ -68,6 +78,7 @@ def parse(argv: list[str], prog: str | None = None):
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args, command = parse(sys.argv[1:] if argv is None else list(argv), prog)
+    from airflow_provider_skynomad.agent.identity import resolve_store
     from airflow_provider_skynomad.agent.notice import notice_seconds
     from airflow_provider_skynomad.agent.signing import KEY_ENV, key_from_env
     from airflow_provider_skynomad.agent.supervise import Agent, AgentConfig, log
@@ -75,12 +86,17 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     try:
         seconds = notice_seconds(args.notice)
         key = key_from_env(os.environ)
+        store = resolve_store(args.store)
     except ValueError as exc:
         log(str(exc))
         return EXIT_USAGE
+    except Exception as exc:  # the SDK's own errors: no credentials, no endpoint
+        log(f"--store {args.store!r}: cannot ask AWS for this instance's session name: {type(exc).__name__}: {exc}")
+        return EXIT_USAGE
     os.environ.pop(KEY_ENV, None)  # nothing this process starts inherits it
     config = AgentConfig(
-        store=args.store,
+        store=store,
+        restore_from=args.restore_from,
         work_dir=args.work_dir,
         run_id=args.run_id,
         command=command,

@@ -180,6 +180,10 @@ class CheckpointStore:
         listing = self._listing() if listing is None else listing
         return sorted((s for s, keys in listing.items() if f"{_seq_key(s)}{MANIFEST}" in keys), reverse=True)
 
+    def continue_after(self, seq: int) -> None:
+        """Number the next upload after `seq` (a checkpoint restored from another store)."""
+        self._last_seq = max(self._last_seq, int(seq))
+
     def upload_checkpoint(self, staged: Path, files: list[FileEntry], step: float, total_steps: float) -> int:
         """Upload the files staged in `staged`, then the manifest, then progress.json; prune. Returns the seq."""
         listing = self._listing()
@@ -362,6 +366,22 @@ class CheckpointStore:
         if self.key is not None:
             manifest = sign(manifest, self.key)
         self.backend.put_bytes(json.dumps(manifest, indent=1).encode(), f"{OUTPUT}{MANIFEST}")
+
+    def read_output(self) -> dict | None:
+        """``output/MANIFEST.json`` (the workload's final files); with a key, only if it verifies (else None)."""
+        try:
+            raw = self.backend.get_bytes(f"{OUTPUT}{MANIFEST}", max_bytes=MAX_MANIFEST_BYTES)
+            manifest = None if raw is None else json.loads(raw)
+        except ValueError:  # not JSON, or larger than any genuine one
+            return None
+        if not isinstance(manifest, dict):
+            return None
+        if self.key is not None:
+            try:
+                verify(manifest, self.key)
+            except ValueError:
+                return None
+        return manifest
 
     def write_run(self, run_id: str, record: dict) -> None:
         """How run `run_id` ended (signed with the key, if any, naming `run_id`)."""

@@ -74,12 +74,14 @@ class AgentConfig:
         notice_seconds: float = 30.0,
         env: dict[str, str] | None = None,
         checkpoint_key: bytes | None = None,
+        restore_from: str | None = None,
     ):
         self.store, self.work_dir, self.run_id, self.command = store, Path(work_dir), run_id, list(command)
         self.notice, self.rank, self.poll_seconds, self.notice_seconds = notice, rank, poll_seconds, notice_seconds
         # The workload's environment never carries the job's checkpoint key: only the agent signs.
         self.env = {k: v for k, v in (os.environ if env is None else env).items() if k != KEY_ENV}
         self.checkpoint_key = checkpoint_key
+        self.restore_from = restore_from if restore_from and restore_from != store else None
 
     def __repr__(self) -> str:  # no key in any log line or traceback
         return f"AgentConfig(store={self.store!r}, run_id={self.run_id!r}, signed={self.checkpoint_key is not None})"
@@ -155,6 +157,14 @@ class Agent:
         if self.store is None:
             self.store = CheckpointStore(self.config.store, key=self.config.checkpoint_key)
         manifest = self.store.restore(self.checkpoint_dir, self.scratch, log)
+        if manifest is None and self.config.restore_from:
+            # A new instance writes under its own name (docs/agent.md, "Where an instance writes"):
+            # it starts from the checkpoint the controller found newest, and numbers on after it.
+            source = CheckpointStore(self.config.restore_from, key=self.config.checkpoint_key)
+            manifest = source.restore(self.checkpoint_dir, self.scratch, log)
+            if manifest is not None:
+                self.store.continue_after(manifest["seq"])
+                log(f"restored from {self.config.restore_from}")
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         if manifest is None:
             return

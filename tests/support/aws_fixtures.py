@@ -90,11 +90,22 @@ def account(zones: dict[str, list[str]], endpoint_url: str | None = None, bucket
     return acct
 
 
+ROLE_ID = "AROAEXAMPLEINSTANCEROLE"  # a role's unique id, as IAM makes them
+
+
+def instance_store(job: str, instance_id: str, role_id: str = ROLE_ID) -> str:
+    """Where the agent on `instance_id` writes: ``<job>/<ROLE_ID>:<INSTANCE_ID>`` (its session's aws:userid)."""
+    return f"{job}/{role_id}:{instance_id}"
+
+
 def put_checkpoint(
     s3, bucket: str, job: str, seq: int, files: dict[str, bytes], manifest: bool = True, step=None, signed=True
 ):
     """Write a checkpoint the way the agent does (files, then MANIFEST.json, then progress.json),
-    signed with the job's key from SIGNING_SECRET unless `signed` is False."""
+    signed with the job's key from SIGNING_SECRET unless `signed` is False.
+
+    `job`: the job id, or an instance store's path (`instance_store`); the key is the job's either way.
+    """
     import hashlib
 
     from airflow_provider_skynomad.agent.signing import PROGRESS_CLAIM, derive_job_key, sign, sign_claim
@@ -112,7 +123,7 @@ def put_checkpoint(
         }
         progress = {"step": doc["step"], "total_steps": 10, "seq": seq}
         if signed:
-            key = derive_job_key(SIGNING_SECRET, job)
+            key = derive_job_key(SIGNING_SECRET, job.split("/")[0])
             doc, progress = sign(doc, key), sign_claim(progress, key, PROGRESS_CLAIM)
         s3.put_object(Bucket=bucket, Key=f"{base}/MANIFEST.json", Body=json.dumps(doc).encode())
         s3.put_object(Bucket=bucket, Key=f"skynomad/{job}/progress.json", Body=json.dumps(progress).encode())

@@ -2,8 +2,9 @@
 
 What it does, in order: export the job's plain environment, run the user's setup commands
 (e.g. ``pip install airflow-provider-skynomad``), read the member's rank (its AMI launch index)
-from IMDSv2 (0 when it cannot be read), run ``python3 -m airflow_provider_skynomad.agent run --store s3://<the region's
-bucket>/<prefix>/<job_id> ... --notice aws -- <command>`` (docs/agent.md) and power the instance
+from IMDSv2 (0 when it cannot be read), run ``python3 -m airflow_provider_skynomad.agent run --store
+s3://<the region's bucket>/<prefix>/<job_id>/{aws:userid} [--restore-from <newest>] ... --notice aws --
+<command>`` (docs/agent.md: the instance writes only under its own session's name) and power the instance
 off when the agent exits with anything but 3. Exit 3 means "preempted": the notice came, the last
 checkpoint is uploaded and EC2 is about to reclaim the instance, which then ends with
 ``Server.SpotInstanceTermination`` (the adapter's proof of a preemption); powering off first
@@ -49,9 +50,13 @@ def boot_script(
     work_dir: str = "/var/lib/skynomad",
     setup_commands: tuple[str, ...] = (),
     checkpoint_key: bytes | None = None,
+    restore_uri: str | None = None,
 ) -> str:
     """The bash script EC2 runs at first boot (see the module docstring); "" without a command.
 
+    `store_uri` is where the agent writes (on AWS it ends in ``{aws:userid}``: the instance's own
+    session's name, the only prefix the instance policy lets it write); `restore_uri` where it
+    restores from when that holds nothing yet (the job's newest checkpoint at launch).
     `checkpoint_key`: the job's manifest key (docs/agent.md, "Checkpoint signatures"), given to
     the agent's command alone.
     """
@@ -70,7 +75,10 @@ def boot_script(
     quote = shlex.quote
     setup = "".join(f"{line}\n" for line in setup_commands)
     key = agent_key_prefix(checkpoint_key)
-    agent = shlex.join([python, "-m", "airflow_provider_skynomad.agent", "run", "--store", store_uri])
+    agent_args = [python, "-m", "airflow_provider_skynomad.agent", "run", "--store", store_uri]
+    if restore_uri:
+        agent_args += ["--restore-from", restore_uri]
+    agent = shlex.join(agent_args)
     script = f"""#!/bin/bash
 # SkyNomad boot script (airflow-provider-skynomad): run the workload under the agent, then power off.
 # No credentials here: the instance profile supplies them.

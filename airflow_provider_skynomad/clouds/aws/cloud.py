@@ -7,18 +7,23 @@
   carry the request's tags (job, DAG, run, task, try), the client token and the job id.
   ``ClientToken`` makes EC2 itself idempotent, and a lookup by the token tag first makes a
   retried launch return the group even after EC2's token window.
-- user data: a boot script (clouds/aws/boot.py) that runs the workload under the agent against the
-  region's checkpoint prefix and powers off; no credential ever goes into it.
+- user data: a boot script (clouds/aws/boot.py) that runs the workload under the agent and powers
+  off; no credential ever goes into it. The agent writes under its own instance store,
+  ``<job prefix>/<ROLE_ID>:<INSTANCE_ID>/`` (its instance-profile session's ``aws:userid``: the
+  instance policy lets it write nowhere else), and restores from the store that held the job's
+  newest checkpoint at launch (reads reach the whole deployment's prefix).
 - poll: ``Server.SpotInstanceTermination`` (or ``Server.SpotInstanceShutdown``) on any member →
   preempted, whatever a run record says; members that shut down by themselves → the agent's run
-  record in S3 (``runs/<client token>.json``, counted only if it verifies with the job's key) says
-  finished, failed or preempted; a user's terminate → terminated; anything else
-  (``Server.InternalError``, ...) → failed.
-- signing: a launch needs ``checkpoint_signing_secret``; progress, run records and checkpoints
-  count only when they verify with the job's key derived from it (agent/signing.py).
+  record in rank 0's instance store (``runs/<client token>.json``, counted only if it verifies
+  with the job's key) says finished, failed or preempted; a user's terminate → terminated;
+  anything else (``Server.InternalError``, ...) → failed.
+- signing: a launch needs ``checkpoint_signing_secret``; progress, run records, checkpoints and
+  output count only when they verify with the job's key derived from it (agent/signing.py), from
+  whichever instance store they are read.
 - checkpoints (clouds/aws/store.py): one bucket per region (``checkpoint_bucket`` with
   ``{region}``; a move copies the newest checkpoint the agent would restore, and a launch brings
-  it into its region's bucket before the instances boot) or one bucket for all.
+  it into its region's bucket before the instances boot, both with the deployment's rights) or
+  one bucket for all.
 - probe: by ``launch`` (asks for the gang size, terminates what it got at once; EC2 bills at least
   60 s per instance) or by ``request`` (an EC2 Fleet of type request deleted as soon as EC2
   answers: clouds/aws/probe.py, docs/probing.md); on-demand prices come from the price table (market/prices.py).
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_provider_skynomad.agent.identity import AWS_USERID
 from airflow_provider_skynomad.clouds.aws.boot import boot_script
 from airflow_provider_skynomad.clouds.aws.ec2 import MIN_BILLED_SECONDS
 from airflow_provider_skynomad.clouds.aws.ec2 import tag_list as _tag_list
@@ -164,6 +170,7 @@ class AwsCloud(Cloud):
         self.probe_kind = probe_kind
         self._clients: dict[str, Any] = {}
         self._s3_clients: dict[str, Any] = {}
+        self._instance_stores: dict[tuple[str, str, str], str] = {}
         self._prices = None
 
     # -- clients and settings ------------------------------------------------------------------
@@ -309,6 +316,7 @@ class AwsCloud(Cloud):
                 raise CapacityError(f"{request.zone}: {code}") from exc
             raise
         ids = tuple(i["InstanceId"] for i in sorted(reservation["Instances"], key=lambda i: i.get("AmiLaunchIndex", 0)))
+        self._drop_older_checkpoints(client, request)
         return GroupHandle(
             "aws", request.zone, ids, request.spot, request.client_token, job_id=request.job_id, region=request.region
         )
@@ -326,10 +334,12 @@ class AwsCloud(Cloud):
             "SKYNOMAD_ZONE": request.zone,
             "SKYNOMAD_INSTANCE_COUNT": str(request.count),
         }
+        newest = self.store.newest_store(request.region, request.job_id)
         return boot_script(
             command=request.command,
             env=env,
-            store_uri=self.store.uri(request.region, request.job_id),
+            store_uri=self.store.uri(request.region, f"{request.job_id}/{AWS_USERID}"),
+            restore_uri=self.store.uri(request.region, newest[0]) if newest else None,
             run_id=request.client_token,
             python=self.agent_python,
             work_dir=self.agent_work_dir,
@@ -373,10 +383,22 @@ class AwsCloud(Cloud):
                 raise
 
     def progress(self, handle: GroupHandle) -> float | None:
-        """step / total_steps from the job's ``progress.json`` in the group's region's bucket."""
-        if not self.store.configured or not handle.job_id:
+        """step / total_steps from ``progress.json`` in the instance store of the group's rank 0, signed
+        with the job's key; before rank 0 wrote one that verifies, the step of the checkpoint the group
+        restores from (the region's newest verified one), None without one."""
+        store = self._rank0_store(handle)
+        region = self._region(handle)
+        done = None if store is None else self.store.progress(region, store)
+        if done is not None or not (self.store.configured and handle.job_id):
+            return done
+        newest = self.store.newest_store(region, handle.job_id)
+        if newest is None:
             return None
-        return self.store.progress(self._region(handle), handle.job_id)
+        manifest = newest[2]
+        try:
+            return min(1.0, max(0.0, float(manifest["step"]) / float(manifest["total_steps"])))
+        except (TypeError, KeyError, ValueError, ZeroDivisionError):
+            return None
 
     def failure_detail(self, handle: GroupHandle) -> str | None:
         """The workload's stderr tail from the agent's run record, None without one."""
@@ -395,7 +417,8 @@ class AwsCloud(Cloud):
         from airflow_provider_skynomad.agent.store import CheckpointStore
 
         region = region_of(zone)
-        uri = self.store.uri(region, job_id)
+        newest = self.store.newest_store(region, job_id)
+        uri = self.store.uri(region, newest[0] if newest else job_id)
         return CheckpointStore(uri, backend=open_backend(uri, self.s3(region)), key=self.checkpoint_key(job_id))
 
     def checkpoint_key(self, job_id: str) -> bytes | None:
@@ -403,9 +426,20 @@ class AwsCloud(Cloud):
         return job_checkpoint_key(self._signing_secret, job_id) if job_id else None
 
     def output_location(self, job_id: str, zone: str) -> str | None:
+        """``output/`` of the instance store whose output manifest verifies with the job's key (the
+        newest, should several), None before one did: an output another job's instance wrote under
+        its own name in this job's prefix is not this job's."""
         if not self.store.configured or not job_id:
             return None
-        return f"{self.store.uri(region_of(zone), job_id)}/output/"
+        region = region_of(zone)
+        outputs = []
+        for store in self.store.instance_stores(region, job_id):
+            manifest = self.store.output(region, store)
+            if manifest is not None:
+                outputs.append((str(manifest.get("created_at", "")), store))
+        if not outputs:
+            return None
+        return f"{self.store.uri(region, max(outputs)[1])}/output/"
 
     def probe(
         self,
@@ -510,7 +544,10 @@ class AwsCloud(Cloud):
         source, target = region_of(source_zone), region_of(target_zone)
         if not self.store.configured or source == target:
             return False
-        return self.store.copy_newest(source, target, job_id)
+        newest = self.store.newest_store(source, job_id)
+        if newest is None:
+            return False
+        return self.store.copy_newest(source, target, newest[0])
 
     def console_url(self, handle: GroupHandle) -> str | None:
         """The EC2 console page of the group's first instance."""
@@ -623,19 +660,61 @@ class AwsCloud(Cloud):
         """
         if not (self.store.per_region and request.job_id and request.command):
             return
-        best: tuple[str, int] | None = None
+        best: tuple[str, str, int] | None = None
         for region in self.configured_regions():
-            newest = self.store.newest_checkpoint(region, request.job_id)
-            if newest is not None and (best is None or int(newest[0]) > best[1]):
-                best = (region, int(newest[0]))
+            newest = self.store.newest_store(region, request.job_id)
+            if newest is not None and (best is None or int(newest[1]) > best[2]):
+                best = (region, newest[0], int(newest[1]))
         if best is not None and best[0] != request.region:
-            self.store.copy_newest(best[0], request.region, request.job_id)
+            self.store.copy_newest(best[0], request.region, best[1])  # same path: the boot script restores it
+
+    def _drop_older_checkpoints(self, client, request: LaunchRequest) -> None:
+        """Delete the checkpoints of the job's instance stores in the launch region that are neither
+        the newest (the one the new group restores from) nor of an instance still there.
+
+        Each instance keeps its own two newest checkpoints, so without this a job would keep two per
+        instance it ever ran on. An instance not yet terminated may still be uploading: its store waits
+        for the next launch (or `skynomad cleanup`).
+        """
+        if not (self.store.configured and request.job_id and request.command):
+            return
+        newest = self.store.newest_store(request.region, request.job_id)
+        older = {s.rsplit(":", 1)[-1]: s for s in self.store.instance_stores(request.region, request.job_id)}
+        older = {i: s for i, s in older.items() if newest is None or s != newest[0]}
+        if not older:
+            return
+        pages = client.get_paginator("describe_instances").paginate(
+            Filters=[{"Name": "instance-id", "Values": sorted(older)}]
+        )
+        present = {
+            i["InstanceId"]
+            for page in pages
+            for r in page["Reservations"]
+            for i in r["Instances"]
+            if i["State"]["Name"] != "terminated"
+        }
+        for instance_id, store in sorted(older.items()):
+            if instance_id not in present:
+                self.store.drop_checkpoints(request.region, store)
 
     def _run_record(self, handle: GroupHandle) -> dict | None:
         """Rank 0's outcome record (``runs/<client token>.json``), None without a bucket or record."""
-        if not self.store.configured or not handle.job_id:
+        store = self._rank0_store(handle)
+        return None if store is None else self.store.run_record(self._region(handle), store, handle.client_token)
+
+    def _rank0_store(self, handle: GroupHandle) -> str | None:
+        """The instance store rank 0 of the group writes (its instances are in launch-index order),
+        None without a bucket or before it wrote anything; remembered once found."""
+        if not self.store.configured or not handle.job_id or not handle.instance_ids:
             return None
-        return self.store.run_record(self._region(handle), handle.job_id, handle.client_token)
+        region = self._region(handle)
+        key = (region, handle.job_id, handle.instance_ids[0])
+        if key not in self._instance_stores:
+            store = self.store.instance_store(*key)
+            if store is None:
+                return None
+            self._instance_stores[key] = store
+        return self._instance_stores[key]
 
     def _by_token(self, client, token: str) -> list[dict]:
         """Every instance tagged with the client token, in any state, in launch order."""

@@ -1,18 +1,28 @@
 """A job's checkpoint prefix in S3, as the workload agent lays it out (docs/agent.md), read by the adapter.
 
-Under ``s3://<bucket>/<checkpoint_prefix>/<job_id>/``: ``checkpoints/<seq>/files/...`` with their
-``MANIFEST.json`` written last, ``progress.json`` after it, ``output/...`` on success and
-``runs/<run_id>.json`` outcome records. The bucket is per region (``checkpoint_bucket`` with
-``{region}``: a move copies the newest *complete* checkpoint, the one whose manifest landed) or
+Under ``s3://<bucket>/<checkpoint_prefix>/<job_id>/``: the owner record the launch writes, and one
+*instance store* per instance that ran the job, ``<ROLE_ID>:<INSTANCE_ID>/`` (its instance-profile
+session's ``aws:userid``, the only prefix the instance policy lets it write), each holding
+``checkpoints/<seq>/files/...`` with their ``MANIFEST.json`` written last, ``progress.json`` after
+it, ``output/...`` on success and ``runs/<run_id>.json`` outcome records. Every method taking a
+`job_id` also takes an instance store's path, ``<job_id>/<ROLE_ID>:<INSTANCE_ID>``, and reads it
+with the key of the job whose prefix it is in (`job_of`).
+
+The bucket is per region (``checkpoint_bucket`` with ``{region}``: a move copies the newest
+*complete* checkpoint, the one whose manifest landed, to the same path in the target bucket) or
 one for every region (no ``{region}``: nothing is copied, an instance elsewhere reads across regions
 and S3 bills that transfer as the copy would have been billed).
 
 One S3 client per region (the bucket's), made by the amazon provider's ``S3Hook``.
 
-What instances wrote there is evidence, not truth: progress, run records and checkpoints count
-only when they verify with the job's key (agent/signing.py; `key_of` gives it, None without a
-signing secret, and then nothing counts). The newest checkpoint is the one the agent would
-restore (`CheckpointStore.newest`), so a forged manifest neither travels nor blocks a copy.
+What instances wrote there is evidence, not truth: progress, run records, checkpoints and output
+count only when they verify with the job's key (agent/signing.py; `key_of` gives it, None without
+a signing secret, and then nothing counts), whichever instance store holds them. An instance may
+write under its own name in *any* job's prefix of the deployment (the instance policy names the
+session, not the job), so a store in a job's prefix proves nothing by being there. The newest
+checkpoint of a store is the one the agent would restore (`CheckpointStore.newest`), and the job's
+newest store is the one holding the newest of those (`newest_store`), so a forged manifest, in any
+store of the source or the target, neither travels nor blocks a copy.
 """
 
 from __future__ import annotations
@@ -26,6 +36,12 @@ if TYPE_CHECKING:
 
 MANIFEST = "MANIFEST.json"
 PROGRESS = "progress.json"
+USERID_SEPARATOR = ":"  # in an instance store's name, ROLE_ID:INSTANCE_ID; never in a job id
+
+
+def job_of(store: str) -> str:
+    """The job id of a job's prefix or of one of its instance stores (``<job_id>/<ROLE_ID>:<INSTANCE_ID>``)."""
+    return store.split("/", 1)[0]
 
 
 class JobStore:
@@ -86,9 +102,10 @@ class JobStore:
             return None
 
     def checkpoints(self, region: str, job_id: str) -> CheckpointStore | None:
-        """The job's prefix in `region` as its agent sees it, read with the job's key; None without
-        a key (then nothing an instance wrote can be verified, and nothing counts)."""
-        key = self._key_of(job_id)
+        """The job's prefix (or one of its instance stores) in `region` as its agent sees it, read
+        with the job's key; None without a key (then nothing an instance wrote can be verified, and
+        nothing counts)."""
+        key = self._key_of(job_of(job_id))
         if key is None:
             return None
         from airflow_provider_skynomad.agent.backends import open_backend
@@ -110,6 +127,12 @@ class JobStore:
         """Run `run_id`'s record signed with the job's key; None when absent or it does not verify."""
         store = self.checkpoints(region, job_id)
         return store.read_run(run_id) if store is not None else None
+
+    def output(self, region: str, store: str) -> dict | None:
+        """The output manifest of a store (``output/MANIFEST.json``) signed with the job's key; None
+        when absent or it does not verify."""
+        checkpoints = self.checkpoints(region, store)
+        return None if checkpoints is None else checkpoints.read_output()
 
     def newest_checkpoint(self, region: str, job_id: str) -> tuple[str, dict] | None:
         """(seq directory, manifest) of the newest checkpoint the job's agent would restore there:
@@ -134,6 +157,35 @@ class JobStore:
         pages = self._s3(region).get_paginator("list_objects_v2").paginate(Bucket=self.bucket(region), Prefix=prefix)
         return {o["Key"][len(prefix) :]: o["Size"] for page in pages for o in page.get("Contents", [])}
 
+    def instance_stores(self, region: str, job_id: str) -> list[str]:
+        """Paths (``<job_id>/<ROLE_ID>:<INSTANCE_ID>``) of the job's instance stores in the region's bucket."""
+        client, bucket = self._s3(region), self.bucket(region)
+        base = self.key(job_id)
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=base, Delimiter="/")
+        names = [p["Prefix"][len(base) :].rstrip("/") for page in pages for p in page.get("CommonPrefixes", [])]
+        return [f"{job_id}/{name}" for name in sorted(names) if USERID_SEPARATOR in name]
+
+    def instance_store(self, region: str, job_id: str, instance_id: str) -> str | None:
+        """The store instance `instance_id` writes (its name ends in ``:<instance id>``), None before it wrote."""
+        tail = f"{USERID_SEPARATOR}{instance_id}"
+        return next((s for s in self.instance_stores(region, job_id) if s.endswith(tail)), None)
+
+    def newest_store(self, region: str, job_id: str) -> tuple[str, str, dict] | None:
+        """(store path, seq, manifest) of the job's newest checkpoint the agent would restore in the
+        region, among its instance stores and the job's own prefix (where a copy from another cloud
+        lands); None without one. A store whose manifests do not verify has none, whatever their numbers."""
+        best: tuple[str, str, dict] | None = None
+        for store in [job_id, *self.instance_stores(region, job_id)]:
+            newest = self.newest_checkpoint(region, store)
+            if newest is not None and (best is None or int(newest[0]) > int(best[1])):
+                best = (store, *newest)
+        return best
+
+    def drop_checkpoints(self, region: str, store: str) -> None:
+        """Delete the checkpoints of an instance store (its progress and run records stay: small, and
+        read for the outcome of a group that ended)."""
+        self.delete(region, f"{store}/checkpoints")
+
     def owner(self, region: str, job_id: str) -> dict[str, str]:
         """The job's owner record (clouds/tags.py) as tags; {"skynomad-job": job_id} when it has none
         or it names another job."""
@@ -152,13 +204,14 @@ class JobStore:
         self._s3(region).put_object(Bucket=self.bucket(region), Key=self.key(job_id, name), Body=body)
 
     def copy_newest(self, source_region: str, target_region: str, job_id: str) -> bool:
-        """Copy the newest checkpoint the agent would restore, then a signed progress.json naming
-        it; True when there was one.
+        """Copy the newest checkpoint the agent would restore from `job_id` (a job's prefix or one of
+        its instance stores) to the same path in the target, then a signed progress.json naming it;
+        True when there was one.
 
         Files first, then the manifest, then progress.json: the target never shows a checkpoint
-        whose files are not all there. Nothing is copied when the target already holds a verified
-        checkpoint as new or newer, or when one bucket serves every region; a manifest there that
-        does not verify (whatever its number) is no such checkpoint.
+        whose files are not all there. Nothing is copied when any store of the job in the target
+        already holds a verified checkpoint as new or newer, or when one bucket serves every region;
+        a manifest there that does not verify (whatever its number) is no such checkpoint.
         """
         newest = self.newest_checkpoint(source_region, job_id)
         if newest is None:
@@ -166,8 +219,8 @@ class JobStore:
         if self.bucket(source_region) == self.bucket(target_region):
             return True
         seq, manifest = newest
-        there = self.newest_checkpoint(target_region, job_id)
-        if there is not None and int(there[0]) >= int(seq):
+        there = self.newest_store(target_region, job_of(job_id))
+        if there is not None and int(there[1]) >= int(seq):
             return True  # already copied (AwsCloud.launch brings it before the instances boot)
         names = [f"checkpoints/{seq}/files/{f['path']}" for f in manifest["files"]]
         names.append(f"checkpoints/{seq}/{MANIFEST}")

@@ -2,8 +2,11 @@
 
 Every instance the job launches really runs: an "instance runner" watches moto's EC2 for new
 running instances, decodes each one's user data (the boot script, clouds/aws/boot.py) and runs it
-as a local bash process, with ``AWS_ENDPOINT_URL`` = moto, its own IMDS stub (tests/support/
-metadata_stub.py) and a ``shutdown`` on PATH that records the instance powering itself off. What
+as a local bash process, with ``AWS_ENDPOINT_URL`` = moto, the keys of its own instance-profile
+session (moto's STS ``AssumeRole`` of the instance role named by the instance id: its
+``aws:userid`` is ``ROLE_ID:INSTANCE_ID``, the name of the only prefix the instance policy lets it
+write), its own IMDS stub (tests/support/metadata_stub.py) and a ``shutdown`` on PATH that records
+the instance powering itself off. What
 EC2 would do on its own, the runner does through moto's in-process backend: an instance whose
 boot script powered off ends with ``Client.InstanceInitiatedShutdown``; one whose agent exited 3
 after the interruption notice is reclaimed with ``Server.SpotInstanceTermination``. An instance's
@@ -41,7 +44,7 @@ moto = pytest.importorskip("moto")
 
 HERE = Path(__file__).resolve().parent
 from tests.support import metadata_stub  # noqa: E402
-from tests.support.aws_fixtures import BUCKET, SIGNING_SECRET, account, client  # noqa: E402
+from tests.support.aws_fixtures import BUCKET, PROFILE, SIGNING_SECRET, account, client  # noqa: E402
 from tests.support.network import free_port
 
 from .conftest import DAGS_FOLDER  # noqa: E402
@@ -160,12 +163,14 @@ class CallCounter:
 class InstanceRunner:
     """Runs each new running instance's user data as a local process (see the module docstring)."""
 
-    def __init__(self, root: Path, env: dict[str, str], s3_east, s3_west) -> None:
+    def __init__(self, root: Path, env: dict[str, str], s3_east, s3_west, endpoint_url: str) -> None:
         from moto.backends import get_backend
         from moto.core import DEFAULT_ACCOUNT_ID
 
         self.ec2 = {r: get_backend("ec2")[DEFAULT_ACCOUNT_ID][r] for r in (EAST, WEST)}
         self.root, self.env, self.s3_east, self.s3_west = root, env, s3_east, s3_west
+        self.sts, self.iam = client("sts", EAST, endpoint_url), client("iam", EAST, endpoint_url)
+        self.userids: dict[str, str] = {}  # instance → its session's aws:userid (ROLE_ID:INSTANCE_ID)
         self.bin = root / "bin"
         self.bin.mkdir(parents=True)
         (self.bin / "shutdown").write_text('#!/bin/bash\ntouch "$SKYNOMAD_TEST_SHUTDOWN_DIR/$SKYNOMAD_TEST_INSTANCE"\n')
@@ -222,8 +227,15 @@ class InstanceRunner:
             listed = self.s3_west.list_objects_v2(Bucket=BUCKET.format(region=WEST), Prefix="skynomad/")
             self.keys_in_west_at_relaunch = sorted(o["Key"] for o in listed.get("Contents", []))
         stub = self.stubs[inst.id] = metadata_stub.MetadataStub().start()
+        role = self.iam.get_role(RoleName=PROFILE)["Role"]["Arn"]
+        session = self.sts.assume_role(RoleArn=role, RoleSessionName=inst.id)  # what EC2 does for the profile
+        self.userids[inst.id] = session["AssumedRoleUser"]["AssumedRoleId"]
+        keys = session["Credentials"]
         env = {
             **self.env,
+            "AWS_ACCESS_KEY_ID": keys["AccessKeyId"],
+            "AWS_SECRET_ACCESS_KEY": keys["SecretAccessKey"],
+            "AWS_SESSION_TOKEN": keys["SessionToken"],
             "SKYNOMAD_IMDS_ENDPOINT": stub.url,
             "SKYNOMAD_TEST_INSTANCE": inst.id,
             "SKYNOMAD_TEST_SHUTDOWN_DIR": str(self.shutdowns),
@@ -276,9 +288,10 @@ class InstanceRunner:
 
     def _east_step(self) -> float:
         self._looked = time.time()
+        east = next(i for i, (r, _) in self.started.items() if r == EAST)
         try:
             progress = self.s3_east.get_object(
-                Bucket=BUCKET.format(region=EAST), Key=f"skynomad/{self._job}/progress.json"
+                Bucket=BUCKET.format(region=EAST), Key=f"skynomad/{self._job}/{self.userids[east]}/progress.json"
             )
         except Exception:  # noqa: BLE001 - not there yet
             return -1
@@ -343,14 +356,12 @@ def test_aws_job_survives_a_spot_interruption_and_moves_region(
     now = pd.Timestamp.now(tz="UTC")
     seed_market(until=now)
     s3_east, s3_west = client("s3", EAST, moto_server), client("s3", WEST, moto_server)
-    instance_env = {  # the "instance profile": the agent's own credentials, never in the user data
+    instance_env = {  # the runner adds each instance's profile session: never in the user data
         "PATH": f"{tmp_path / 'runner' / 'bin'}:{os.environ['PATH']}",
         "HOME": str(tmp_path),
         "AWS_ENDPOINT_URL": moto_server,
-        "AWS_ACCESS_KEY_ID": "instance-role",
-        "AWS_SECRET_ACCESS_KEY": "instance-role",
     }
-    runner = InstanceRunner(tmp_path / "runner", instance_env, s3_east, s3_west)
+    runner = InstanceRunner(tmp_path / "runner", instance_env, s3_east, s3_west, moto_server)
 
     probes = OutageProbes()
 
@@ -411,24 +422,26 @@ def test_aws_job_survives_a_spot_interruption_and_moves_region(
     assert len(ec2.describe_instances()["Reservations"]) == 1  # nothing new in us-east-1
 
     # The notice → the last checkpoint in S3 → restored in us-west-2 from the copied checkpoint.
+    east_store, west_store = (f"skynomad/{job_id}/{runner.userids[i]}" for i in (east_id, west_id))
+    assert runner.userids[east_id].endswith(f":{east_id}")  # each instance wrote under its own session's name
     east_run = json.loads(
-        s3_east.get_object(Bucket="ckpt-us-east-1", Key=f"skynomad/{job_id}/runs/{token}.json")["Body"].read()
+        s3_east.get_object(Bucket="ckpt-us-east-1", Key=f"{east_store}/runs/{token}.json")["Body"].read()
     )
     assert east_run["outcome"] == "preempted" and east_run["notice_source"]
     copied = [k for k in runner.keys_in_west_at_relaunch if k.endswith("MANIFEST.json") and "/checkpoints/" in k]
     assert copied, runner.keys_in_west_at_relaunch  # the checkpoint was in us-west-2 before its instance booted
     west_token = {t["Key"]: t["Value"] for t in _described(moto_server, west_id)["Tags"]}["skynomad:client-token"]
     west_run = json.loads(
-        s3_west.get_object(Bucket="ckpt-us-west-2", Key=f"skynomad/{job_id}/runs/{west_token}.json")["Body"].read()
+        s3_west.get_object(Bucket="ckpt-us-west-2", Key=f"{west_store}/runs/{west_token}.json")["Body"].read()
     )
     assert west_run["outcome"] == "finished"
     assert west_run["restored_step"] == east_run["step"] >= NOTICE_AFTER_STEP
 
     # Bit-identical to an uninterrupted run.
-    model = s3_west.get_object(Bucket="ckpt-us-west-2", Key=f"skynomad/{job_id}/output/{MODEL_FILE}")["Body"].read()
+    model = s3_west.get_object(Bucket="ckpt-us-west-2", Key=f"{west_store}/output/{MODEL_FILE}")["Body"].read()
     train(tmp_path / "reference", default_steps(WORK_HOURS), 0.0)
     assert model == (tmp_path / "reference" / MODEL_FILE).read_bytes()
-    assert summary["output_dir"] == f"s3://ckpt-us-west-2/skynomad/{job_id}/output/"
+    assert summary["output_dir"] == f"s3://ckpt-us-west-2/{west_store}/output/"
 
     # Figures.
     preempted_at = runner.ended[east_id][1]

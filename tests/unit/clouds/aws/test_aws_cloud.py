@@ -15,7 +15,14 @@ moto = pytest.importorskip("moto")
 from airflow_provider_skynomad.clouds.aws.boot import UserDataError  # noqa: E402
 from airflow_provider_skynomad.clouds.aws.cloud import AwsCloud  # noqa: E402
 from airflow_provider_skynomad.clouds.base import CapacityError, GroupStatus, LaunchRequest  # noqa: E402
-from tests.support.aws_fixtures import BUCKET, SIGNING_SECRET, account, amazon_image, put_checkpoint  # noqa: E402
+from tests.support.aws_fixtures import (  # noqa: E402
+    BUCKET,
+    SIGNING_SECRET,
+    account,
+    amazon_image,
+    instance_store,
+    put_checkpoint,
+)
 
 REGION, ZONE, WEST = "us-east-1", "us-east-1a", "us-west-2"
 ZONES = {REGION: ["us-east-1a", "us-east-1b"], WEST: ["us-west-2a"]}
@@ -93,6 +100,11 @@ def request(token="sn-1", spot=True, count=2, zone=ZONE, job_id="sn", region=REG
     )
 
 
+def agent_store(cloud, store: str, region: str = REGION):
+    """An instance store (`instance_store`) as the job's agent on that instance sees it: its key is the job's."""
+    return cloud.store.checkpoints(region, store)
+
+
 def described(region, ids):
     reservations = boto3.client("ec2", region_name=region).describe_instances(InstanceIds=list(ids))["Reservations"]
     return [i for r in reservations for i in r["Instances"]]
@@ -158,7 +170,8 @@ def test_user_data_runs_the_agent_and_holds_no_credentials(aws):
     data = client.describe_instance_attribute(InstanceId=handle.instance_ids[0], Attribute="userData")
     script = base64.b64decode(data["UserData"]["Value"]).decode()
     assert (
-        f"python3 -m airflow_provider_skynomad.agent run --store s3://ckpt-us-east-1/skynomad/{P}job-a "
+        "python3 -m airflow_provider_skynomad.agent run "
+        f"--store 's3://ckpt-us-east-1/skynomad/{P}job-a/{{aws:userid}}' "
         '--work-dir "$WORK_DIR" --run-id "$RUN_ID" --rank "$RANK" --notice aws -- python -m train'
     ) in script
     assert (
@@ -235,7 +248,8 @@ def test_a_self_shutdown_is_told_by_the_agents_run_record(aws, monkeypatch, outc
             "exit_code": 1 if outcome == "failed" else 0,
             "stderr_tail": ["Traceback", "boom"],
         }
-        aws.checkpoint_store(f"{P}sn", ZONE).write_run(f"{P}sn-1", record)  # as the job's agent writes it
+        store = instance_store(f"{P}sn", handle.instance_ids[0])  # rank 0's, where its agent writes
+        agent_store(aws, store).write_run(f"{P}sn-1", record)  # as the job's agent writes it
     _ended(aws, monkeypatch, ["Client.InstanceInitiatedShutdown"])
     assert aws.poll(handle) is status
     if outcome == "failed":
@@ -262,7 +276,8 @@ def test_copy_moves_only_the_newest_complete_checkpoint(aws):
     put_checkpoint(east, "ckpt-us-east-1", f"{P}job-a", 1, {"model.pkl": b"one"})
     put_checkpoint(east, "ckpt-us-east-1", f"{P}job-a", 2, {"model.pkl": b"two", "opt/state.bin": b"s"})
     put_checkpoint(east, "ckpt-us-east-1", f"{P}job-a", 3, {"model.pkl": b"half"}, manifest=False)  # upload cut off
-    put_checkpoint(east, "ckpt-us-east-1", f"{P}job-b", 5, {"model.pkl": b"B"})
+    handle = aws.launch(request(count=1, job_id="job-b"))
+    put_checkpoint(east, "ckpt-us-east-1", instance_store(f"{P}job-b", handle.instance_ids[0]), 5, {"model.pkl": b"B"})
     assert aws.copy_checkpoint("us-east-1a", "us-west-2a", 1.0, job_id=f"{P}job-a") is True
     keys = sorted(o["Key"] for o in west.list_objects_v2(Bucket="ckpt-us-west-2")["Contents"])
     assert keys == [
@@ -275,7 +290,6 @@ def test_copy_moves_only_the_newest_complete_checkpoint(aws):
     assert body["Body"].read() == b"two"
     assert aws.copy_checkpoint("us-east-1a", "us-west-2a", 1.0, job_id=f"{P}job-c") is False  # it has none
     assert aws.copy_checkpoint("us-east-1a", "us-east-1b", 1.0, job_id=f"{P}job-a") is False  # one bucket per region
-    handle = aws.launch(request(count=1, job_id="job-b"))
     assert aws.progress(handle) == pytest.approx(0.5)
     assert aws.progress(aws.launch(request("c", count=1, job_id="job-c"))) is None
 
@@ -332,7 +346,33 @@ def test_console_url_of_the_first_instance(aws):
         f"https://console.aws.amazon.com/ec2/home?region={REGION}#InstanceDetails:instanceId={handle.instance_ids[0]}"
     )
     assert aws.bill() is None and aws.failure_detail(handle) is None
-    assert aws.output_location(f"{P}sn", ZONE) == f"s3://ckpt-us-east-1/skynomad/{P}sn/output/"
+    assert aws.output_location(f"{P}sn", ZONE) is None  # nothing uploaded yet
+    store = instance_store(f"{P}sn", handle.instance_ids[0])
+    put_output(store, signed_by=f"{P}sn")  # as the job's agent uploads it
+    assert aws.output_location(f"{P}sn", ZONE) == f"s3://ckpt-us-east-1/skynomad/{store}/output/"
+
+
+def put_output(store: str, signed_by: str | None, created_at: str = "2026-01-01T00:00:00.000Z") -> None:
+    """An empty output manifest in `store`, signed with job `signed_by`'s key (None: unsigned)."""
+    from airflow_provider_skynomad.agent.signing import derive_job_key, sign
+
+    manifest = {"format": 1, "files": [], "created_at": created_at}
+    if signed_by is not None:
+        manifest = sign(manifest, derive_job_key(SIGNING_SECRET, signed_by))
+    body = json.dumps(manifest).encode()
+    boto3.client("s3").put_object(Bucket="ckpt-us-east-1", Key=f"skynomad/{store}/output/MANIFEST.json", Body=body)
+
+
+def test_the_output_location_is_only_an_output_that_verifies_with_the_jobs_key(aws):
+    """Another job's instance may write under its own name in this job's prefix: its output is not this job's."""
+    job = f"{P}out"
+    assert aws.output_location(job, ZONE) is None
+    put_output(instance_store(job, "i-0unsigned", "AROA0FORGER"), None, created_at="2099-01-01T00:00:00.000Z")
+    put_output(instance_store(job, "i-0foreign", "AROA0FORGER"), f"{P}other", created_at="2099-01-01T00:00:00.000Z")
+    assert aws.output_location(job, ZONE) is None
+    mine = instance_store(job, "i-0mine")
+    put_output(mine, job)
+    assert aws.output_location(job, ZONE) == f"s3://ckpt-us-east-1/skynomad/{mine}/output/"
 
 
 def test_a_launch_brings_the_newest_checkpoint_into_its_region_before_the_instances_boot(aws, monkeypatch, listen):
@@ -495,7 +535,30 @@ def test_a_request_probe_needs_an_image_and_launch_probes_keep_their_meaning(aws
         aws.probe(REGION, ZONE, "g4dn.xlarge", 1, kind="offer")
 
 
+def test_a_launch_drops_the_checkpoints_of_ended_instances_but_the_newest(aws):
+    """Each instance keeps its own two newest checkpoints: without this a job would keep two per instance."""
+    s3, bucket, job = boto3.client("s3"), "ckpt-us-east-1", f"{P}job-p"
+    running = aws.launch(request("p-run", count=1, job_id="job-p-other"))  # an instance still there
+    stores = {name: instance_store(job, i) for name, i in [("gone", "i-0gone"), ("newest", "i-0newer")]}
+    stores["running"] = instance_store(job, running.instance_ids[0])
+    for seq, name in enumerate(["gone", "running", "newest"], start=1):
+        put_checkpoint(s3, bucket, stores[name], seq, {"model.pkl": name.encode()})
+    s3.put_object(Bucket=bucket, Key=f"skynomad/{stores['gone']}/runs/t.json", Body=b"{}")
+    aws.launch(request("p-next", count=1, job_id="job-p"))
+
+    def checkpoints(name):
+        listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"skynomad/{stores[name]}/checkpoints/")
+        return len(listed.get("Contents", []))
+
+    assert (checkpoints("gone"), checkpoints("running"), checkpoints("newest")) == (0, 2, 2)
+    assert s3.get_object(Bucket=bucket, Key=f"skynomad/{stores['gone']}/runs/t.json")  # its run record stays
+
+
 # -- what an instance writes is evidence, not truth (issue 31, breaks 4 and 5) --------------------
+#
+# Each instance writes only its own instance store (``<job>/<ROLE_ID>:<INSTANCE_ID>``), but may
+# write one under its own name in any job's prefix of the deployment: what a store holds counts only
+# when it verifies with the job's key, whichever store it is.
 
 SIGNING = SIGNING_SECRET
 
@@ -507,24 +570,24 @@ def signed(moto_env):
     return AwsCloud(aws_conn_id="aws_default", checkpoint_bucket=BUCKET, checkpoint_signing_secret=SIGNING, **options)
 
 
-def upload(cloud, job_id: str, zone: str, tmp_path, step: int, marker: bytes) -> int:
-    """A checkpoint written the way the job's own agent writes it (signed with the job's key)."""
+def upload(cloud, store: str, zone: str, tmp_path, step: int, marker: bytes) -> int:
+    """A checkpoint written into `store` the way the job's own agent writes it (signed with the job's key)."""
     from airflow_provider_skynomad.agent.snapshot import hash_all
 
     staged = tmp_path / f"staged-{step}-{marker.hex()}"
     staged.mkdir()
     (staged / "who").write_bytes(marker)
-    return cloud.checkpoint_store(job_id, zone).upload_checkpoint(staged, hash_all(staged), step, 10)
+    return agent_store(cloud, store, zone[:-1]).upload_checkpoint(staged, hash_all(staged), step, 10)
 
 
-def forge(region: str, job_id: str, seq: int, key: bytes | None) -> None:
-    """A complete checkpoint `seq` claiming the job done, planted in the job's prefix."""
+def forge(region: str, store: str, seq: int, key: bytes | None) -> None:
+    """A complete checkpoint `seq` claiming the job done, planted in `store` (a job's prefix or an instance store)."""
     import hashlib
 
     from airflow_provider_skynomad.agent.signing import sign
 
     s3, bucket = boto3.client("s3", region_name=region), BUCKET.format(region=region)
-    base = f"skynomad/{job_id}/checkpoints/{seq:010d}"
+    base = f"skynomad/{store}/checkpoints/{seq:010d}"
     s3.put_object(Bucket=bucket, Key=f"{base}/files/who", Body=b"forged")
     files = [{"path": "who", "size": 6, "sha256": hashlib.sha256(b"forged").hexdigest()}]
     manifest = {"format": 1, "seq": seq, "step": 10, "total_steps": 10, "files": files, "created_at": "x"}
@@ -538,19 +601,23 @@ def restored(cloud, job_id: str, zone: str, tmp_path) -> bytes | None:
     return None if found is None else (tmp_path / "restored" / "who").read_bytes()
 
 
+FORGER = "AROAANOTHERJOBSROLE"  # another deployment job's instance, writing under its own name
+
+
 def test_break_4_a_forged_run_record_does_not_end_an_aws_job(signed, monkeypatch):
     from airflow_provider_skynomad.agent.signing import derive_job_key, sign
 
     handle = signed.launch(request("b4", count=1, job_id="b4"))
+    rank0 = instance_store(f"{P}b4", handle.instance_ids[0])  # where the group's run record is read
     finished = {"run_id": f"{P}b4", "rank": 0, "outcome": "finished", "exit_code": 0, "stderr_tail": []}
-    key = f"skynomad/{P}b4/runs/{P}b4.json"
+    key = f"skynomad/{rank0}/runs/{P}b4.json"
     boto3.client("s3").put_object(Bucket="ckpt-us-east-1", Key=key, Body=json.dumps(finished))
     _ended(signed, monkeypatch, ["Client.InstanceInitiatedShutdown"])
     assert signed.poll(handle) is GroupStatus.FAILED  # powered off with no record that verifies
     foreign = sign({**finished, "kind": "run"}, derive_job_key(SIGNING, "other"))
     boto3.client("s3").put_object(Bucket="ckpt-us-east-1", Key=key, Body=json.dumps(foreign))
     assert signed.poll(handle) is GroupStatus.FAILED
-    signed.checkpoint_store(f"{P}b4", ZONE).write_run(f"{P}b4", finished)  # the job's own agent
+    agent_store(signed, rank0).write_run(f"{P}b4", finished)  # the job's own agent
     assert signed.poll(handle) is GroupStatus.SUCCEEDED
     _ended(signed, monkeypatch, ["Server.SpotInstanceTermination"])
     assert signed.poll(handle) is GroupStatus.PREEMPTED  # a logged interruption wins over the record
@@ -558,10 +625,14 @@ def test_break_4_a_forged_run_record_does_not_end_an_aws_job(signed, monkeypatch
 
 def test_break_4_forged_unsigned_progress_is_not_progress_on_aws(signed, tmp_path):
     handle = signed.launch(request("b4p", count=1, job_id="b4p"))
+    rank0 = instance_store(f"{P}b4p", handle.instance_ids[0])
     done = {"step": 10, "total_steps": 10, "seq": 99}
-    boto3.client("s3").put_object(Bucket="ckpt-us-east-1", Key=f"skynomad/{P}b4p/progress.json", Body=json.dumps(done))
+    s3 = boto3.client("s3")
+    s3.put_object(Bucket="ckpt-us-east-1", Key=f"skynomad/{rank0}/progress.json", Body=json.dumps(done))
+    s3.put_object(Bucket="ckpt-us-east-1", Key=f"skynomad/{P}b4p/progress.json", Body=json.dumps(done))
+    forge(REGION, instance_store(f"{P}b4p", "i-0forger", FORGER), 99, None)  # nor is a forged checkpoint
     assert signed.progress(handle) is None
-    upload(signed, f"{P}b4p", ZONE, tmp_path, 4, b"mine")
+    upload(signed, rank0, ZONE, tmp_path, 4, b"mine")
     assert signed.progress(handle) == pytest.approx(0.4)
 
 
@@ -569,18 +640,20 @@ def test_break_5_copy_skips_unverifiable_manifests_in_the_source_on_aws(signed, 
     from airflow_provider_skynomad.agent.signing import derive_job_key
 
     job = f"{P}b5"
-    upload(signed, job, ZONE, tmp_path, 3, b"older")
-    upload(signed, job, ZONE, tmp_path, 4, b"mine")
-    forge(REGION, job, 3, None)
-    forge(REGION, job, 4, derive_job_key(SIGNING, "other"))
+    mine = instance_store(job, "i-0b5agent")
+    upload(signed, mine, ZONE, tmp_path, 3, b"older")
+    upload(signed, mine, ZONE, tmp_path, 4, b"mine")
+    forge(REGION, mine, 3, None)
+    forge(REGION, instance_store(job, "i-0forger", FORGER), 4, derive_job_key(SIGNING, "other"))
+    forge(REGION, job, 5, None)  # the job's own prefix, where a copy from another cloud lands
     assert signed.copy_checkpoint(ZONE, "us-west-2a", 1.0, job_id=job) is True
     west = boto3.client("s3", region_name=WEST)
     listed = west.list_objects_v2(Bucket="ckpt-us-west-2", Prefix=f"skynomad/{job}/")["Contents"]
     keys = sorted(o["Key"] for o in listed)
     assert keys == [
-        f"skynomad/{job}/checkpoints/0000000002/MANIFEST.json",
-        f"skynomad/{job}/checkpoints/0000000002/files/who",
-        f"skynomad/{job}/progress.json",
+        f"skynomad/{mine}/checkpoints/0000000002/MANIFEST.json",
+        f"skynomad/{mine}/checkpoints/0000000002/files/who",
+        f"skynomad/{mine}/progress.json",
     ]
     assert restored(signed, job, "us-west-2a", tmp_path) == b"mine"
     moved = signed.launch(request("b5w", count=1, zone="us-west-2a", region=WEST, job_id="b5"))
@@ -589,11 +662,13 @@ def test_break_5_copy_skips_unverifiable_manifests_in_the_source_on_aws(signed, 
 
 def test_break_5_a_forged_sequence_number_in_the_target_does_not_block_later_copies_on_aws(signed, tmp_path):
     job = f"{P}b5t"
-    forge(WEST, job, 9_999_999_999, None)
-    upload(signed, job, ZONE, tmp_path, 2, b"first")
+    mine = instance_store(job, "i-0b5tagent")
+    forge(WEST, mine, 9_999_999_999, None)  # at the very path the copy writes to
+    forge(WEST, instance_store(job, "i-0forger", FORGER), 9_999_999_999, None)
+    upload(signed, mine, ZONE, tmp_path, 2, b"first")
     assert signed.copy_checkpoint(ZONE, "us-west-2a", 1.0, job_id=job) is True
     assert restored(signed, job, "us-west-2a", tmp_path / "a") == b"first"
-    upload(signed, job, ZONE, tmp_path, 5, b"second")
+    upload(signed, mine, ZONE, tmp_path, 5, b"second")
     signed.launch(request("b5t", count=1, zone="us-west-2a", region=WEST, job_id="b5t"))  # brings it before boot
     assert restored(signed, job, "us-west-2a", tmp_path / "b") == b"second"
 
@@ -613,9 +688,10 @@ def test_break_5_an_aws_connection_without_a_signing_secret_launches_nothing(mot
 def test_break_5_the_copy_falls_back_as_restore_does(signed, tmp_path):
     """A newest checkpoint with a file gone is skipped by the copy for the one before, as restore skips it."""
     job = f"{P}b5f"
-    upload(signed, job, ZONE, tmp_path, 3, b"older")
-    upload(signed, job, ZONE, tmp_path, 4, b"newest")
-    boto3.client("s3").delete_object(Bucket="ckpt-us-east-1", Key=f"skynomad/{job}/checkpoints/0000000002/files/who")
+    mine = instance_store(job, "i-0b5fagent")
+    upload(signed, mine, ZONE, tmp_path, 3, b"older")
+    upload(signed, mine, ZONE, tmp_path, 4, b"newest")
+    boto3.client("s3").delete_object(Bucket="ckpt-us-east-1", Key=f"skynomad/{mine}/checkpoints/0000000002/files/who")
     assert restored(signed, job, ZONE, tmp_path / "source") == b"older"
     assert signed.copy_checkpoint(ZONE, "us-west-2a", 1.0, job_id=job) is True
     assert restored(signed, job, "us-west-2a", tmp_path / "target") == b"older"

@@ -92,10 +92,11 @@ def test_the_policies_are_valid_and_scoped():
     for path in (AIRFLOW_POLICY, INSTANCE_POLICY):
         policy = json.loads(path.read_text())
         assert policy["Version"] == "2012-10-17" and policy["Statement"]
-    # The instance role touches only objects under its own job's prefix, nothing in EC2 or IAM.
+    # The instance role writes only under its own session's name, nothing in EC2 or IAM.
     assert set(allowed_actions(INSTANCE_POLICY)) == {"s3:ListBucket", "s3:GetObject", "s3:PutObject", "s3:DeleteObject"}
-    objects = [s for s in json.loads(INSTANCE_POLICY.read_text())["Statement"] if "s3:GetObject" in s["Action"]]
-    assert objects and all(s["Resource"].endswith("/skynomad/${aws:PrincipalTag/skynomad-job}/*") for s in objects)
+    statements = json.loads(INSTANCE_POLICY.read_text())["Statement"]
+    writes = [s for s in statements if s["Effect"] == "Allow" and "s3:PutObject" in s["Action"]]
+    assert writes and all(s["Resource"].endswith("/CHECKPOINT_PREFIX/*/${aws:userid}/*") for s in writes)
     # PassRole only for the instance role, only to EC2.
     (pass_role,) = [s for s in json.loads(AIRFLOW_POLICY.read_text())["Statement"] if "iam:PassRole" in s["Action"]]
     assert pass_role["Resource"].endswith(":role/skynomad-instance")

@@ -1,16 +1,17 @@
-"""The shipped IAM policies refuse what belongs to another job or another deployment.
+"""The shipped IAM policies refuse what belongs to another instance, job or deployment.
 
 moto does not evaluate IAM policies (no `simulate_custom_policy`), so `allowed` below is a small
 evaluator of the policy grammar the files use: Allow/Deny statements, action and resource
-wildcards, ``${aws:PrincipalTag/...}`` variables (a missing key matches nothing), and the
-StringEquals, StringLike and Null condition operators (keys AND-ed, values OR-ed). An explicit
-Deny wins; nothing allowed is refused. The GCP credential access boundary is a CEL expression of
-``startsWith`` / ``endsWith`` / ``&&`` / ``||`` / ``!``, evaluated the same way.
+wildcards as IAM reads them (``*`` any run of characters, ``/`` included; ``?`` one character;
+nothing else special), ``${...}`` variables filled from the request's context (``${aws:userid}``
+is the session's ``ROLE_ID:INSTANCE_ID`` for an instance profile; a missing key matches
+nothing), and the StringEquals, StringLike and Null condition operators (keys AND-ed, values
+OR-ed). An explicit Deny wins; nothing allowed is refused. The GCP credential access boundary is
+a CEL expression of ``startsWith`` / ``endsWith`` / ``&&`` / ``||`` / ``!``, evaluated the same way.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import re
 from pathlib import Path
@@ -22,9 +23,12 @@ ACCOUNT, DEPLOYMENT = "111122223333", "prod"
 BUCKET = "acme-skynomad-ckpt-us-east-1"
 
 
-def load(name: str) -> dict:
+PREFIX = "skynomad/prod"  # the deployment's checkpoint_prefix (CHECKPOINT_PREFIX in the files)
+
+
+def load(name: str, prefix: str = PREFIX) -> dict:
     text = (DOCS / name).read_text().replace("ACCOUNT_ID", ACCOUNT).replace("DEPLOYMENT_ID", DEPLOYMENT)
-    return json.loads(text)
+    return json.loads(text.replace("CHECKPOINT_PREFIX", prefix))
 
 
 def _resolve(pattern: str, context: dict) -> str | None:
@@ -43,7 +47,9 @@ def _resolve(pattern: str, context: dict) -> str | None:
 
 
 def _like(value: str, pattern: str) -> bool:
-    return fnmatch.fnmatchcase(value, pattern)
+    """IAM's wildcard match: ``*`` any characters (``/`` too), ``?`` one, the rest literal."""
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, value, flags=re.S) is not None
 
 
 def _condition_holds(condition: dict, context: dict) -> bool:
@@ -82,32 +88,83 @@ def allowed(policy: dict, action: str, resource: str, **context: str) -> bool:
     return "Deny" not in hits and "Allow" in hits
 
 
-def obj(job: str, name: str = "checkpoints/0000000001/MANIFEST.json", bucket: str = BUCKET) -> str:
-    return f"arn:aws:s3:::{bucket}/skynomad/{job}/{name}"
+def obj(
+    job: str, name: str = "checkpoints/0000000001/MANIFEST.json", bucket: str = BUCKET, prefix: str = PREFIX
+) -> str:
+    return f"arn:aws:s3:::{bucket}/{prefix}/{job}/{name}"
 
 
 JOB_A, JOB_B = "sn-aaaaaaaaaaaaaaaa-1", "sn-bbbbbbbbbbbbbbbb-2"
-SESSION_A = {"aws:PrincipalTag/skynomad-job": JOB_A, "s3:ResourceAccount": ACCOUNT}
+ROLE_ID = "AROAEXAMPLEROLEID0001"  # the instance role's unique id
+USER_A, USER_B = f"{ROLE_ID}:i-0aaaaaaaaaaaaaaaa", f"{ROLE_ID}:i-0bbbbbbbbbbbbbbbb"
+# An instance-profile session as EC2 gives it: no session tags, aws:userid = ROLE_ID:INSTANCE_ID.
+SESSION_A = {"aws:userid": USER_A, "s3:ResourceAccount": ACCOUNT}
+WRITES = ["s3:PutObject", "s3:DeleteObject"]
 
 
-@pytest.mark.parametrize("action", ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"])
-def test_a_jobs_instances_reach_their_own_prefix_and_not_another_jobs(action):
+def own(user: str = USER_A, job: str = JOB_A, name: str = "checkpoints/0000000001/MANIFEST.json", **kw) -> str:
+    """An object of the instance store `<prefix>/<job>/<user>/` (the agent's own, for `user`'s session)."""
+    return obj(job, f"{user}/{name}", **kw)
+
+
+@pytest.mark.parametrize("action", WRITES)
+def test_break_6_an_instance_profile_session_writes_its_own_prefix_and_no_other_instances(action):
     policy = load("skynomad-instance-policy.json")
-    assert allowed(policy, action, obj(JOB_A), **SESSION_A)
-    assert not allowed(policy, action, obj(JOB_B), **SESSION_A)  # the forged-checkpoint break
-    assert not allowed(policy, action, obj(JOB_A[:-1]), **SESSION_A)  # a prefix of its id is another job
-    assert not allowed(policy, action, obj(JOB_A), **{**SESSION_A, "s3:ResourceAccount": "999988887777"})
-    assert not allowed(policy, action, obj(JOB_A), **{"s3:ResourceAccount": ACCOUNT})  # an untagged session
+    for name in ("checkpoints/0000000001/files/model.pkl", "checkpoints/0000000001/MANIFEST.json", "progress.json"):
+        assert allowed(policy, action, own(name=name), **SESSION_A)  # untagged: EC2 mints no session tag
+    assert allowed(policy, action, own(job=JOB_B), **SESSION_A)  # its name in any job: nobody reads it there
+    assert not allowed(policy, action, own(USER_B), **SESSION_A)  # another instance of its job
+    assert not allowed(policy, action, own(USER_B, JOB_B), **SESSION_A)  # another job's instance
+    assert not allowed(policy, action, obj(JOB_A, "progress.json"), **SESSION_A)  # the job's own prefix
+    assert not allowed(policy, action, own(f"{ROLE_ID}:i-0aaaaaaaaaaaaaaa"), **SESSION_A)  # a prefix of its name
+    # IAM's `*` spans '/': its name deeper in another's key is not its prefix.
+    assert not allowed(policy, action, own(USER_B, name=f"checkpoints/9/{JOB_A}/{USER_A}/x"), **SESSION_A)
+    assert not allowed(policy, action, own(USER_B, name=f"x/{PREFIX}/{JOB_A}/{USER_A}/y"), **SESSION_A)
+    assert not allowed(policy, action, own(), **{**SESSION_A, "s3:ResourceAccount": "999988887777"})
+    assert not allowed(policy, action, own(), **{"s3:ResourceAccount": ACCOUNT})  # a session without a userid
 
 
-def test_listing_is_its_own_prefix_only_and_the_owner_record_is_read_only():
+def test_break_6_an_instance_reads_and_lists_within_its_deployments_prefix():
     policy = load("skynomad-instance-policy.json")
     bucket = f"arn:aws:s3:::{BUCKET}"
-    assert allowed(policy, "s3:ListBucket", bucket, **SESSION_A, **{"s3:prefix": f"skynomad/{JOB_A}/checkpoints/"})
-    assert not allowed(policy, "s3:ListBucket", bucket, **SESSION_A, **{"s3:prefix": f"skynomad/{JOB_B}/"})
-    assert not allowed(policy, "s3:ListBucket", bucket, **SESSION_A, **{"s3:prefix": "skynomad/"})
+    assert allowed(policy, "s3:GetObject", own(USER_B, JOB_B), **SESSION_A)  # restore what another wrote
     assert allowed(policy, "s3:GetObject", obj(JOB_A, "skynomad-owner.json"), **SESSION_A)
-    assert not allowed(policy, "s3:PutObject", obj(JOB_A, "skynomad-owner.json"), **SESSION_A)
+    assert allowed(policy, "s3:ListBucket", bucket, **SESSION_A, **{"s3:prefix": f"{PREFIX}/{JOB_A}/{USER_B}/"})
+    assert not allowed(policy, "s3:ListBucket", bucket, **SESSION_A, **{"s3:prefix": "skynomad/"})
+    assert not allowed(policy, "s3:ListBucket", bucket, **SESSION_A)  # the whole bucket
+
+
+@pytest.mark.parametrize("action", ["s3:GetObject", *WRITES])
+def test_break_6_another_deployments_prefix_is_refused(action):
+    """Deployment `prod` (prefix skynomad/prod) against `staging` (skynomad/staging) in the same bucket."""
+    instance, airflow = load("skynomad-instance-policy.json"), load("skynomad-airflow-policy.json")
+    theirs = own(USER_A, prefix="skynomad/staging")  # even under its own session's name
+    assert not allowed(instance, action, theirs, **SESSION_A)
+    assert not allowed(instance, action, obj(JOB_B, "progress.json", prefix="skynomad/staging"), **SESSION_A)
+    assert not allowed(
+        instance, action, own(prefix="skynomad/staging", name=f"{PREFIX}/{JOB_A}/{USER_A}/x"), **SESSION_A
+    )
+    account = {"s3:ResourceAccount": ACCOUNT}
+    assert allowed(airflow, action, own(), **account)
+    assert not allowed(airflow, action, theirs, **account)
+    assert not allowed(airflow, action, obj(JOB_B, "skynomad-owner.json", prefix="skynomad/staging"), **account)
+    assert not allowed(airflow, action, obj(JOB_B, f"{PREFIX}/x", prefix="skynomad/staging"), **account)
+    bucket = f"arn:aws:s3:::{BUCKET}"
+    assert not allowed(instance, "s3:ListBucket", bucket, **SESSION_A, **{"s3:prefix": "skynomad/staging/"})
+
+
+@pytest.mark.parametrize("action", WRITES)
+def test_break_6_the_owner_record_is_written_by_the_airflow_side_never_by_an_instance(action):
+    instance, airflow = load("skynomad-instance-policy.json"), load("skynomad-airflow-policy.json")
+    assert not allowed(instance, action, obj(JOB_A, "skynomad-owner.json"), **SESSION_A)
+    assert not allowed(instance, action, own(name="skynomad-owner.json"), **SESSION_A)  # not even in its own
+    assert allowed(airflow, action, obj(JOB_A, "skynomad-owner.json"), **{"s3:ResourceAccount": ACCOUNT})
+
+
+def test_break_6_the_policies_name_no_session_tag():
+    """Nothing mints a session tag: a policy that needs one refuses every call of an instance."""
+    for name in ("skynomad-instance-policy.json", "skynomad-airflow-policy.json"):
+        assert "PrincipalTag" not in (DOCS / name).read_text()
 
 
 def test_the_airflow_side_launches_and_ends_only_its_own_deployments_resources():
@@ -171,6 +228,10 @@ def test_the_evaluator_refuses_what_no_statement_allows():
     assert allowed(policy, "s3:GetObject", "arn:aws:s3:::b/1/k", x="1")
     assert not allowed(policy, "s3:GetObject", "arn:aws:s3:::b/1/k")  # the variable's key is missing
     assert not allowed(policy, "s3:PutObject", "arn:aws:s3:::b/1/k", x="1")
+    # IAM's wildcards: `*` spans '/', `?` is one character, brackets are literal (not fnmatch's sets).
+    assert _like("arn:aws:s3:::b-x/p/q/k", "arn:aws:s3:::b-*/k")
+    assert _like("a:b", "a?b") and not _like("ab", "a?b")
+    assert not _like("b", "[ab]") and _like("[ab]", "[ab]")
 
 
 def _cel(expression: str, name: str, list_prefix: str = "") -> bool:
@@ -183,15 +244,17 @@ def _cel(expression: str, name: str, list_prefix: str = "") -> bool:
     return bool(eval(text, {"__builtins__": {}}, {"name": name, "list_prefix": list_prefix}))  # noqa: S307
 
 
-def test_the_gcp_access_boundary_refuses_another_jobs_prefix():
-    text = (DOCS / "skynomad-gcp-job-access-boundary.json").read_text()
-    (rule,) = json.loads(text.replace("BUCKET", "ckpt").replace("JOB_ID", JOB_A))["accessBoundary"][
-        "accessBoundaryRules"
-    ]
-    expression = rule["availabilityCondition"]["expression"]
-    own = f"projects/_/buckets/ckpt/objects/skynomad/{JOB_A}"
-    assert _cel(expression, f"{own}/checkpoints/1/MANIFEST.json")
-    assert not _cel(expression, f"projects/_/buckets/ckpt/objects/skynomad/{JOB_B}/checkpoints/1/MANIFEST.json")
-    assert not _cel(expression, f"{own}/skynomad-owner.json")
-    assert _cel(expression, "projects/_/buckets/ckpt", list_prefix=f"skynomad/{JOB_A}/checkpoints/")
-    assert not _cel(expression, "projects/_/buckets/ckpt", list_prefix=f"skynomad/{JOB_B}/")
+def test_break_6_the_gcp_instance_binding_is_the_deployments_prefix_without_owner_records():
+    text = (DOCS / "skynomad-gcp-instance-binding.json").read_text()
+    text = text.replace("BUCKET", "ckpt").replace("CHECKPOINT_PREFIX", PREFIX)
+    (binding,) = json.loads(text)["bindings"]
+    expression = binding["condition"]["expression"]
+    objects = "projects/_/buckets/ckpt/objects"
+    assert _cel(expression, f"{objects}/{PREFIX}/{JOB_A}/checkpoints/1/MANIFEST.json")
+    # Another job of the same deployment: reachable (signatures, not IAM, keep it from being forged).
+    assert _cel(expression, f"{objects}/{PREFIX}/{JOB_B}/checkpoints/1/MANIFEST.json")
+    assert not _cel(expression, f"{objects}/skynomad/staging/{JOB_B}/checkpoints/1/MANIFEST.json")
+    assert not _cel(expression, f"{objects}/{PREFIX}/{JOB_A}/skynomad-owner.json")
+    assert _cel(expression, "projects/_/buckets/ckpt", list_prefix=f"{PREFIX}/{JOB_A}/checkpoints/")
+    assert not _cel(expression, "projects/_/buckets/ckpt", list_prefix="skynomad/staging/")
+    assert not _cel(expression, "projects/_/buckets/ckpt", list_prefix="")
