@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/bench_fleet.py            # N = 10, 50, 200 on both traces
     .venv/bin/python benchmarks/bench_fleet.py --quick    # N = 10, 50
+    .venv/bin/python benchmarks/bench_fleet.py --sizes 50,200 --policies fleet-aware,fleet-aware-no-payback \
+        --no-optimum-alone                                 # the payback rule's effect, without the optima
 
 N jobs of one deployment run on one trace through `simulation.fleet.simulate_fleet`, sharing each
 market's capacity by market.capacity's rule (a launch gets only what is left; the youngest groups
@@ -71,7 +73,13 @@ TRACES = {
     "gcp-h100 week (13 zones, probes of 16, gangs of 4)": ("gcp-h100-2025-first-week.csv.gz", 4),
     "aws-v100 (9 zones, probes of 1, single instances)": ("aws-v100-2023.csv.gz", 1),
 }
-POLICIES = {"alone": False, "fleet-aware": True}
+# name -> (sees the fleet, SkyNomadPolicy parameters); "no payback" is the planner without planner/payback.py
+POLICIES = {
+    "alone": (False, {}),
+    "fleet-aware": (True, {}),
+    "fleet-aware-no-payback": (True, {"payback": False}),
+}
+DEFAULT_POLICIES = ("alone", "fleet-aware")
 SIZES = (10, 50, 200)
 
 
@@ -98,7 +106,8 @@ def run_fleet(args: tuple[str, int, str]) -> tuple[str, int, str, dict, float]:
     grid, egress = _grid(file)
     started = time.perf_counter()
     specs = fleet_jobs(n, gang, grid.step_hours)
-    jobs = [FleetJob(spec, start, get_policy("skynomad"), sees_fleet=POLICIES[policy]) for spec, start in specs]
+    sees, params = POLICIES[policy]
+    jobs = [FleetJob(spec, start, get_policy("skynomad", **params), sees_fleet=sees) for spec, start in specs]
     result = simulate_fleet(jobs, grid, egress)
     figures = {"cost": result.cost_usd, "misses": result.misses, "preemptions": result.preemptions}
     figures.update(where_the_gap_sits(specs, result.runs, grid))
@@ -192,9 +201,8 @@ def on_demand_usd(job: JobSpec, grid, start: int) -> float:
     return price * (job.work_hours + job.cold_start_hours)
 
 
-def main(quick: bool) -> None:
-    sizes = SIZES[:2] if quick else SIZES
-    settings = [(label, n, policy) for label in TRACES for n in sorted(sizes, reverse=True) for policy in POLICIES]
+def main(sizes: tuple[int, ...], policies: tuple[str, ...], optimum_alone: bool = True) -> None:
+    settings = [(label, n, policy) for label in TRACES for n in sorted(sizes, reverse=True) for policy in policies]
     optima = sorted(
         {
             (label, spec.work_hours, start)
@@ -202,6 +210,8 @@ def main(quick: bool) -> None:
             for n in sizes
             for spec, start in fleet_jobs(n, gang, _grid(file)[0].step_hours)
         }
+        if optimum_alone
+        else ()
     )
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=2) as pool:
@@ -216,8 +226,8 @@ def main(quick: bool) -> None:
         for n in sizes:
             jobs = fleet_jobs(n, gang, grid.step_hours)
             od = sum(on_demand_usd(spec, grid, start) for spec, start in jobs)
-            optimum = sum(best[(label, spec.work_hours, start)] for spec, start in jobs)
-            for policy in POLICIES:
+            optimum = sum(best[(label, spec.work_hours, start)] for spec, start in jobs) if optimum_alone else np.nan
+            for policy in policies:
                 figures, seconds = results[(label, n, policy)]
                 cost = figures["cost"]
                 lower = bound[(label, n)]
@@ -248,4 +258,17 @@ def main(quick: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="N = 10 and 50 only")
-    main(parser.parse_args().quick)
+    parser.add_argument("--sizes", help="comma-separated fleet sizes (default 10,50,200)")
+    parser.add_argument(
+        "--policies", default=",".join(DEFAULT_POLICIES), help=f"comma-separated, of {', '.join(POLICIES)}"
+    )
+    parser.add_argument(
+        "--no-optimum-alone", action="store_true", help="skip each job's exact optimum (cost_vs_optimum_alone: nan)"
+    )
+    args = parser.parse_args()
+    sizes = tuple(int(n) for n in args.sizes.split(",")) if args.sizes else SIZES[:2] if args.quick else SIZES
+    chosen = tuple(args.policies.split(","))
+    unknown = [p for p in chosen if p not in POLICIES]
+    if unknown:
+        parser.error(f"unknown policies {unknown}; choose from {', '.join(POLICIES)}")
+    main(sizes, chosen, not args.no_optimum_alone)
