@@ -5,21 +5,23 @@ happens when its stay ends before the job does: the job must launch again, and p
 cold start at the price of what it launches next. Over a short expected stay that second start
 is what decides. A job on on-demand that leaves for a spot group lasting 20 minutes pays a spot
 cold start, makes a few minutes of progress, and pays an on-demand cold start to come back: a
-round trip that costs more than staying put. A launch from idle into a market that keeps its
-groups minutes pays two starts where waiting for a steadier one pays one.
+round trip that costs more than staying put.
 
-So a new spot launch whose expected stay (this market's lifetime forecast from now, at the age a
-new group has, with the recent preemptions the forecast weighs and, in a fleet, the share of it
-the youngest-first rule leaves this job) ends before the remaining work does is charged, per
-hour of that stay, the cold start of the launch that follows:
+So a launch that leaves a running group for a new spot group whose expected stay (this
+market's lifetime forecast from now, at the age a new group has, with the recent preemptions the
+forecast weighs and, in a fleet, the share of it the youngest-first rule leaves this job) ends
+before the remaining work does is charged, per hour of that stay, the cold start of the launch
+that follows:
 
     U_paid = U − d · p_next / L̄
 
-with p_next the price of what the job comes back to: the on-demand group it leaves, the spot
-group it moves from, or, from idle, the cheapest spot market. A stay expected to cover the rest
-of the job pays no second start: a job that can finish where it lands does not come back. The
-launch is tried only when U_paid still beats staying (or idling) by the usual margin; otherwise
-the planner declines it and says why.
+with p_next the price of where the job expects to go then (`next_price_usd_per_hour`): in a
+fleet, back to what it leaves (the on-demand group, or the spot group it moved from); alone, the
+cheaper of that and a spot market seen with capacity lately. A stay expected to cover the rest
+of the job pays no second start: a job that can finish where it lands does not come back. A
+launch from idle leaves nothing and is charged nothing: waiting pays a start too. The launch is
+tried only when U_paid still beats staying by the usual margin; otherwise the planner declines
+it and says why.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from airflow_provider_skynomad.planner.safety import spare_slack_hours
 from airflow_provider_skynomad.planner.utility import Scored
 
 EPS_HOURS = 1e-9
+RECENT_HOURS = 2.0  # a spot market seen up this recently is where a job alone relaunches next
 
 
 @dataclass(frozen=True)
@@ -76,8 +79,23 @@ def next_start_usd(job: JobSpec, state: JobState, view: MarketView, candidate: S
     left = remaining + job.launch_hours(state.moves_checkpoint(option.market))
     if candidate.stay_hours >= left - EPS_HOURS:
         return 0.0  # it is expected to finish the job where it lands
+    return job.cold_start_hours * next_price_usd_per_hour(job, state, view)
+
+
+def next_price_usd_per_hour(job: JobSpec, state: JobState, view: MarketView) -> float:
+    """The price of the launch that follows a lost group: where the job expects to go then.
+
+    In a fleet the job comes back to what it leaves (the capacity it could find is its fleet's).
+    Alone, a spot market seen with capacity in the last `RECENT_HOURS` is where it would go next
+    if it is cheaper than what it leaves; with none, it comes back to what it leaves.
+    """
+    running = state.running
     prices = view.spot_usd_per_hour if running.mode is Mode.SPOT else view.on_demand_usd_per_hour
-    return job.cold_start_hours * float(prices[view.index(running.market)]) * job.instances
+    back = float(prices[view.index(running.market)])
+    if view.fleet is None:
+        recent = view.usable_within(RECENT_HOURS) & np.isfinite(view.spot_usd_per_hour)
+        back = min(back, float(np.min(view.spot_usd_per_hour[recent], initial=np.inf)))
+    return back * job.instances
 
 
 def weigh(job: JobSpec, state: JobState, view: MarketView, candidate: Scored, bar_usd_per_hour: float) -> Payback:
@@ -93,11 +111,12 @@ def stop_pays(job: JobSpec, state: JobState, view: MarketView, gain_usd_per_hour
 
     The wait saves `gain_usd_per_hour` (what the group costs beyond its progress's worth) for at
     most the slack left for restarts (planner.safety.spare_slack_hours); a job that then comes back
-    to on-demand pays its cold start again. A stop that cannot save that much is a round trip.
+    pays a cold start again (at `next_price_usd_per_hour`). A stop that cannot save that much is a
+    round trip.
     Spot groups are not held to this: they are lost anyway sooner or later.
     """
     running = state.running
     if running is None or running.mode is not Mode.ON_DEMAND:
         return gain_usd_per_hour > margin
-    restart = job.cold_start_hours * float(view.on_demand_usd_per_hour[view.index(running.market)]) * job.instances
+    restart = job.cold_start_hours * next_price_usd_per_hour(job, state, view)
     return gain_usd_per_hour > margin and gain_usd_per_hour * spare_slack_hours(job, state, view) > restart

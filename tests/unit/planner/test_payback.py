@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from skynomad_synth import flat_egress, make_grid
 
+from airflow_provider_skynomad.market.fleet import Fleet
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import Mode, Option
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
@@ -32,14 +33,16 @@ class Stays:
         return np.full(self.markets_, self.hours)
 
 
-def flaky_view(up: int, down: int, ticks: int = 240):
+def flaky_view(up: int, down: int, ticks: int = 240, fleet: bool = True):
     """Market a: no spot offer, on-demand $10/h. Market b: spot $1/h, up `up` ticks then down `down`, over and over;
-    up at the last tick."""
+    up at the last tick. `fleet`: the view shows a fleet (with no other job in it), else the job is alone."""
     pattern = np.array([1] * up + [0] * down)
     b = np.resize(pattern, ticks)[::-1]  # ends at the start of an up run
     available = np.stack([np.zeros(ticks, dtype=int), b], axis=1)
     grid = make_grid(available, spot=[np.inf, 1.0], on_demand=[10.0, 12.0])
-    return grid, MarketView(grid, ticks - 1, 1, None, flat_egress(2))
+    nobody = np.zeros(0)
+    others = Fleet(grid.keys, nobody, nobody, nobody, nobody, nobody) if fleet else None
+    return grid, MarketView(grid, ticks - 1, 1, None, flat_egress(2), fleet=others)
 
 
 def on_demand_state(grid, progress: float = 1.0) -> JobState:
@@ -76,6 +79,15 @@ def test_a_stay_expected_to_finish_the_job_pays_no_restart():
     assert next_start_usd(JOB, state, view, short) == pytest.approx(0.2 * 10.0)  # an on-demand start at a's price
     paid = weigh(JOB, state, view, short, bar_usd_per_hour=0.0)
     assert paid.utility_usd_per_hour == pytest.approx(5.0 - 2.0 / 0.2) and not paid.pays
+
+
+def test_alone_the_next_start_is_priced_at_a_spot_market_seen_up_lately():
+    grid, alone = flaky_view(up=3, down=3, fleet=False)
+    state = on_demand_state(grid)
+    short = Scored(Option(grid.keys[1], Mode.SPOT), 5.0, stay_hours=0.5)
+    assert next_start_usd(JOB, state, alone, short) == pytest.approx(0.2 * 1.0)  # b's spot, not a's on-demand
+    _, fleet = flaky_view(up=3, down=3)
+    assert next_start_usd(JOB, state, fleet, short) == pytest.approx(0.2 * 10.0)
 
 
 def test_from_idle_nothing_running_is_left_so_no_restart_is_charged():
