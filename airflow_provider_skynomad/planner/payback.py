@@ -15,13 +15,17 @@ that follows:
 
     U_paid = U − d · p_next / L̄
 
-with p_next the price of where the job expects to go then (`next_price_usd_per_hour`): in a
-fleet, back to what it leaves (the on-demand group, or the spot group it moved from); alone, the
-cheaper of that and a spot market seen with capacity lately. A stay expected to cover the rest
-of the job pays no second start: a job that can finish where it lands does not come back. A
-launch from idle leaves nothing and is charged nothing: waiting pays a start too. The launch is
-tried only when U_paid still beats staying by the usual margin; otherwise the planner declines
-it and says why.
+with p_next the price of what it comes back to: the on-demand group, or the spot group it moved
+from. A stay expected to cover the rest of the job pays no second start: a job that can finish
+where it lands does not come back. A launch from idle leaves nothing and is charged nothing:
+waiting pays a start too. The launch is tried only when U_paid still beats staying by the usual
+margin; otherwise the planner declines it and says why.
+
+The charge applies in a fleet, where the capacity a job finds is its fleet's and coming back to
+on-demand is what a lost group leads to. A job alone is not charged it: it relaunches on spot it
+finds again, and on the single-job rows (benchmarks/bench_payback.py) even a charge at the
+price of a spot market seen up lately made some rows dearer and none cheaper. Stopping an
+on-demand group (`stop_pays`) is weighed the same way alone and in a fleet.
 """
 
 from __future__ import annotations
@@ -75,6 +79,8 @@ def next_start_usd(job: JobSpec, state: JobState, view: MarketView, candidate: S
     option, running = candidate.option, state.running
     if running is None or option is None or option.mode is not Mode.SPOT or option == running:
         return 0.0
+    if view.fleet is None:
+        return 0.0  # alone: see the module docstring
     remaining = job.work_hours - state.progress_hours
     left = remaining + job.launch_hours(state.moves_checkpoint(option.market))
     if candidate.stay_hours >= left - EPS_HOURS:
@@ -83,7 +89,7 @@ def next_start_usd(job: JobSpec, state: JobState, view: MarketView, candidate: S
 
 
 def next_price_usd_per_hour(job: JobSpec, state: JobState, view: MarketView) -> float:
-    """The price of the launch that follows a lost group: where the job expects to go then.
+    """The price of the launch that follows when the running group is given up: where the job goes then.
 
     In a fleet the job comes back to what it leaves (the capacity it could find is its fleet's).
     Alone, a spot market seen with capacity in the last `RECENT_HOURS` is where it would go next

@@ -12,7 +12,7 @@ from airflow_provider_skynomad.market.fleet import Fleet
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import Mode, Option
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
-from airflow_provider_skynomad.planner.payback import next_start_usd, stop_pays, weigh
+from airflow_provider_skynomad.planner.payback import next_price_usd_per_hour, next_start_usd, stop_pays, weigh
 from airflow_provider_skynomad.planner.policies.skynomad import SkyNomadPolicy
 from airflow_provider_skynomad.planner.utility import Scored
 
@@ -81,13 +81,15 @@ def test_a_stay_expected_to_finish_the_job_pays_no_restart():
     assert paid.utility_usd_per_hour == pytest.approx(5.0 - 2.0 / 0.2) and not paid.pays
 
 
-def test_alone_the_next_start_is_priced_at_a_spot_market_seen_up_lately():
+def test_alone_no_next_start_is_charged_and_a_stop_prices_it_at_spot_seen_up_lately():
     grid, alone = flaky_view(up=3, down=3, fleet=False)
     state = on_demand_state(grid)
     short = Scored(Option(grid.keys[1], Mode.SPOT), 5.0, stay_hours=0.5)
-    assert next_start_usd(JOB, state, alone, short) == pytest.approx(0.2 * 1.0)  # b's spot, not a's on-demand
+    assert next_start_usd(JOB, state, alone, short) == 0.0
+    assert next_price_usd_per_hour(JOB, state, alone) == pytest.approx(1.0)  # b's spot, not a's on-demand
     _, fleet = flaky_view(up=3, down=3)
     assert next_start_usd(JOB, state, fleet, short) == pytest.approx(0.2 * 10.0)
+    assert next_price_usd_per_hour(JOB, state, fleet) == pytest.approx(10.0)
 
 
 def test_from_idle_nothing_running_is_left_so_no_restart_is_charged():
