@@ -24,7 +24,7 @@ margin; otherwise the planner declines it and says why.
 The charge applies in a fleet, where the capacity a job finds is its fleet's and coming back to
 on-demand is what a lost group leads to. A job alone is not charged it: it relaunches on spot it
 finds again, and on the single-job rows (benchmarks/bench_payback.py) even a charge at the
-price of a spot market seen up lately made some rows dearer and none cheaper. Stopping an
+price of a spot market seen up lately made rows dearer. Stopping an
 on-demand group (`stop_pays`) is weighed the same way alone and in a fleet.
 """
 
