@@ -17,6 +17,7 @@ net is untouched: on-demand is never crowded out. Without a fleet nothing of thi
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -25,6 +26,7 @@ from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import IDLE, Decision, Mode, Option
 from airflow_provider_skynomad.planner.crowding import Crowding, crowding
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
+from airflow_provider_skynomad.planner.payback import Payback, stop_pays, weigh
 from airflow_provider_skynomad.planner.plans import spot_plans
 from airflow_provider_skynomad.planner.policies.lifetimes import LifetimeCache
 from airflow_provider_skynomad.planner.progress import market_value, slack_urgency, supply_price, value_of_progress
@@ -32,6 +34,8 @@ from airflow_provider_skynomad.planner.safety import cheapest_on_demand, is_safe
 from airflow_provider_skynomad.planner.utility import MODES, Scored, Scores, migration_pays, score_all
 
 VALUES = ("supply", "slack", "barrier")
+
+logger = logging.getLogger(__name__)
 
 
 class SkyNomadPolicy:
@@ -59,6 +63,8 @@ class SkyNomadPolicy:
     :param home: look ahead to the rest of the job (planner.plans): a cheaper spot market where
         the remaining work is expected to fit, waiting out its outages, becomes the home, and a
         move there spreads its egress over the remaining work instead of one expected stay.
+    :param payback: a new spot launch must pay for the restart its stay's end brings
+        (planner.payback); False tries every launch whose utility beats what runs (an ablation).
     """
 
     name = "skynomad"
@@ -74,6 +80,7 @@ class SkyNomadPolicy:
         value: str = "supply",
         home: bool = True,
         scarce_restarts_cap_hours: float | None = None,
+        payback: bool = True,
     ):
         self.home = home
         if value not in VALUES:
@@ -83,6 +90,8 @@ class SkyNomadPolicy:
         self.probe_interval_hours = probe_interval_hours
         self.recent_hours = recent_hours
         self.lifetimes = LifetimeCache(forecaster, refit_hours, lifetime_cap_hours)
+        self.payback = payback
+        self._declined: str | None = None  # the launch last declined, so the log says so once, not every step
         self.scarce = (
             None
             if scarce_restarts_cap_hours is None
@@ -199,6 +208,7 @@ class SkyNomadPolicy:
         bar = max(here.utility_usd_per_hour + margin, 0.0)
 
         better: list[Scored] = []
+        declined: list[Payback] = []
         # Market by market, spot before on-demand: ties keep that order after the sort below.
         for i, j in zip(*np.nonzero(utilities > bar), strict=True):
             option = Option(view.keys[i], MODES[j])
@@ -206,19 +216,39 @@ class SkyNomadPolicy:
             if not self._move_pays(job, view, current, candidate, residency[i, j]):
                 continue
             if is_safe(job, state, view, option) and outlives_warmup(job, state, view, option):
+                weighed = weigh(job, state, view, candidate, bar) if self.payback else None
+                if weighed is not None and not weighed.pays:
+                    declined.append(weighed)
+                    continue
                 better.append(candidate)
         better.sort(key=lambda s: s.utility_usd_per_hour, reverse=True)
         tries = [s.option for s in better]
+        self._say_declined(declined, better)
 
         if math.isfinite(here.utility_usd_per_hour):
             idle_gain = -here.utility_usd_per_hour  # going idle is worth 0
-            if current is not None and idle_gain > self.hysteresis_fraction * cheapest_od and idle_safe:
+            idle_margin = self.hysteresis_fraction * cheapest_od
+            stops = stop_pays(job, state, view, idle_gain, idle_margin) if self.payback else idle_gain > idle_margin
+            if current is not None and stops and idle_safe:
                 tries.append(IDLE)  # what we run costs more than its progress is worth
             else:
                 tries.append(current)
         else:
             tries.append(cheapest_on_demand(job, state, view))  # the safety net
         return _first_sure(tries), here.utility_usd_per_hour
+
+    def _say_declined(self, declined: list[Payback], better: list[Scored]) -> None:
+        """Log a launch the payback rule declined when it would have come first: plain words once, numbers always."""
+        if not declined:
+            self._declined = None
+            return
+        top = max(declined, key=lambda p: p.plain_usd_per_hour)
+        if better and better[0].utility_usd_per_hour >= top.plain_usd_per_hour:
+            return  # a better option is tried anyway: the decline changed nothing
+        logger.debug("declined %s", top.numbers())
+        if self._declined != str(top.option):
+            logger.info("%s", top.words())
+            self._declined = str(top.option)
 
     def _wants(
         self,
