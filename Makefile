@@ -32,7 +32,7 @@ standalone: $(STAMP)
 	  AIRFLOW__CORE__LOAD_EXAMPLES=False SKYNOMAD_HOME=$(CURDIR)/.skynomad/standalone-home \
 	  AIRFLOW_CONN_SKYNOMAD_DEFAULT='{"conn_type": "skynomad", "extra": {"cloud": "simulated", "speed": 300, "cloud_options": {"trace_start": 90}}}' \
 	  $(if $(AIRFLOW_DB),AIRFLOW__DATABASE__SQL_ALCHEMY_CONN='$(AIRFLOW_DB)' AIRFLOW__CORE__EXECUTOR=LocalExecutor) \
-	  && airflow standalone
+	  && exec airflow standalone
 
 define CREATE_DATABASE
 import sys
