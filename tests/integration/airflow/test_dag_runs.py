@@ -20,6 +20,11 @@ from .conftest import DAGS_FOLDER, seed_market
 pytestmark = pytest.mark.xdist_group("services")
 
 SPEED = 600.0  # 1 simulated hour per 6 s: slow enough that the workload's start-up stays inside the cold start
+# The drought's 1.5 h of us-east4 spot start when the test reads the clock, before `dag.test()` loads the
+# fine-tune DAG and its task starts: 10 s of wall time beside a CPU burner, 1.7 cloud hours at 600×, and
+# the job then found us-east4 already dry. At 200× the window is 27 s of wall time and that start-up is
+# half an hour of it.
+DROUGHT_SPEED = 200.0
 TRACE_START_HOURS = 89.5  # a stretch of the GCP H100 week where us-east4 spot capacity comes and goes
 
 
@@ -55,7 +60,7 @@ def us_east4_drought(airflow_db, skynomad_home, gcp_frame, tmp_path, monkeypatch
 
     trace = tmp_path / "gcp-week.csv"
     write_observations(gcp_frame, trace)
-    extra = {"cloud": "simulated", "speed": SPEED, "trace_path": str(trace)}
+    extra = {"cloud": "simulated", "speed": DROUGHT_SPEED, "trace_path": str(trace)}
     extra["cloud_options"] = {"trace_start": TRACE_START_HOURS}
     monkeypatch.setenv("AIRFLOW_CONN_SKYNOMAD_DEFAULT", json.dumps({"conn_type": "skynomad", "extra": extra}))
     start = gcp_frame["observed_at"].min() + pd.Timedelta(hours=TRACE_START_HOURS)
@@ -121,7 +126,11 @@ def test_probe_then_fine_tune_with_preemption_and_migration(us_east4_drought, tm
     cloud = attach_cloud(simulated.home)
     groups = cloud.groups(tags={"skynomad-job": summary["job_id"]})
     assert groups and all(g["status"] != "running" for g in groups)
-    assert len(groups) == summary["preemptions"] + 1  # one group per stretch: no duplicate launch
+    # One group per stretch the job reports: no duplicate launch. A stretch ends in a preemption or a move;
+    # after the preemption the planner may move again when a cheaper zone comes back (on a busy box the
+    # job reaches later hours of the week, where it does), so the stretches are counted, not assumed.
+    stretches = summary["zones_timeline"]
+    assert len(groups) == len(stretches) >= summary["preemptions"] + 1, (groups, stretches)
     # The reported cost is the simulated cloud's own bill for this job, and only this job's.
     bill = cloud.bill(tags={"skynomad-job": summary["job_id"]})
     assert summary["cost_basis"] == "cloud_bill"
@@ -175,9 +184,15 @@ def test_existing_pipeline_extract_train_evaluate(simulated):
     assert evaluation["accuracy"] > 0.5 and evaluation["cost_usd"] > 0
 
 
-# A quarter of a cloud hour per delay at 300×: the same cloud hours as 1.5 s at 600×, while the wall-time
-# jitter of a box running the suite on both cores (process start-ups, the triggerer's loop) costs half as much.
+# A quarter of a cloud hour for the slow start at 300×: the same cloud hours as 1.5 s at 600×, while the
+# wall-time jitter of a box running the suite on both cores (process start-ups, the triggerer's loop) costs
+# half as much.
 SLOW_RESUME_SPEED = 300.0
+# A resume that held up a reaction would add its whole delay to that reaction's lag; the trigger's own lag
+# on a loaded box (a cloud call stalled for seconds of wall time) adds up to half a cloud hour at 300×. A
+# resume as slow as a worker slot on a saturated pool (an hour of cloud time, 12 s here) stands clear of
+# that, and delays only the final report, never the job's clock.
+RESUME_DELAY_HOURS = 1.0
 
 
 @pytest.mark.parametrize("simulated", [SLOW_RESUME_SPEED], indirect=True)
@@ -185,13 +200,14 @@ def test_slow_resumes_and_a_slow_start_still_meet_a_tight_deadline(simulated, mo
     """Resumes delayed artificially and a workload that checkpoints late: the deadline holds, and
     the slow resumes are not the job's lag (its trigger acts without them)."""
     monkeypatch.setenv("SKYNOMAD_TEST_DELAY_SECONDS", repr(0.25 * 3600 / simulated.speed))
+    monkeypatch.setenv("SKYNOMAD_TEST_RESUME_DELAY_SECONDS", repr(RESUME_DELAY_HOURS * 3600 / simulated.speed))
     dag = load_dag("skynomad_slow_resume")
     state, run_id = run_dag_test(dag)
     summary = task_result(dag.dag_id, run_id, "job")
     assert state == "success", summary or _where_the_job_stood(simulated)  # on_deadline_miss="fail"
     assert summary["deadline_met"] is True and summary["elapsed_hours"] <= summary["deadline_hours"]
     # The trigger controls the job: a slow resume delays only the final report, never a reaction.
-    assert summary["lag_hours_max"] < 0.25, summary
+    assert summary["lag_hours_max"] < RESUME_DELAY_HOURS, summary
     # The trigger published where the job stood, to its end (jobs/live.py).
     from airflow_provider_skynomad.jobs.live import LiveStatusTable
 

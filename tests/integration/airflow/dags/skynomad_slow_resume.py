@@ -2,8 +2,9 @@
 
 ``execute_complete`` sleeps before it acts (as under a saturated worker pool or a busy box), and the
 workload sleeps before it starts training, so its first checkpoint comes long after the declared cold
-start. Both delays are ``SKYNOMAD_TEST_DELAY_SECONDS`` of wall time (the test sets a quarter of a cloud
-hour at its cloud's speed; 1.5 s by default, a quarter of an hour at 600×). The job must still meet
+start. The start's delay is ``SKYNOMAD_TEST_DELAY_SECONDS`` of wall time (the test sets a quarter of a
+cloud hour at its cloud's speed; 1.5 s by default, a quarter of an hour at 600×), the resume's
+``SKYNOMAD_TEST_RESUME_DELAY_SECONDS`` (the start's by default). The job must still meet
 its deadline: the task fails if it does not (``on_deadline_miss="fail"``).
 """
 
@@ -18,7 +19,8 @@ from airflow.sdk import DAG
 
 from airflow_provider_skynomad.operators.skynomad import SkyNomadOperator
 
-RESUME_DELAY_SECONDS = START_DELAY_SECONDS = float(os.environ.get("SKYNOMAD_TEST_DELAY_SECONDS", "1.5"))
+START_DELAY_SECONDS = float(os.environ.get("SKYNOMAD_TEST_DELAY_SECONDS", "1.5"))
+RESUME_DELAY_SECONDS = float(os.environ.get("SKYNOMAD_TEST_RESUME_DELAY_SECONDS", START_DELAY_SECONDS))
 
 
 class SlowResume(SkyNomadOperator):

@@ -297,7 +297,9 @@ def test_terminate_during_the_cold_start_never_starts_the_workload(cloud):
 
 def test_bill_is_price_times_time_following_price_changes(trace, tmp_path):
     """Clock hour 0 = trace hour 3: r1-a spot costs $1/h until clock hour 2, then $2/h."""
-    cloud = SimulatedCloud(trace, tmp_path / "state", speed=FAST, trace_start=3.0)
+    # 1 simulated hour per wall second (4 s of wall time): a busy box's scheduling stalls, tenths of a
+    # second, are hundredths of an hour against the nominal schedule's 0.3 h, not whole hours as at FAST.
+    cloud = SimulatedCloud(trace, tmp_path / "state", speed=3600, trace_start=3.0)
     spot = cloud.launch(request("r1-a"))
     on_demand = cloud.launch(request("r2-a", token="od", spot=False, count=3))
     cloud.sleep_until_simulated(4.0)

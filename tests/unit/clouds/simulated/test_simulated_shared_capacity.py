@@ -22,6 +22,9 @@ from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
 from tests.support.waiting import wait_for
 
 FAST = 36000.0  # 1 simulated hour = 0.1 wall seconds
+# 1 simulated minute per wall second: for tests that need no simulated time to pass, the drop at hour 2
+# and the trace's end stay hours of wall time away however long a busy box takes to start a process.
+STILL = 60.0
 START = pd.Timestamp("2025-01-01T00:00:00Z")
 DROP_HOUR = 2  # z1-a shows 2 instead of 4 during trace hour 2
 SLEEPER = (sys.executable, "-c", "import time; time.sleep(600)")
@@ -97,7 +100,7 @@ def test_a_launch_beyond_what_other_groups_leave_is_refused_in_plain_words(trace
 
 
 def test_a_probe_is_granted_only_what_other_groups_leave(trace, tmp_path):
-    cloud = SimulatedCloud(trace, tmp_path / "state", speed=FAST)
+    cloud = SimulatedCloud(trace, tmp_path / "state", speed=STILL)
     assert cloud.probe("z1", "z1-a", "g1", 4).available == 4
     handle = cloud.launch(request("a", count=3))
     assert cloud.probe("z1", "z1-a", "g1", 4).available == 1
@@ -108,7 +111,7 @@ def test_a_probe_is_granted_only_what_other_groups_leave(trace, tmp_path):
 
 def test_two_clouds_on_one_state_dir_see_each_others_holdings(trace, tmp_path):
     """As the worker and a test in another process would: the holdings live in the shared state."""
-    cloud = SimulatedCloud(trace, tmp_path / "state", speed=FAST)
+    cloud = SimulatedCloud(trace, tmp_path / "state", speed=STILL)
     cloud.launch(request("a", count=3, zone="z1-b"))  # z1-b: no drop while the other process starts
     other = SimulatedCloud.attach(cloud.state_dir)
     assert other.probe("z1", "z1-b", "g1", 4).available == 1
