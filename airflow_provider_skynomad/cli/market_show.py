@@ -103,14 +103,13 @@ def print_rows(rows, source: str, max_age_hours: float) -> None:
     for name in ("market", "cloud", "capacity", "spot $/h", "on-demand $/h", "forecast lifetime", "last probe", ""):
         table.add_column(name, justify="right" if name not in ("market", "cloud", "") else "left")
     for r in rows:
-        lifetime = "–" if r.forecast_lifetime_hours is None else f"{r.forecast_lifetime_hours:.2f} h"
         table.add_row(
             r.market,
             r.cloud,
             f"{r.available}/{r.requested}",
             f"{r.spot_usd_per_hour:.2f}",
             f"{r.on_demand_usd_per_hour:.2f}",
-            lifetime,
+            r.forecast_text(),
             f"{r.last_probe_age_hours:.2f} h ago",
             "stale" if r.stale else "fresh",
         )

@@ -70,8 +70,9 @@ def market_summary(table, since: pd.Timestamp, now: pd.Timestamp, max_age_hours:
         }
     ).sort_values(["market", "observed_at"])
     prices["bucket_time"] = prices["observed_at"]
+    # The window `skynomad market show` fits on by default, so the two show the same forecasts.
     recent = table.read(
-        since=max(since, last - pd.Timedelta(days=FORECAST_DAYS)), until=now + pd.Timedelta(microseconds=1)
+        since=max(since, now - pd.Timedelta(days=FORECAST_DAYS)), until=now + pd.Timedelta(microseconds=1)
     )
     lifetimes = forecast_lifetimes(recent)
     rows = rows_from_latest(aggregate.latest_rows(table, since, now), now, max_age_hours, lifetimes)

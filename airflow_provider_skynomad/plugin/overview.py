@@ -14,10 +14,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from airflow_provider_skynomad.forecasts import DEFAULT_FORECASTER, make_forecaster
+from airflow_provider_skynomad.forecasts import DEFAULT_CAP_HOURS, DEFAULT_FORECASTER, extract_runs, make_forecaster
 from airflow_provider_skynomad.forecasts.base import history_from_view
 from airflow_provider_skynomad.market.freshness import DEFAULT_MAX_AGE_HOURS
-from airflow_provider_skynomad.market.grid import build_grid
+from airflow_provider_skynomad.market.grid import build_grid, median_step_hours
 from airflow_provider_skynomad.market.view import MarketView
 
 
@@ -36,9 +36,36 @@ class MarketRow:
     forecast_lifetime_hours: float | None  # expected stay of a spot launch now (None: too little history)
     last_probe_age_hours: float
     stale: bool  # older than the probe DAG keeps markets: a job would not trust its spot capacity
+    forecast_runs: int | None = None  # availability runs the forecast saw in this market (None: not fitted)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def forecast_text(self) -> str:
+        """The forecast as the page and `skynomad market show` print it: a market with too few runs of
+        its own shows the prior it was shrunk to, and says so."""
+        if self.forecast_lifetime_hours is None:
+            return "–"
+        if self.forecast_runs is not None and self.forecast_runs < MIN_FITTED_RUNS:
+            return f"too few runs seen: prior {self.forecast_lifetime_hours:.2f} h"
+        return f"{self.forecast_lifetime_hours:.2f} h"
+
+
+# A market with fewer availability runs than this has a forecast that is mostly the forecaster's
+# prior (Nelson–Aalen shrinks toward all markets' hazard with five pseudo-runs): the page says so.
+MIN_FITTED_RUNS = 2
+# The forecast grid resolves this many steps within the forecaster's cap. Probes on a fast simulated
+# clock are hours apart; on a grid as coarse as they are every run lasts at least one step, i.e.
+# past the cap, and every market's capped forecast is the cap itself.
+FORECAST_STEPS_PER_CAP = 12
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """A market's forecast lifetime of a launch now and the availability runs it was fitted on."""
+
+    hours: float
+    runs: int
 
 
 def expected_max_age_hours(config) -> float:
@@ -74,7 +101,7 @@ def market_key(zone: str, instance_type: str, multi_type: bool) -> str:
 
 
 def rows_from_latest(
-    latest: pd.DataFrame, now: pd.Timestamp, max_age_hours: float, lifetimes: dict[str, float]
+    latest: pd.DataFrame, now: pd.Timestamp, max_age_hours: float, lifetimes: dict[str, Forecast]
 ) -> list[MarketRow]:
     """MarketRows from the newest observation of each market and the forecast lifetimes by market key."""
     multi_type = latest["instance_type"].nunique() > 1
@@ -82,6 +109,7 @@ def rows_from_latest(
     for r in latest.sort_values(["zone", "instance_type"]).itertuples():
         key = market_key(r.zone, r.instance_type, multi_type)
         age = max(0.0, (now - r.observed_at).total_seconds() / 3600.0)
+        forecast = lifetimes.get(key)
         rows.append(
             MarketRow(
                 market=key,
@@ -92,29 +120,42 @@ def rows_from_latest(
                 requested=int(r.requested),
                 spot_usd_per_hour=float(r.spot_price),
                 on_demand_usd_per_hour=float(r.on_demand_price),
-                forecast_lifetime_hours=lifetimes.get(key),
+                forecast_lifetime_hours=None if forecast is None else forecast.hours,
                 last_probe_age_hours=round(age, 3),
                 stale=age > max_age_hours,
+                forecast_runs=None if forecast is None else forecast.runs,
             )
         )
     return rows
 
 
-def forecast_lifetimes(frame: pd.DataFrame, forecaster: str = DEFAULT_FORECASTER) -> dict[str, float]:
-    """Expected hours a spot launch made now would last, per market key ({} when the history is too short)."""
+def forecast_lifetimes(frame: pd.DataFrame, forecaster: str = DEFAULT_FORECASTER) -> dict[str, Forecast]:
+    """Expected hours a spot launch made now would last, per market key ({} when the history is too short).
+
+    Fitted on a grid no coarser than a twelfth of the forecaster's cap (rows hold until the next
+    probe, as the planner's grid does), so runs shorter or longer than the cap stay apart even when
+    the probes are hours apart.
+    """
     try:
-        grid = build_grid(frame)
+        step_hours = min(median_step_hours(frame), DEFAULT_CAP_HOURS / FORECAST_STEPS_PER_CAP)
+        grid = build_grid(frame, step_hours)
     except Exception:  # noqa: BLE001 - one row per market has no step: no forecast, the rest still shows
         return {}
     if grid.ticks < 2:
         return {}
     view = MarketView(grid, tick=grid.ticks - 1, gang_size=1)
     try:
-        fitted = make_forecaster(forecaster).fit(**history_from_view(view))
+        history = history_from_view(view)
+        fitted = make_forecaster(forecaster, cap_hours=DEFAULT_CAP_HOURS).fit(**history)
         hours = fitted.expected_remaining_hours(np.zeros(len(grid.markets)))
+        runs = extract_runs(history["usable"], history["seen"], history["step_hours"])
     except (ValueError, FloatingPointError):
         return {}
-    return {m.key: round(float(h), 2) for m, h in zip(grid.markets, np.asarray(hours, dtype=float), strict=True)}
+    counts = np.bincount(runs.market, minlength=len(grid.markets))
+    return {
+        m.key: Forecast(round(float(h), 2), int(n))
+        for m, h, n in zip(grid.markets, np.asarray(hours, dtype=float), counts, strict=True)
+    }
 
 
 @dataclass(frozen=True)
