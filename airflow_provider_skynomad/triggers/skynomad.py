@@ -59,9 +59,7 @@ class SkyNomadTrigger(BaseTrigger):
         try:
             outcome = await self._control(controller, config)
         finally:
-            from airflow_provider_skynomad.market.store.table import release_shared
-
-            release_shared(table)  # also when the generator is closed after its loop has ended
+            await _release(table)  # also when the generator is closed after its loop has ended
         if outcome is None:
             return  # another copy controls the job now: it will answer
         # Airflow 3.3 can re-queue a task whose trigger fires within moments of its deferral, before
@@ -78,7 +76,6 @@ class SkyNomadTrigger(BaseTrigger):
 
         wall_per_hour = config.wall_seconds_per_cloud_hour
         step_wall = self._step_wall(config)
-        cloud = controller.runner.cloud
         # The first look is at once: the worker has just launched, or a retry reconnected. Steps keep
         # to a fixed schedule offset per job, so a triggerer's many jobs don't all step at one instant.
         due = time.monotonic()
@@ -91,26 +88,42 @@ class SkyNomadTrigger(BaseTrigger):
             # How late a change is carried out: this look started late (a busy loop), and the last one
             # took this long from its look to its last effect (threads, the database, the cloud).
             late = max(0.0, now - due) + took
+            publish = now - published >= publish_every
             try:
-                look = await asyncio.to_thread(controller.step, late / wall_per_hour, late)
+                outcome, wanted = await asyncio.to_thread(
+                    self._look, controller, late / wall_per_hour, late, publish, step_wall, wall_per_hour
+                )
             except ControlLost as exc:
                 self.log.warning("%s", exc)
                 return None
-            if look.words:
-                at = look.at_hours if look.at_hours is not None else controller.runner.elapsed()
-                self.log.info("[t=%.2f h] %s", round(at, 3), look.words)
-            if look.outcome is not None:
-                return look.outcome
-            if time.monotonic() - published >= publish_every:
-                published = time.monotonic()
-                await asyncio.to_thread(controller.publish)
+            if outcome is not None:
+                return outcome
+            if publish:
+                published = now
             took = time.monotonic() - now
             # The next look: a step on, sooner when the workload should end before then; a step that
             # ran long moves the schedule (it is not caught up back to back).
-            wanted = controller.watch.sleep_seconds(step_wall, wall_per_hour, cloud.now_hours())
             due = max(due + min(wanted, offset or wanted), time.monotonic() + min(wanted, step_wall / 10))
             offset = 0.0  # after the first look, where this job's phase falls; a step apart from then on
             await asyncio.sleep(max(0.0, due - time.monotonic()))
+
+    def _look(
+        self, controller, late_hours: float, late: float, publish: bool, step_wall: float, wall_per_hour: float
+    ) -> tuple[Outcome | None, float]:
+        """In a thread, one decision step: (the outcome when the job ended, wall seconds until the next).
+
+        All of it blocks or may: the look and its effects, the log line (a trigger's log is shipped
+        to the task's log), the live status, even the cloud's clock (a cloud's own code).
+        """
+        look = controller.step(late_hours, late)
+        if look.words:
+            at = look.at_hours if look.at_hours is not None else controller.runner.elapsed()
+            self.log.info("[t=%.2f h] %s", round(at, 3), look.words)
+        if look.outcome is not None:
+            return look.outcome, 0.0
+        if publish:
+            controller.publish()
+        return None, controller.watch.sleep_seconds(step_wall, wall_per_hour, controller.runner.cloud.now_hours())
 
     def _check_task(self) -> None:
         """The arguments' task is the task instance this trigger was deferred from, and owns the job.
@@ -236,15 +249,7 @@ class SkyNomadTrigger(BaseTrigger):
         if ti is None:
             return None
         try:
-            from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-
-            states = await asyncio.to_thread(
-                RuntimeTaskInstance.get_task_states,
-                dag_id=ti.dag_id,
-                map_index=ti.map_index,
-                task_ids=[ti.task_id],
-                run_ids=[ti.run_id],
-            )
+            states = await asyncio.to_thread(_task_states, ti)
         except Exception as exc:  # noqa: BLE001 - an unknown state ends nothing
             self.log.warning("cannot read the task's state (%s): leaving the group to skynomad cleanup", exc)
             return None
@@ -252,3 +257,32 @@ class SkyNomadTrigger(BaseTrigger):
         key = ti.task_id if ti.map_index is None or ti.map_index < 0 else f"{ti.task_id}_{ti.map_index}"
         state = by_task.get(key)
         return None if state is None else str(getattr(state, "value", state))
+
+
+def _task_states(ti) -> dict:
+    """In a thread: the task's states from the API server (its client's module is imported here too)."""
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+    return RuntimeTaskInstance.get_task_states(
+        dag_id=ti.dag_id, map_index=ti.map_index, task_ids=[ti.task_id], run_ids=[ti.run_id]
+    )
+
+
+def _give_back(table) -> None:
+    from airflow_provider_skynomad.market.store.table import release_shared
+
+    release_shared(table)
+
+
+async def _release(table) -> None:
+    """Give the shared market table back in a thread: the last user closes its database connection.
+
+    Shielded, so a trigger cancelled meanwhile still gives it back; a generator closed after its
+    loop has ended (or once the loop's executor is shut down) gives it back inline.
+    """
+    try:
+        pending = asyncio.get_running_loop().run_in_executor(None, _give_back, table)
+    except RuntimeError:  # no running loop, or its default executor is shut down
+        _give_back(table)
+        return
+    await asyncio.shield(pending)
