@@ -57,6 +57,7 @@ class JobFacts:
     migrations: int
     decisions: list[dict] = field(default_factory=list)
     story: list[str] = field(default_factory=list)
+    declared_work_hours: float | None = None  # the user's figure, when the work measured differs from it
 
     @property
     def saving_usd(self) -> float:
@@ -93,7 +94,9 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
         spend = _number(status, "spend_usd", "status")
         if status.get("cost_basis") == "cloud_bill":
             basis = "so far, from the cloud's bill"
-    work = _number(job, "work_hours", "record.job", 0.0)
+    planned = _number(job, "work_hours", "record.job", 0.0)
+    share = _progress(planned, state, status) / planned if planned else 0.0
+    work, declared = _work(record, summary, planned)
     cold = _number(job, "cold_start_hours", "record.job", 0.0)
     all_od, od_hours = _all_on_demand(record, status, summary, work + cold)
     deadline = _number(record, "deadline_hours", "record") or _number(job, "deadline_hours", "record.job", 0.0)
@@ -106,7 +109,7 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
         deadline_hours=deadline,
         dag_deadline_hours=_number(record, "dag_deadline_hours", "record"),
         cold_start_hours=cold,
-        progress_hours=_progress(work, state, status),
+        progress_hours=share * work,
         zones=_zones_in_order(segments),
         bars=_bars(segments, elapsed),
         markers=_markers(segments, timeline),
@@ -124,7 +127,24 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
         migrations=int(_number(record, "migrations", "record", 0.0)),
         decisions=[_decision(t) for t in timeline if t.get("event") == "decide"][-8:],
         story=[_say(t) for t in timeline if t.get("event") not in ("decide", "stay")],
+        declared_work_hours=declared if abs(declared - work) > 0.005 else None,
     )
+
+
+def _work(record: dict, summary: dict | None, planned: float) -> tuple[float, float]:
+    """(work as measured, work declared) in hours: the basis `jobs.summary` reports the job on.
+
+    The record's ``job.work_hours`` is the planner's bound (the measured work plus a margin), a
+    third figure no summary shows; the page says progress on the measured work, as the summary does.
+    """
+    if summary and summary.get("work_hours") is not None:
+        declared = _number(summary, "work_hours", "record.summary", planned)
+        return _number(summary, "measured_work_hours", "record.summary", declared) or declared, declared
+    pace = _object(record, "pace", "record") or {}
+    declared = _number(pace, "declared_work_hours", "record.pace", planned) or planned
+    done = _number(pace, "fraction", "record.pace", 0.0)
+    hours = _number(pace, "productive_hours", "record.pace", 0.0)
+    return (hours / done if done > 0 and hours > 0 else declared), declared
 
 
 def _all_on_demand(record: dict, status: dict | None, summary: dict | None, planned_hours: float):
