@@ -317,8 +317,21 @@ def _bars(segments: list[_Segment], elapsed: float) -> list[Bar]:
 def _markers(segments: list[_Segment], timeline: list[dict]) -> list[dict]:
     whys = [(i, t) for i, t in enumerate(timeline) if t.get("event") == "migrate"]
     pressure = [(i, t) for i, t in enumerate(timeline) if t.get("event") == "deadline pressure"]
+    releases = [(i, t) for i, t in enumerate(timeline) if t.get("event") == "release"]
     markers = []
     for k, seg in enumerate(segments):
+        if seg.ended == "released" and seg.end is not None and _moved_on(segments, k):
+            near = [
+                t
+                for i, t in releases
+                if abs(_number(t, "at_hours", f"record.timeline.{i}", 0.0) - seg.end) < 0.25
+                and t.get("zone") in (seg.zone, None)
+            ]
+            why = (near[0].get("why") if near else "") or "the planner released the group here"
+            markers.append(
+                {"at": seg.end, "zone": seg.zone, "kind": "migrated", "why": f"moved away from {seg.zone}: {why}"}
+            )
+            continue
         if seg.ended not in ("preempted", "migrated") or seg.end is None:
             continue
         if seg.ended == "migrated":
@@ -341,6 +354,12 @@ def _markers(segments: list[_Segment], timeline: list[dict]) -> list[dict]:
             why = f"the cloud took the instances back in {seg.zone}"
         markers.append({"at": seg.end, "zone": seg.zone, "kind": seg.ended, "why": why})
     return markers
+
+
+def _moved_on(segments: list[_Segment], k: int) -> bool:
+    """The job launched again in another zone after the planner released segment `k`'s group (a move,
+    counted as one in the record's ``migrations``)."""
+    return k + 1 < len(segments) and segments[k + 1].zone != segments[k].zone
 
 
 def _cost_curve(segments: list[_Segment], elapsed: float) -> list[tuple[float, float]]:
