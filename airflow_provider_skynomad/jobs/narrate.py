@@ -33,7 +33,7 @@ def say(item: dict) -> str:
             f"{item['from']}{because}"
         )
     if event == "preempted":
-        return f"{at} preempted in {zone} at {item.get('progress') or '?'} done"
+        return f"{at} preempted in {zone} with {item.get('progress') or '?'} of the work checkpointed"
     if event == "no capacity":
         return f"{at} no {item['mode']} capacity in {zone}"
     if event == "cloud api":

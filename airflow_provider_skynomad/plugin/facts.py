@@ -117,7 +117,7 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
             (h, usd + (extras if i == len(cost_points) - 1 else 0.0)) for i, (h, usd) in enumerate(cost_points)
         ],
         on_demand_points=[(0.0, 0.0), (od_hours, all_od)] if od_hours else [],
-        progress_points=_progress_curve(segments, elapsed, work),
+        progress_points=_progress_curve(segments, elapsed, work, _checkpointed_at_preemptions(timeline)),
         spend_usd=round(spend, 2),
         all_on_demand_usd=round(all_od, 2),
         cost_basis=basis,
@@ -377,7 +377,12 @@ def _cost_curve(segments: list[_Segment], elapsed: float) -> list[tuple[float, f
     return points
 
 
-def _progress_curve(segments: list[_Segment], elapsed: float, work: float) -> list[tuple[float, float]]:
+def _progress_curve(
+    segments: list[_Segment], elapsed: float, work: float, checkpointed: list[tuple[float, float]] = ()
+) -> list[tuple[float, float]]:
+    """Work done against time, rebuilt from the segments: every productive hour counts (an upper
+    bound between checkpoints), and at a preemption the curve drops to the share of the work the
+    log says was checkpointed then (`checkpointed`: (hours, share)), where the next group resumes."""
     points, progress = [(0.0, 0.0)], 0.0
     for seg in segments:
         end = seg.end if seg.end is not None else elapsed
@@ -386,7 +391,28 @@ def _progress_curve(segments: list[_Segment], elapsed: float, work: float) -> li
         points.append((warm, progress))
         progress = min(work, progress + max(0.0, end - warm)) if work else progress
         points.append((end, progress))
+        if seg.ended == "preempted" and work:
+            kept = [share for at, share in checkpointed if abs(at - end) < 0.25]
+            if kept and kept[0] * work < progress:
+                progress = kept[0] * work
+                points.append((end, progress))
     return points
+
+
+def _checkpointed_at_preemptions(timeline: list[dict]) -> list[tuple[float, float]]:
+    """(hours, share of the work checkpointed) of every preemption the log told, e.g. "35%"."""
+    kept = []
+    for i, item in enumerate(timeline):
+        said = item.get("progress")
+        if item.get("event") != "preempted" or not isinstance(said, str) or not said.endswith("%"):
+            continue
+        try:
+            share = float(said[:-1]) / 100.0
+        except ValueError:
+            continue
+        if math.isfinite(share):
+            kept.append((_number(item, "at_hours", f"record.timeline.{i}", 0.0), min(1.0, max(0.0, share))))
+    return kept
 
 
 # A task that failed before its job started wrote nothing (bad input fails before anything is

@@ -55,3 +55,19 @@ def test_a_running_job_s_progress_is_on_its_measured_work_not_the_planning_bound
     assert round(facts.work_hours, 3) == 2.1
     assert round(facts.progress_hours, 3) == 1.05
     assert facts.declared_work_hours == 2.0
+
+
+def test_the_progress_curve_drops_at_a_preemption_to_the_share_the_log_says_was_checkpointed():
+    from airflow_provider_skynomad.jobs.narrate import say
+
+    record = _record(finished=False, state={"progress_hours": 0.7})
+    first = dict(record["segments"][0], end_hours=2.0, end="preempted")
+    again = dict(record["segments"][0], start_hours=2.1, end_hours=None, end=None)
+    record["segments"] = [first, again]
+    preempted = {"at_hours": 2.0, "event": "preempted", "zone": "europe-west1-c", "progress": "35%"}
+    record["timeline"] = [preempted]
+    facts = job_facts(record, {"elapsed_hours": 2.2})
+    at_preemption = [p for h, p in facts.progress_points if h == 2.0]
+    assert round(at_preemption[-1] / facts.work_hours, 2) == 0.35
+    assert round(facts.progress_points[-1][1] / facts.work_hours, 2) == 0.35  # still warming up there
+    assert say(preempted) == "[t=2.00 h] preempted in europe-west1-c with 35% of the work checkpointed"
