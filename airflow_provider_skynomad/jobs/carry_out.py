@@ -186,11 +186,13 @@ def apply_result(record: JobRecord, view: MarketView, result: DriveResult, elaps
         option = result.option
         market = markets[option.market]
         moved = result.moved_from_zone is not None
+        left = _left_zone(record, market.zone) if not moved else None
         if moved:
             source = next((m for m in view.markets if m.zone == result.moved_from_zone), None)
             if source is not None:
                 egress = view.egress_usd_per_gb[view.index(source.key), view.index(market.key)]
                 record.egress_usd += job.checkpoint_gb * float(egress)
+        if moved or left is not None:
             record.migrations += 1
         j = view.index(market.key)
         price = view.spot_usd_per_hour[j] if option.mode is Mode.SPOT else view.on_demand_usd_per_hour[j]
@@ -218,6 +220,7 @@ def apply_result(record: JobRecord, view: MarketView, result: DriveResult, elaps
             mode=option.mode.value,
             usd_per_h=round(float(price) * job.instances, 3),
             **({"from": result.moved_from_zone} if moved else {}),
+            **({"left": left} if left is not None else {}),
         )
         observe(market.key, job.instances)
         record.progress_at_launch = state.progress_hours
@@ -234,3 +237,15 @@ def apply_result(record: JobRecord, view: MarketView, result: DriveResult, elaps
             record.note(elapsed, "idle", reason="nothing launched" if result.failed else "planner chose idle")
     record.pending = None
     record.state = state.advance(elapsed_hours=elapsed)
+
+
+def _left_zone(record: JobRecord, zone: str) -> str | None:
+    """The zone the planner released the job's last group in, when this launch is in another one.
+
+    A release the planner chose, then a launch elsewhere, is a move even when no checkpoint was
+    copied (none was written yet): it is counted as one, as a copied move is.
+    """
+    last = record.segments[-1] if record.segments else None
+    if last is not None and last.end == "released" and last.zone != zone:
+        return last.zone
+    return None

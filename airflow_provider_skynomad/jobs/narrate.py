@@ -24,7 +24,8 @@ def say(item: dict) -> str:
             f"{item['zones']} zone(s) to choose from, policy {item['policy']}"
         )
     if event == "launch":
-        return f"{at} launched {item['mode']} in {zone} at ${item['usd_per_h']:.2f}/h"
+        left = f", a move from {item['left']} where the group was released" if item.get("left") else ""
+        return f"{at} launched {item['mode']} in {zone} at ${item['usd_per_h']:.2f}/h{left}"
     if event == "migrate":
         because = f": {item['why']}" if item.get("why") else ""
         return (
@@ -32,7 +33,7 @@ def say(item: dict) -> str:
             f"{item['from']}{because}"
         )
     if event == "preempted":
-        return f"{at} preempted in {zone} at {item.get('progress') or '?'} done"
+        return f"{at} preempted in {zone} with {item.get('progress') or '?'} of the work checkpointed"
     if event == "no capacity":
         return f"{at} no {item['mode']} capacity in {zone}"
     if event == "cloud api":
@@ -40,7 +41,8 @@ def say(item: dict) -> str:
     if event == "stale market":
         return f"{at} {item['words']}"
     if event == "release":
-        return f"{at} released the group in {zone}"
+        because = f": {item['why']}" if item.get("why") else ""
+        return f"{at} released the group in {zone}{because}"
     if event == "idle":
         return f"{at} waiting without instances ({item['reason']})"
     if event == "probe":

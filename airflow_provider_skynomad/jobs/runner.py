@@ -473,7 +473,7 @@ class JobRunner:
         before, state = len(record.timeline), record.state
         carry_out(record, self.cloud, view, decision, elapsed, self.store, self._workload(), self._observe)
         record.wants = _wanted(decision) if record.group is None else None
-        words = decision_words(decision)
+        words = decision_words(decision, view)
         self._tell(before, view, state, record.state.running, elapsed, words, quiet=("decide", "stay"))
         self._publish(self._net_after_refusals(view, decision) or elapsed)
 
@@ -506,6 +506,8 @@ class JobRunner:
         for item in self.record.timeline[before:]:
             if item["event"] == "migrate":
                 item["why"] = why_move(self.record, view, state, option, at) or plain
+            elif item["event"] == "release":
+                item["why"] = why_move(self.record, view, state, None, at) or plain
             if item["event"] not in quiet:
                 self._say(item)
 
@@ -807,10 +809,15 @@ class JobRunner:
         self.log.log(level, "%s", say(item))
 
 
-def decision_words(decision: Decision) -> str:
+def decision_words(decision: Decision, view: MarketView | None = None) -> str:
+    """The planner's choice in plain words (the log says it beside a move or a release)."""
     first = decision.first
     if first is None:
-        return "the planner prefers to wait"
+        wanted = decision.wants
+        if wanted is not None and view is not None and wanted in view.keys:
+            wanted = view.markets[view.index(wanted)].zone
+        until = f"spot in {wanted} is worth taking" if wanted else "a market is worth its price"
+        return f"spot here is not worth its price now: going idle until {until}"
     return "on-demand keeps the deadline safe" if first.mode is Mode.ON_DEMAND else "a better spot market"
 
 

@@ -57,6 +57,7 @@ class JobFacts:
     migrations: int
     decisions: list[dict] = field(default_factory=list)
     story: list[str] = field(default_factory=list)
+    declared_work_hours: float | None = None  # the user's figure, when the work measured differs from it
 
     @property
     def saving_usd(self) -> float:
@@ -93,7 +94,9 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
         spend = _number(status, "spend_usd", "status")
         if status.get("cost_basis") == "cloud_bill":
             basis = "so far, from the cloud's bill"
-    work = _number(job, "work_hours", "record.job", 0.0)
+    planned = _number(job, "work_hours", "record.job", 0.0)
+    share = _progress(planned, state, status) / planned if planned else 0.0
+    work, declared = _work(record, summary, planned)
     cold = _number(job, "cold_start_hours", "record.job", 0.0)
     all_od, od_hours = _all_on_demand(record, status, summary, work + cold)
     deadline = _number(record, "deadline_hours", "record") or _number(job, "deadline_hours", "record.job", 0.0)
@@ -106,7 +109,7 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
         deadline_hours=deadline,
         dag_deadline_hours=_number(record, "dag_deadline_hours", "record"),
         cold_start_hours=cold,
-        progress_hours=_progress(work, state, status),
+        progress_hours=share * work,
         zones=_zones_in_order(segments),
         bars=_bars(segments, elapsed),
         markers=_markers(segments, timeline),
@@ -114,7 +117,7 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
             (h, usd + (extras if i == len(cost_points) - 1 else 0.0)) for i, (h, usd) in enumerate(cost_points)
         ],
         on_demand_points=[(0.0, 0.0), (od_hours, all_od)] if od_hours else [],
-        progress_points=_progress_curve(segments, elapsed, work),
+        progress_points=_progress_curve(segments, elapsed, work, _checkpointed_at_preemptions(timeline)),
         spend_usd=round(spend, 2),
         all_on_demand_usd=round(all_od, 2),
         cost_basis=basis,
@@ -124,7 +127,24 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
         migrations=int(_number(record, "migrations", "record", 0.0)),
         decisions=[_decision(t) for t in timeline if t.get("event") == "decide"][-8:],
         story=[_say(t) for t in timeline if t.get("event") not in ("decide", "stay")],
+        declared_work_hours=declared if abs(declared - work) > 0.005 else None,
     )
+
+
+def _work(record: dict, summary: dict | None, planned: float) -> tuple[float, float]:
+    """(work as measured, work declared) in hours: the basis `jobs.summary` reports the job on.
+
+    The record's ``job.work_hours`` is the planner's bound (the measured work plus a margin), a
+    third figure no summary shows; the page says progress on the measured work, as the summary does.
+    """
+    if summary and summary.get("work_hours") is not None:
+        declared = _number(summary, "work_hours", "record.summary", planned)
+        return _number(summary, "measured_work_hours", "record.summary", declared) or declared, declared
+    pace = _object(record, "pace", "record") or {}
+    declared = _number(pace, "declared_work_hours", "record.pace", planned) or planned
+    done = _number(pace, "fraction", "record.pace", 0.0)
+    hours = _number(pace, "productive_hours", "record.pace", 0.0)
+    return (hours / done if done > 0 and hours > 0 else declared), declared
 
 
 def _all_on_demand(record: dict, status: dict | None, summary: dict | None, planned_hours: float):
@@ -297,8 +317,21 @@ def _bars(segments: list[_Segment], elapsed: float) -> list[Bar]:
 def _markers(segments: list[_Segment], timeline: list[dict]) -> list[dict]:
     whys = [(i, t) for i, t in enumerate(timeline) if t.get("event") == "migrate"]
     pressure = [(i, t) for i, t in enumerate(timeline) if t.get("event") == "deadline pressure"]
+    releases = [(i, t) for i, t in enumerate(timeline) if t.get("event") == "release"]
     markers = []
     for k, seg in enumerate(segments):
+        if seg.ended == "released" and seg.end is not None and _moved_on(segments, k):
+            near = [
+                t
+                for i, t in releases
+                if abs(_number(t, "at_hours", f"record.timeline.{i}", 0.0) - seg.end) < 0.25
+                and t.get("zone") in (seg.zone, None)
+            ]
+            why = (near[0].get("why") if near else "") or "the planner released the group here"
+            markers.append(
+                {"at": seg.end, "zone": seg.zone, "kind": "migrated", "why": f"moved away from {seg.zone}: {why}"}
+            )
+            continue
         if seg.ended not in ("preempted", "migrated") or seg.end is None:
             continue
         if seg.ended == "migrated":
@@ -323,6 +356,12 @@ def _markers(segments: list[_Segment], timeline: list[dict]) -> list[dict]:
     return markers
 
 
+def _moved_on(segments: list[_Segment], k: int) -> bool:
+    """The job launched again in another zone after the planner released segment `k`'s group (a move,
+    counted as one in the record's ``migrations``)."""
+    return k + 1 < len(segments) and segments[k + 1].zone != segments[k].zone
+
+
 def _cost_curve(segments: list[_Segment], elapsed: float) -> list[tuple[float, float]]:
     """Cumulative USD at every segment boundary, at the prices seen at launch."""
     edges = sorted(
@@ -338,7 +377,12 @@ def _cost_curve(segments: list[_Segment], elapsed: float) -> list[tuple[float, f
     return points
 
 
-def _progress_curve(segments: list[_Segment], elapsed: float, work: float) -> list[tuple[float, float]]:
+def _progress_curve(
+    segments: list[_Segment], elapsed: float, work: float, checkpointed: list[tuple[float, float]] = ()
+) -> list[tuple[float, float]]:
+    """Work done against time, rebuilt from the segments: every productive hour counts (an upper
+    bound between checkpoints), and at a preemption the curve drops to the share of the work the
+    log says was checkpointed then (`checkpointed`: (hours, share)), where the next group resumes."""
     points, progress = [(0.0, 0.0)], 0.0
     for seg in segments:
         end = seg.end if seg.end is not None else elapsed
@@ -347,7 +391,28 @@ def _progress_curve(segments: list[_Segment], elapsed: float, work: float) -> li
         points.append((warm, progress))
         progress = min(work, progress + max(0.0, end - warm)) if work else progress
         points.append((end, progress))
+        if seg.ended == "preempted" and work:
+            kept = [share for at, share in checkpointed if abs(at - end) < 0.25]
+            if kept and kept[0] * work < progress:
+                progress = kept[0] * work
+                points.append((end, progress))
     return points
+
+
+def _checkpointed_at_preemptions(timeline: list[dict]) -> list[tuple[float, float]]:
+    """(hours, share of the work checkpointed) of every preemption the log told, e.g. "35%"."""
+    kept = []
+    for i, item in enumerate(timeline):
+        said = item.get("progress")
+        if item.get("event") != "preempted" or not isinstance(said, str) or not said.endswith("%"):
+            continue
+        try:
+            share = float(said[:-1]) / 100.0
+        except ValueError:
+            continue
+        if math.isfinite(share):
+            kept.append((_number(item, "at_hours", f"record.timeline.{i}", 0.0), min(1.0, max(0.0, share))))
+    return kept
 
 
 # A task that failed before its job started wrote nothing (bad input fails before anything is

@@ -1,0 +1,52 @@
+"""A release the planner chose says why, and with the launch elsewhere that follows it is a move:
+counted as one in the log, the summary and the job page (issue 32, "One set of numbers")."""
+
+from __future__ import annotations
+
+import logging
+
+from airflow_provider_skynomad.jobs.summary import summarize
+from airflow_provider_skynomad.planner.actions import Decision, Mode, Option
+from airflow_provider_skynomad.plugin.facts import job_facts
+
+
+def test_a_planner_release_says_why_and_a_launch_elsewhere_after_it_counts_as_a_move(started, caplog):
+    job = started(work_hours=4.0)
+    runner = job.controller().runner
+    record = runner.record
+    view = runner.view()
+    here = record.group.zone
+    elsewhere = next(m for m in view.markets if m.zone != here)
+    caplog.set_level(logging.INFO, logger="test.jobs")
+
+    runner._carry_out(view, Decision((None,), reason="idle", wants=elsewhere.key), 1.0)
+    assert record.group is None
+    released = [r.getMessage() for r in caplog.records if "released the group" in r.getMessage()]
+    assert released == [
+        f"[t=1.00 h] released the group in {here}: spot here is not worth its price now: going idle until "
+        f"spot in {elsewhere.zone} is worth taking"
+    ]
+
+    runner._carry_out(view, Decision((Option(elsewhere.key, Mode.SPOT),), reason="launch"), 1.2)
+    assert record.group is not None and record.group.zone == elsewhere.zone
+    launched = [r.getMessage() for r in caplog.records if "launched spot" in r.getMessage()]
+    assert launched and launched[-1].endswith(f", a move from {here} where the group was released")
+    assert record.migrations == 1
+    assert summarize(record, 1.5)["migrations"] == 1
+    facts = job_facts(record.to_dict())
+    assert facts.migrations == 1
+    assert [(m["zone"], m["kind"]) for m in facts.markers] == [(here, "migrated")]
+    assert "going idle until" in facts.markers[0]["why"]
+
+
+def test_a_release_then_a_launch_in_the_same_zone_is_no_move(started):
+    job = started(work_hours=4.0)
+    runner = job.controller().runner
+    record = runner.record
+    view = runner.view()
+    market = record.state.running.market
+    runner._carry_out(view, Decision((None,), reason="idle"), 1.0)
+    runner._carry_out(view, Decision((Option(market, Mode.SPOT),), reason="launch"), 1.2)
+    assert record.group is not None
+    assert record.migrations == 0
+    assert job_facts(record.to_dict()).markers == []
