@@ -24,6 +24,25 @@ FINISHED_COST_USD = 61.37
 DEADLINE_HOURS = 12.0
 
 
+def h100_rows(zone: str, times, available, spot_price=2.0) -> pd.DataFrame:
+    """One GCP H100 market's observations in the market-observation format, one row per time."""
+    return pd.DataFrame(
+        {
+            "observed_at": times,
+            "cloud": "gcp",
+            "region": zone.rsplit("-", 1)[0],
+            "zone": zone,
+            "instance_type": "a3-highgpu-1g",
+            "accelerator": "H100",
+            "accelerator_count": 1,
+            "requested": 1,
+            "available": available,
+            "spot_price": spot_price,
+            "on_demand_price": 11.06,
+        }
+    )
+
+
 def market_frame(markets: int = 6, days: float = 2.0, step_minutes: int = 10, seed: int = 7) -> pd.DataFrame:
     """Observations in the market-observation format: `markets` zones, one row per step, capacity on and off."""
     rng = np.random.default_rng(seed)
@@ -35,23 +54,7 @@ def market_frame(markets: int = 6, days: float = 2.0, step_minutes: int = 10, se
         zone = FINISHED_ZONES[i] if i < len(FINISHED_ZONES) else f"{region}-zone{i}"
         spells = np.cumsum(rng.exponential(6.0 + i, size=len(times)) > 5.0 + i) % 2
         spot = 2.0 + 0.3 * i + 0.2 * np.sin(np.arange(len(times)) / 30.0 + i)
-        frames.append(
-            pd.DataFrame(
-                {
-                    "observed_at": times,
-                    "cloud": "gcp",
-                    "region": zone.rsplit("-", 1)[0],
-                    "zone": zone,
-                    "instance_type": "a3-highgpu-1g",
-                    "accelerator": "H100",
-                    "accelerator_count": 1,
-                    "requested": 1,
-                    "available": spells.astype(int),
-                    "spot_price": spot.round(4),
-                    "on_demand_price": 11.06,
-                }
-            )
-        )
+        frames.append(h100_rows(zone, times, spells.astype(int), spot.round(4)))
     frame = pd.concat(frames, ignore_index=True)
     frame["observed_at"] = frame["observed_at"].astype("datetime64[us, UTC]")
     return frame

@@ -14,28 +14,10 @@ import numpy as np
 import pandas as pd
 
 from airflow_provider_skynomad.cli import main
-from tests.support.plugin_seed import seed_market
+from tests.support.plugin_seed import h100_rows, seed_market
 
 PROBE_HOURS = 2.5  # coarser than the forecaster's 2 h cap
 STEADY, SHORT, NEVER = "us-central1-a", "us-west1-a", "europe-west1-c"
-
-
-def rows(zone: str, times, available) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "observed_at": times,
-            "cloud": "gcp",
-            "region": zone.rsplit("-", 1)[0],
-            "zone": zone,
-            "instance_type": "a3-highgpu-1g",
-            "accelerator": "H100",
-            "accelerator_count": 1,
-            "requested": 1,
-            "available": available,
-            "spot_price": 2.0,
-            "on_demand_price": 11.06,
-        }
-    )
 
 
 def coarse_probe_frame() -> pd.DataFrame:
@@ -45,8 +27,8 @@ def coarse_probe_frame() -> pd.DataFrame:
     probes = pd.date_range(end=end, periods=18, freq=f"{int(PROBE_HOURS * 60)}min")
     steady = (np.arange(len(probes)) % 4 != 3).astype(int)
     again = probes + pd.Timedelta(minutes=30)
-    short = pd.concat([rows(SHORT, probes, 1), rows(SHORT, again, 0)]).sort_values("observed_at")
-    frame = pd.concat([rows(STEADY, probes, steady), short, rows(NEVER, probes, 0)], ignore_index=True)
+    short = pd.concat([h100_rows(SHORT, probes, 1), h100_rows(SHORT, again, 0)]).sort_values("observed_at")
+    frame = pd.concat([h100_rows(STEADY, probes, steady), short, h100_rows(NEVER, probes, 0)], ignore_index=True)
     frame["observed_at"] = frame["observed_at"].astype("datetime64[us, UTC]")
     return frame
 
