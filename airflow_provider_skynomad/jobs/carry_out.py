@@ -192,7 +192,6 @@ def apply_result(record: JobRecord, view: MarketView, result: DriveResult, elaps
             if source is not None:
                 egress = view.egress_usd_per_gb[view.index(source.key), view.index(market.key)]
                 record.egress_usd += job.checkpoint_gb * float(egress)
-        if moved or left is not None:
             record.migrations += 1
         j = view.index(market.key)
         price = view.spot_usd_per_hour[j] if option.mode is Mode.SPOT else view.on_demand_usd_per_hour[j]
@@ -242,8 +241,8 @@ def apply_result(record: JobRecord, view: MarketView, result: DriveResult, elaps
 def _left_zone(record: JobRecord, zone: str) -> str | None:
     """The zone the planner released the job's last group in, when this launch is in another one.
 
-    A release the planner chose, then a launch elsewhere, is a move even when no checkpoint was
-    copied (none was written yet): it is counted as one, as a copied move is.
+    The log and the page say the job left that zone on the planner's choice; it is not counted in
+    ``migrations``, which are the moves that carried a checkpoint (each one's egress is billed).
     """
     last = record.segments[-1] if record.segments else None
     if last is not None and last.end == "released" and last.zone != zone:

@@ -24,7 +24,7 @@ def say(item: dict) -> str:
             f"{item['zones']} zone(s) to choose from, policy {item['policy']}"
         )
     if event == "launch":
-        left = f", a move from {item['left']} where the group was released" if item.get("left") else ""
+        left = f", after the planner released the group in {item['left']}" if item.get("left") else ""
         return f"{at} launched {item['mode']} in {zone} at ${item['usd_per_h']:.2f}/h{left}"
     if event == "migrate":
         because = f": {item['why']}" if item.get("why") else ""

@@ -328,9 +328,7 @@ def _markers(segments: list[_Segment], timeline: list[dict]) -> list[dict]:
                 and t.get("zone") in (seg.zone, None)
             ]
             why = (near[0].get("why") if near else "") or "the planner released the group here"
-            markers.append(
-                {"at": seg.end, "zone": seg.zone, "kind": "migrated", "why": f"moved away from {seg.zone}: {why}"}
-            )
+            markers.append({"at": seg.end, "zone": seg.zone, "kind": "migrated", "why": f"left {seg.zone}: {why}"})
             continue
         if seg.ended not in ("preempted", "migrated") or seg.end is None:
             continue
@@ -357,8 +355,8 @@ def _markers(segments: list[_Segment], timeline: list[dict]) -> list[dict]:
 
 
 def _moved_on(segments: list[_Segment], k: int) -> bool:
-    """The job launched again in another zone after the planner released segment `k`'s group (a move,
-    counted as one in the record's ``migrations``)."""
+    """The job launched again in another zone after the planner released segment `k`'s group (the
+    page marks where it left; ``migrations`` count only the moves that carried a checkpoint)."""
     return k + 1 < len(segments) and segments[k + 1].zone != segments[k].zone
 
 
