@@ -32,12 +32,6 @@ from airflow_provider_skynomad.planner.safety import is_safe
 # simulated clock seconds of CPU starvation are a sizeable share of an hour).
 PACE_MIN_HOURS = 0.5
 PACE_EVERY_HOURS = 0.25
-# A checkpoint is dated by the two looks it was written between (the middle, give or take half the
-# gap). A stretch is measured only when those give-or-takes, at its two ends, are at most this
-# share of it, so a workload at its declared pace is never read more than this far off (half of
-# it when the checkpoints land mid-gap): a look an hour late (a busy triggerer) reads a checkpoint
-# of unknown age, and dates nothing.
-PACE_DATING_SHARE = 0.2
 MAX_API_STEPS = 3  # decision steps in a row the cloud API may leave unanswered before the job fails
 
 
@@ -61,11 +55,9 @@ class Watch:
     stale_warnings: list[str] = field(default_factory=list)  # said with the step's words, then cleared
     seen: tuple[float, float] | None = None  # (elapsed, checkpointed progress) at the last look
     pace: Pace | None = None  # what the checkpoints say of the real work; `job.work_hours` is its bound
-    # (time, give or take, fraction, the pace's measured hours and share) at the first checkpoint of the
-    # group this watch saw written between two of its looks
-    _anchor: tuple[float, float, float, float, float] | None = None
+    # (time, fraction, the pace's measured hours and share) at the group's first checkpoint this watch saw
+    _anchor: tuple[float, float, float, float] | None = None
     _fraction: float | None = None  # the checkpointed share at the last look
-    _last_look: tuple[float, float] | None = None  # (time, checkpointed share) of this watch's previous look
     fleet: FleetLens | None = None  # the deployment's other jobs, laid on each view (jobs/fleet.py)
     job_id: str = ""
 
@@ -198,30 +190,22 @@ class Watch:
         exactly and one that checkpoints rarely errs by at most a step either way.
         """
         fraction = cloud.progress(self.group) if self.group is not None else None
-        last, self._last_look = self._last_look, None
-        if fraction is None:
+        warming = self.progress_at_launch is not None and self.warmup_hours is None
+        if fraction is None or warming:
             return progress
         fraction = min(1.0, float(fraction))
-        self._last_look = (elapsed, fraction)
-        warming = self.progress_at_launch is not None and self.warmup_hours is None
-        if warming or last is None or fraction <= last[1] + 1e-12:
-            # A checkpoint seen on the first look of this watch may be of any age (the look can come
-            # an hour late, or after a relaunch's cold start): only one written between two looks is dated.
-            return progress
-        seen, give = (last[0] + elapsed) / 2.0, (elapsed - last[0]) / 2.0
+        seen = elapsed  # the anchor and every later checkpoint alike: the look that saw it
         if self._anchor is None:
             # The pace counts only what was measured: productive time and work after an anchor,
             # never the work before it at a guessed pace (which would pull the estimate to the guess).
-            self._anchor = (seen, give, fraction, self.pace.productive_hours, self.pace.fraction)
+            self._anchor = (seen, fraction, self.pace.productive_hours, self.pace.fraction)
             self._fraction = fraction
             return progress
         if fraction <= (self._fraction or 0.0) + 1e-12:
             return progress
-        at, give_at, start, base_hours, base_fraction = self._anchor
+        at, start, base_hours, base_fraction = self._anchor
         since = max(0.0, seen - at)
         if since < PACE_MIN_HOURS or base_hours + since < self.pace.productive_hours + PACE_EVERY_HOURS:
-            return progress
-        if give_at + give > PACE_DATING_SHARE * since + 1e-9:
             return progress
         self._fraction = fraction
         self.pace = self.pace.observed(base_hours + since, min(1.0, base_fraction + max(0.0, fraction - start)))
