@@ -328,6 +328,17 @@ def moto_server(monkeypatch, tmp_path):
     server.stop()
 
 
+def use_aws_connection(monkeypatch, options: dict) -> None:
+    """The default SkyNomad connection on AWS (moto), with the test bucket and a signing secret."""
+    extra = {
+        "cloud": "aws",
+        "checkpoint_bucket": BUCKET,
+        "checkpoint_signing_secret": SIGNING_SECRET,
+        "cloud_options": options,
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_SKYNOMAD_DEFAULT", json.dumps({"conn_type": "skynomad", "extra": extra}))
+
+
 def test_aws_job_survives_a_spot_interruption_and_moves_region(
     airflow_db, skynomad_home, moto_server, tmp_path, monkeypatch
 ):
@@ -339,20 +350,7 @@ def test_aws_job_survives_a_spot_interruption_and_moves_region(
 
     acct = account({EAST: [ZONE_A, "us-east-1b"], WEST: [ZONE_B]}, endpoint_url=moto_server)
     options = acct.cloud_options(agent_python=sys.executable, agent_work_dir=str(tmp_path / "disks"))
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_SKYNOMAD_DEFAULT",
-        json.dumps(
-            {
-                "conn_type": "skynomad",
-                "extra": {
-                    "cloud": "aws",
-                    "checkpoint_bucket": BUCKET,
-                    "checkpoint_signing_secret": SIGNING_SECRET,
-                    "cloud_options": options,
-                },
-            }
-        ),
-    )
+    use_aws_connection(monkeypatch, options)
     now = pd.Timestamp.now(tz="UTC")
     seed_market(until=now)
     s3_east, s3_west = client("s3", EAST, moto_server), client("s3", WEST, moto_server)
@@ -480,20 +478,7 @@ def test_bad_aws_settings_fail_the_task_before_any_launch_naming_each_setting(
         launch_template={EAST: "lt-0123456789abcdef0", WEST: acct.templates[WEST]},
         subnets={ZONE_A: acct.subnets[ZONE_A]},  # none for us-west-2a
     )
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_SKYNOMAD_DEFAULT",
-        json.dumps(
-            {
-                "conn_type": "skynomad",
-                "extra": {
-                    "cloud": "aws",
-                    "checkpoint_bucket": BUCKET,
-                    "checkpoint_signing_secret": SIGNING_SECRET,
-                    "cloud_options": options,
-                },
-            }
-        ),
-    )
+    use_aws_connection(monkeypatch, options)
     seed_market(until=pd.Timestamp.now(tz="UTC"))
     state, _ = run_dag_test(load_dag("skynomad_aws_e2e"), run_conf={"work_hours": WORK_HOURS})
     out = capfd.readouterr()
