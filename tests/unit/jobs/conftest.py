@@ -25,9 +25,13 @@ def now(gcp_frame):
 @pytest.fixture
 def cloud(tmp_path, monkeypatch, gcp_frame, now):
     """A fake cloud whose clock starts at `now`, over a market table holding 48 h of history."""
+    return use_cloud(FakeCloud(now), tmp_path, monkeypatch, gcp_frame, now)
+
+
+def use_cloud(fake, tmp_path, monkeypatch, gcp_frame, now):
+    """`fake` as every connection's cloud, over a market table holding 48 h of history before `now`."""
     monkeypatch.setenv("SKYNOMAD_HOME", str(tmp_path / "skynomad"))
     seed_market(gcp_frame, until=now + pd.Timedelta(seconds=1))
-    fake = FakeCloud(now)
     monkeypatch.setattr("airflow_provider_skynomad.hooks.skynomad.make_cloud", lambda config: fake)
     return fake
 

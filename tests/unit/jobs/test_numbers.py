@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 
-import pandas as pd
 import pytest
 
 from airflow_provider_skynomad.clouds.base import GroupStatus
@@ -120,13 +119,9 @@ def test_the_live_spend_never_passes_the_final_estimate_on_a_cloud_without_a_bil
 @pytest.fixture
 def billing(tmp_path, monkeypatch, gcp_frame, now):
     """`cloud`, with a bill (BillingCloud)."""
-    from tests.support.airflow_env import seed_market
+    from .conftest import use_cloud
 
-    monkeypatch.setenv("SKYNOMAD_HOME", str(tmp_path / "skynomad"))
-    seed_market(gcp_frame, until=now + pd.Timedelta(seconds=1))
-    fake = BillingCloud(now)
-    monkeypatch.setattr("airflow_provider_skynomad.hooks.skynomad.make_cloud", lambda config: fake)
-    return fake
+    return use_cloud(BillingCloud(now), tmp_path, monkeypatch, gcp_frame, now)
 
 
 def test_the_live_spend_is_the_clouds_bill_so_far_and_grows_into_the_final_bill(billing, caplog):
