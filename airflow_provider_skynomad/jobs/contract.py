@@ -15,8 +15,6 @@ from airflow_provider_skynomad.jobs.errors import SkyNomadInputError
 from airflow_provider_skynomad.jobs.params import JobParams
 from airflow_provider_skynomad.jobs.record import job_id_for, task_key_for, task_key_of
 
-MAX_DB_STEPS = 5  # decision steps in a row the job's database may fail to answer before the job fails
-
 MIN_EVENT_SECONDS = 2.0
 # Airflow's task supervisor waits for its task's output at most this long between looks (its
 # `[workers] min_heartbeat_interval`), so it can notice a deferring task's exit that much late.
