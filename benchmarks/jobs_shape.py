@@ -3,7 +3,8 @@
 Why: the job runtime (`airflow_provider_skynomad/jobs`) must stay small enough for a newcomer to
 hold in their head: no class over 300 lines, no function over 50 lines, none taking more than 8
 parameters (``self`` and ``cls`` not counted). This prints the three maxima and every offender,
-read from the source's syntax tree (nothing is imported), and exits 1 when a limit is passed.
+read from the source's syntax tree (nothing is imported), and exits 1 when a limit is passed. It
+also counts the public functions with no docstring (each should say why it exists).
 
     python benchmarks/jobs_shape.py [FOLDER ...]
 """
@@ -29,6 +30,7 @@ class Measure:
     where: str
     lines: int
     parameters: int = 0
+    public_undocumented: bool = False
 
 
 def parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
@@ -54,7 +56,9 @@ def measure(folder: Path) -> tuple[list[Measure], list[Measure]]:
             if isinstance(node, ast.ClassDef):
                 classes.append(Measure(where, lines))
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                functions.append(Measure(where, lines, parameters(node)))
+                setter = any(isinstance(d, ast.Attribute) and d.attr == "setter" for d in node.decorator_list)
+                bare = not node.name.startswith("_") and not setter and ast.get_docstring(node) is None
+                functions.append(Measure(where, lines, parameters(node), bare))
     return classes, functions
 
 
@@ -74,6 +78,10 @@ def report(folder: Path) -> bool:
         for item in sorted((i for i in items if size(i) > limit), key=size, reverse=True):
             ok = False
             print(f"    over: {size(item)} {item.where}")
+    bare = [f.where for f in functions if f.public_undocumented]
+    print(f"  public functions without a docstring: {len(bare)}")
+    for where in bare:
+        print(f"    {where}")
     return ok
 
 

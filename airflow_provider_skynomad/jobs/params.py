@@ -54,6 +54,7 @@ class JobParams:
 
     @property
     def step_hours(self) -> float:
+        """The decision step in hours: the planner and the cloud clock count in hours, users in minutes."""
         return float(self.decision_step_minutes) / 60.0
 
     def to_dict(self) -> dict:
@@ -65,6 +66,7 @@ class JobParams:
 
     @classmethod
     def from_dict(cls, data: dict) -> JobParams:
+        """The parameters back from plain data (the trigger's arguments): tuples and timedeltas typed again."""
         data = dict(data)
         data["command"] = tuple(data["command"])
         data["max_market_age"] = timedelta(seconds=float(data["max_market_age"]))

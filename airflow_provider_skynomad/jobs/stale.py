@@ -229,6 +229,7 @@ def _round_reader(market_url: str):
     that cannot answer (or a user that may not create the table) gives none: the rows decide."""
 
     def read(markets: list[tuple[str, str]], now: pd.Timestamp) -> list[CompletedRound]:
+        """The completed probe rounds of `markets` up to `now`; none when the database cannot say."""
         from sqlalchemy.exc import SQLAlchemyError
 
         from airflow_provider_skynomad.market.store.rounds import ProbeRoundTable

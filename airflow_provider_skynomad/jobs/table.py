@@ -98,6 +98,7 @@ class JobTable(MarketDatabase):
             return found + 1
 
     def load(self, job_id: str) -> StoredRecord | None:
+        """The job's record with the version a write must name, None when the table holds none."""
         self._ensure()
         statement = select(job_records.c.record, job_records.c.version, job_records.c.owner).where(
             job_records.c.job_id == job_id
@@ -140,6 +141,7 @@ class JobTable(MarketDatabase):
         return version + 1
 
     def delete(self, job_id: str) -> None:
+        """Forget the job's record (otherwise a record outlives its job)."""
         self._ensure()
         with self.engine.begin() as conn:
             conn.execute(job_records.delete().where(job_records.c.job_id == job_id))

@@ -222,6 +222,8 @@ class Watch:
         return max(self.base.progress_hours, min(1.0, float(fraction)) * self.job.work_hours)
 
     def state_now(self, elapsed: float, progress: float) -> JobState:
+        """The planner's state at this look: the base state moved on to `elapsed`, with the proven progress
+        and the warm-up the running group still has left (a decision must not count on it before)."""
         base = self.base
         age = elapsed - base.running_since_hours if base.running else 0.0
         warmup_left = max(0.0, self.launch_delay_hours - age) if base.running else 0.0
