@@ -3,7 +3,7 @@
 The planner sees a market's last observation hold until the next one (docs/market.md), which
 is right between two probe rounds and wrong when the probe DAG has stopped: hours later the
 view still shows the capacity of then, and a plan built on it is a silent guess. So before the
-runtime (the worker's `JobRunner` and the trigger's `Watch`) hands a view to the planner, every
+runtime (the worker's `JobWorker` and the trigger's `Watch`, through `jobs.markets`) hands a view to the planner, every
 market whose newest row is older than `after_hours` is shown as a market before its first
 observation is (no spot capacity and no spot price *now*; on-demand prices are public and stay):
 the planner then moves only to markets someone has looked at lately, or to on-demand (which
