@@ -439,7 +439,8 @@ def failure_reason(job_state: str | None, record: dict | None, status: dict | No
 
 
 def dashboard_row(job_state: str | None, record: dict | None, status: dict | None) -> dict:
-    """One line of the jobs dashboard: state (and why, when it failed), zone, % done, slack, spend, saving,
+    """One line of the jobs dashboard: state (and why, when it failed), zone (where it runs now, or ended)
+    and the other zones it ran in (in the order it first went there), % done, slack, spend, saving,
     deadline met."""
     reason = failure_reason(job_state, record, status)
     if record is None:
@@ -447,6 +448,7 @@ def dashboard_row(job_state: str | None, record: dict | None, status: dict | Non
             "state": job_state or "?",
             "reason": reason,
             "zone": None,
+            "other_zones": [],
             "pct": None,
             "slack": None,
             "spend": None,
@@ -466,6 +468,7 @@ def dashboard_row(job_state: str | None, record: dict | None, status: dict | Non
         "state": job_state or "?",
         "reason": reason,
         "zone": zone,
+        "other_zones": [z for z in facts.zones if z != zone],
         "pct": None if pct is None else round(pct, 1),
         "slack": facts.slack_hours,
         "spend": facts.spend_usd,

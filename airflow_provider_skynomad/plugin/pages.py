@@ -175,6 +175,18 @@ def dashboard_page(jobs, days: float, job_href) -> str:
     )
 
 
+def _also_ran_in(zones: list[str], named: int = 3) -> str:
+    """The other zones a job ran in, for its zone cell: "(also us-east4-a, us-central1-a)".
+
+    A row keeps its width however often the job moved: beyond `named` zones the rest is a count.
+    """
+    if not zones:
+        return ""
+    shown = ", ".join(zones[:named])
+    rest = len(zones) - named
+    return f"(also {shown} and {rest} more)" if rest > 0 else f"(also {shown})"
+
+
 def _dashboard_line(job, job_href) -> dict:
     """One task's row: where it is in Airflow, and its figures, or why they cannot be shown.
 
@@ -199,6 +211,7 @@ def _dashboard_line(job, job_href) -> dict:
         "state": r["state"],
         "reason": r.get("reason"),
         "zone": r["zone"] or "–",
+        "also": _also_ran_in(r.get("other_zones") or []),
         "pct": r["pct"],
         "slack": r["slack"],
         "spend": r["spend"],
