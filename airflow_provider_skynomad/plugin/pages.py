@@ -38,6 +38,8 @@ def job_page(title: str, ti_state: str | None, facts: JobFacts | None, note: str
         status = f"finished after {facts.elapsed_hours:.2f} h of {facts.deadline_hours:.2f} h: deadline {verdict}"
     else:
         slack = f", slack {facts.slack_hours:.2f} h" if facts.slack_hours is not None else ""
+        if facts.slack_hours is not None and facts.slack_hours < 0:
+            slack += ": deadline at risk, even on-demand from now would finish after it"
         status = f"running for {facts.elapsed_hours:.2f} h of {facts.deadline_hours:.2f} h{slack}"
     pct = 100.0 * facts.progress_hours / facts.work_hours if facts.work_hours else 0.0
     if facts.finished and facts.deadline_met is not None:
@@ -46,7 +48,7 @@ def job_page(title: str, ti_state: str | None, facts: JobFacts | None, note: str
         ("task", ti_state or "?"),
         ("ran in", ", ".join(facts.zones) or "no zone yet"),
         ("done (checkpointed)", f"{pct:.0f}%"),
-        ("deadline", f"{facts.deadline_hours:.2f} h"),
+        ("deadline", deadline_card(facts)),
         (f"cost {facts.cost_basis}", usd(facts.spend_usd)),
         ("all on-demand would be", usd(facts.all_on_demand_usd)),
         ("saved", usd(facts.saving_usd) if facts.finished else "when it ends"),
@@ -89,6 +91,20 @@ def job_page(title: str, ti_state: str | None, facts: JobFacts | None, note: str
         option_columns=OPTION_COLUMNS,
         refresh_seconds=None if facts.finished else REFRESH_SECONDS,
     )
+
+
+def deadline_card(facts: JobFacts) -> str:
+    """The deadline and where the job stands against it, drawn with the page (no script fills it in
+    later): met or MISSED once it ended, on track or AT RISK (even on-demand from now would be late)
+    while it runs, from the live status or, before the trigger's first publish, from the record."""
+    deadline = f"{facts.deadline_hours:.2f} h"
+    if facts.finished:
+        if facts.deadline_met is None:
+            return deadline
+        return f"{deadline}: met" if facts.deadline_met else f"{deadline}: MISSED"
+    if facts.slack_hours is None:
+        return deadline
+    return f"{deadline}: AT RISK" if facts.slack_hours < 0 else f"{deadline}: on track"
 
 
 def markets_page(
