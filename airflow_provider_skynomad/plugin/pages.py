@@ -19,6 +19,8 @@ from airflow_provider_skynomad.plugin.render import render, usd
 
 log = logging.getLogger(__name__)
 REFRESH_SECONDS = 10  # a running job's page reloads itself: live while the task is deferred
+# Task states after which nothing more is written to the task's state: a page without a job then stays as it is.
+ENDED_STATES = frozenset({"success", "failed", "upstream_failed", "skipped", "removed"})
 OPTION_COLUMNS = (
     "utility_usd_per_hour",
     "value_usd_per_hour",
@@ -32,7 +34,13 @@ OPTION_COLUMNS = (
 def job_page(title: str, ti_state: str | None, facts: JobFacts | None, note: str = "") -> str:
     """The job's page: where it ran, why it moved, progress against the deadline, spend against on-demand."""
     if facts is None:
-        return render("job.html", title=title, ti_state=ti_state, facts=None, note=note, refresh_seconds=None)
+        # A tab opened while the task is queued or starting comes before the record: it reloads itself
+        # until the job is there, as a running job's page does, instead of waiting for a manual refresh.
+        waiting = ti_state not in ENDED_STATES
+        if waiting:
+            note = f"{note} Live: this page reloads every {REFRESH_SECONDS} s.".strip()
+        refresh = REFRESH_SECONDS if waiting else None
+        return render("job.html", title=title, ti_state=ti_state, facts=None, note=note, refresh_seconds=refresh)
     if facts.finished:
         verdict = "met" if facts.deadline_met else "MISSED"
         status = f"finished after {facts.elapsed_hours:.2f} h of {facts.deadline_hours:.2f} h: deadline {verdict}"

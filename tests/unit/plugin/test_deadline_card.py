@@ -53,3 +53,14 @@ def test_a_finished_job_says_met_or_missed_beside_its_deadline():
     record = finished_record()
     record["summary"] = {**record["summary"], "deadline_met": False}
     assert f"deadline {DEADLINE_HOURS:.2f} h: MISSED" in _page(record, None, "failed")
+
+
+def test_a_tab_opened_before_the_job_s_record_reloads_itself_until_it_is_there():
+    from airflow_provider_skynomad.plugin.pages import job_page
+
+    for state in ("queued", "running", "deferred", "up_for_retry", None):
+        html = job_page("d / r / t", state, None, "This task has no SkyNomad job record (yet).")
+        assert 'http-equiv="refresh"' in html and "reloads every 10 s" in html, state
+    for state in ("success", "failed", "upstream_failed", "skipped"):
+        html = job_page("d / r / t", state, None, "This task failed before it started a job.")
+        assert 'http-equiv="refresh"' not in html and "reloads" not in html, state
