@@ -4,6 +4,7 @@ ended, on track or AT RISK while it runs, even before the trigger's first live p
 from __future__ import annotations
 
 import copy
+import re
 
 from tests.support.plugin_seed import DEADLINE_HOURS, finished_record, running_record
 
@@ -64,3 +65,21 @@ def test_a_tab_opened_before_the_job_s_record_reloads_itself_until_it_is_there()
     for state in ("success", "failed", "upstream_failed", "skipped"):
         html = job_page("d / r / t", state, None, "This task failed before it started a job.")
         assert 'http-equiv="refresh"' not in html and "reloads" not in html, state
+
+
+def test_the_dashboard_says_on_track_or_at_risk_for_a_running_job_and_met_for_a_finished_one():
+    from airflow_provider_skynomad.plugin.jobs import Job
+    from airflow_provider_skynomad.plugin.pages import dashboard_page
+
+    record, status = running_record()
+    late = copy.deepcopy(record)
+    late["state"].update(elapsed_hours=14.0, progress_hours=1.0)
+    jobs = [
+        Job("d", "r1", "t", -1, "deferred", None, record, None),  # before the first publish
+        Job("d", "r2", "t", -1, "deferred", None, late, None),
+        Job("d", "r3", "t", -1, "success", None, finished_record()),
+    ]
+    text = " ".join(inert_text(dashboard_page(jobs, 7, lambda job: f"job/{job.run_id}")).split())
+    assert re.search(r"r1 t deferred .* 5\.30 h \$[\d.,]+ – on track d r2", text), text
+    assert re.search(r"r2 t deferred .* -7\.20 h \$[\d.,]+ – at risk d r3", text), text
+    assert "$61.37 $29.32 met" in text and "deadlines met 1 of 1" in text
