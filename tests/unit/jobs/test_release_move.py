@@ -13,14 +13,14 @@ from airflow_provider_skynomad.plugin.facts import job_facts
 
 def test_a_planner_release_says_why_and_a_launch_elsewhere_after_it_says_where_the_job_left(started, caplog):
     job = started(work_hours=4.0)
-    runner = job.controller().runner
-    record = runner.record
-    view = runner.view()
+    run = job.controller().steps.run
+    record = run.record
+    view = run.view()
     here = record.group.zone
     elsewhere = next(m for m in view.markets if m.zone != here)
     caplog.set_level(logging.INFO, logger="test.jobs")
 
-    runner._carry_out(view, Decision((None,), reason="idle", wants=elsewhere.key), 1.0)
+    run.carry_out(view, Decision((None,), reason="idle", wants=elsewhere.key), 1.0)
     assert record.group is None
     released = [r.getMessage() for r in caplog.records if "released the group" in r.getMessage()]
     assert released == [
@@ -28,7 +28,7 @@ def test_a_planner_release_says_why_and_a_launch_elsewhere_after_it_says_where_t
         f"spot in {elsewhere.zone} is worth taking"
     ]
 
-    runner._carry_out(view, Decision((Option(elsewhere.key, Mode.SPOT),), reason="launch"), 1.2)
+    run.carry_out(view, Decision((Option(elsewhere.key, Mode.SPOT),), reason="launch"), 1.2)
     assert record.group is not None and record.group.zone == elsewhere.zone
     launched = [r.getMessage() for r in caplog.records if "launched spot" in r.getMessage()]
     assert launched and launched[-1].endswith(f", after the planner released the group in {here}")
@@ -42,12 +42,12 @@ def test_a_planner_release_says_why_and_a_launch_elsewhere_after_it_says_where_t
 
 def test_a_release_then_a_launch_in_the_same_zone_is_no_move(started):
     job = started(work_hours=4.0)
-    runner = job.controller().runner
-    record = runner.record
-    view = runner.view()
+    run = job.controller().steps.run
+    record = run.record
+    view = run.view()
     market = record.state.running.market
-    runner._carry_out(view, Decision((None,), reason="idle"), 1.0)
-    runner._carry_out(view, Decision((Option(market, Mode.SPOT),), reason="launch"), 1.2)
+    run.carry_out(view, Decision((None,), reason="idle"), 1.0)
+    run.carry_out(view, Decision((Option(market, Mode.SPOT),), reason="launch"), 1.2)
     assert record.group is not None
     assert record.migrations == 0
     assert job_facts(record.to_dict()).markers == []

@@ -590,9 +590,12 @@ def test_break_4_forged_unsigned_progress_does_not_switch_off_the_net(compute, e
     assert cloud.progress(handle) is None
 
     state = JobState(elapsed_hours=0.0, running=Option("us-central1-a", Mode.SPOT))
-    watch = Watch(JobSpec(work_hours=3.0, deadline_hours=4.8), cloud.now_hours() - 2.0, state, handle, 0.2, seq=1)
+    watch = Watch(
+        job=JobSpec(work_hours=3.0, deadline_hours=4.8), job_start_hours=cloud.now_hours() - 2.0, base=state,
+        group=handle, launch_delay_hours=0.2, seq=1,
+    )  # fmt: skip
     assert watch.progress(cloud, elapsed=2.0) == 0.0
-    event, words = watch.step(cloud, _MarketDown(), get_policy("skynomad"))
+    event, words = watch.step(cloud, _market_down(), get_policy("skynomad"))
     assert "all work checkpointed" not in words  # the controller still decides (and its net still holds)
     assert "market table did not answer" in words
 
@@ -606,6 +609,13 @@ class _MarketDown:
         from sqlalchemy.exc import OperationalError
 
         raise OperationalError("SELECT ...", {}, Exception("server closed the connection unexpectedly"))
+
+
+def _market_down():
+    from airflow_provider_skynomad.jobs.markets import JobMarkets
+    from airflow_provider_skynomad.jobs.stale import StaleGuard
+
+    return JobMarkets(job_id="", table=None, source=_MarketDown(), stale=StaleGuard())
 
 
 def test_break_5_copy_skips_unverifiable_manifests_in_the_source(compute, emulator, tmp_path):
