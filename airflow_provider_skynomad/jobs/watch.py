@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from sqlalchemy.exc import DBAPIError
 
-from airflow_provider_skynomad.clouds.base import Cloud, GroupHandle, GroupStatus
+from airflow_provider_skynomad.clouds.base import Checkpointed, Cloud, GroupHandle, GroupStatus
 from airflow_provider_skynomad.clouds.retry import CloudApiError
 from airflow_provider_skynomad.jobs.events import EventKind, JobEvent
 from airflow_provider_skynomad.jobs.markets import JobMarkets
@@ -180,15 +180,16 @@ class Watch:
 
         The first checkpoint of a group anchors it (its warm-up is measured from it, so it says
         nothing of the pace); each later one adds the productive time since the anchor. Both are
-        timed by the look that saw them, so a workload that checkpoints as it goes is measured
-        exactly and one that checkpoints rarely errs by at most a step either way.
+        dated by when they were written (`written_at`), not by the look that saw them: a look that
+        comes late (a busy triggerer, a hand-off) would date an old checkpoint now, and a workload
+        at its declared pace would read as faster.
         """
-        fraction = cloud.progress(self.group) if self.group is not None else None
+        checkpoint = cloud.progress(self.group) if self.group is not None else None
         warming = self.progress_at_launch is not None and self.warmup_hours is None
-        if fraction is None or warming:
+        if checkpoint is None or warming:
             return progress
-        fraction = min(1.0, float(fraction))
-        seen = elapsed  # the anchor and every later checkpoint alike: the look that saw it
+        fraction = min(1.0, float(checkpoint))
+        seen = self.written_at(checkpoint, elapsed)
         if self._anchor is None:
             # The pace counts only what was measured: productive time and work after an anchor,
             # never the work before it at a guessed pace (which would pull the estimate to the guess).
@@ -205,6 +206,21 @@ class Watch:
         self.pace = self.pace.observed(base_hours + since, min(1.0, base_fraction + max(0.0, fraction - start)))
         self.job = self.pace.planning_job(self.job)
         return max(self.base.progress_hours, fraction * self.job.work_hours)
+
+    def written_at(self, checkpoint: float, elapsed: float) -> float:
+        """When `checkpoint` (a `Cloud.progress` answer) was written, in the job's elapsed hours.
+
+        Its store's own time (`Checkpointed.at_hours`) when that is believable: not after this look
+        and not before the group launched. Else this look's time: a store that does not say, an
+        instance clock ahead of ours, or a checkpoint older than the group (one copied in for it).
+        """
+        at = checkpoint.at_hours if isinstance(checkpoint, Checkpointed) else None
+        if at is None:
+            return elapsed
+        written = at - self.job_start_hours
+        if not self.base.running_since_hours <= written <= elapsed:
+            return elapsed
+        return written
 
     def sleep_seconds(self, step_wall: float, wall_per_hour: float, now_hours: float) -> float:
         """Until the next step; shorter when the workload should finish before then, so its end is seen

@@ -288,6 +288,27 @@ def test_poll_tells_preemption_from_failure_and_finish(compute, emulator):
     assert cloud.output_location("job-done", "us-central1-a") == "gs://ckpt-us-central1/skynomad/job-done/output"
 
 
+def test_progress_is_dated_by_when_the_agent_wrote_it_and_the_date_is_signed(compute, emulator):
+    """The pace dates a checkpoint by progress.json's `updated_at` (jobs/watch.py), so it is read on the
+    cloud's clock, and a date changed after signing makes the progress count for nothing."""
+    import time
+
+    from airflow_provider_skynomad.agent.store import now_iso
+
+    cloud = make_cloud(compute)
+    handle = cloud.launch(request(count=1, job_id="job-dated"))
+    written = time.time() - 600.0
+    store = cloud.store.checkpoints("ckpt-us-central1", "job-dated")
+    store.write_progress({"step": 2, "total_steps": 8, "seq": 1, "created_at": now_iso(written)})
+    done = cloud.progress(handle)
+    assert done == pytest.approx(0.25)
+    assert done.at_hours == pytest.approx(cloud.hours_at_wall(written), abs=1e-6) and done.at_hours < cloud.now_hours()
+    blob = anonymous_storage_client().bucket("ckpt-us-central1").blob("skynomad/job-dated/progress.json")
+    claim = json.loads(blob.download_as_bytes())
+    put("skynomad/job-dated/progress.json", {**claim, "updated_at": now_iso()})
+    assert cloud.progress(handle) is None
+
+
 def test_progress_and_checkpoint_copy_across_regional_buckets(compute, emulator):
     cloud = make_cloud(compute)
     handle = cloud.launch(request(count=1, job_id="job-copy"))
