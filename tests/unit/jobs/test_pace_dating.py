@@ -28,7 +28,7 @@ def _drive(job, cloud, real_work_hours: float, late: set[int], dated: bool, unti
     while t < until:
         t += STEP
         n += 1
-        group = controller.runner.record.group
+        group = controller.steps.record.group
         if group is not None and group.client_token != token:
             token, started = group.client_token, t - STEP
         if group is not None and cloud.status[token] is GroupStatus.RUNNING:
