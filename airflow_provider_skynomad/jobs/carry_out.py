@@ -26,6 +26,7 @@ from airflow_provider_skynomad.jobs.record import JobRecord, PendingLaunch, Segm
 from airflow_provider_skynomad.market.grid import Market
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import Decision, Mode, Option
+from airflow_provider_skynomad.planner.timeline import NoteKind, SegmentEnd
 
 Observe = Callable[[str, int], None]  # (market key, instances available) → shared with the market table
 
@@ -90,7 +91,7 @@ def carry_out(
         record.failed_launches += 1
         record.pending = None
         option = options[request.client_token]
-        record.note(elapsed, "no capacity", zone=request.zone, mode="spot" if request.spot else "on-demand")
+        record.note(elapsed, NoteKind.NO_CAPACITY, zone=request.zone, mode="spot" if request.spot else "on-demand")
         observe(option.market, 0)
         store.save(record)
 
@@ -98,7 +99,7 @@ def carry_out(
         record.failed_launches += 1
         record.pending = None  # the lookup by its token found no group: nothing is in flight
         mode = "spot" if request.spot else "on-demand"
-        record.note(elapsed, "cloud api", zone=request.zone, mode=mode, error=str(exc))
+        record.note(elapsed, NoteKind.CLOUD_API, zone=request.zone, mode=mode, error=str(exc))
         store.save(record)
 
     try:
@@ -151,7 +152,7 @@ def recover_pending(
         )
     except CapacityError:
         record.failed_launches += 1
-        record.note(elapsed, "no capacity", zone=request.zone, mode="spot" if request.spot else "on-demand")
+        record.note(elapsed, NoteKind.NO_CAPACITY, zone=request.zone, mode="spot" if request.spot else "on-demand")
         record.pending = None
         store.save(record)
         return
@@ -172,16 +173,19 @@ def apply_result(record: JobRecord, view: MarketView, result: DriveResult, elaps
     markets = {m.key: m for m in view.markets}
     for probe in result.probes:
         record.probe_usd += probe.spot_usd_per_hour * job.instances * job.probe_hours
-        record.note(elapsed, "probe", zone=probe.zone, available=probe.available)
+        record.note(elapsed, NoteKind.PROBE, zone=probe.zone, available=probe.available)
     state = record.state
     if not result.launched and result.handle is not None:
         record.pending = None
-        record.note(elapsed, "stay", zone=result.option.market if result.option else None)
+        record.note(elapsed, NoteKind.STAY, zone=result.option.market if result.option else None)
         return
+    replaced = None  # the index of the segment this launch ends, named on its note for the page
     if result.terminated is not None:
-        seg = record.close_segment(elapsed, "migrated" if result.launched else "released")
+        seg = record.close_segment(elapsed, SegmentEnd.MIGRATED if result.launched else SegmentEnd.RELEASED)
         if seg is not None and not result.launched:
-            record.note(elapsed, "release", zone=seg.zone)
+            record.note(elapsed, NoteKind.RELEASE, zone=seg.zone, ends_segment=len(record.segments) - 1)
+        elif seg is not None:
+            replaced = len(record.segments) - 1
     if result.launched:
         option = result.option
         market = markets[option.market]
@@ -214,12 +218,13 @@ def apply_result(record: JobRecord, view: MarketView, result: DriveResult, elaps
         )
         record.note(
             elapsed,
-            "migrate" if moved else "launch",
+            NoteKind.MIGRATE if moved else NoteKind.LAUNCH,
             zone=market.zone,
             mode=option.mode.value,
             usd_per_h=round(float(price) * job.instances, 3),
             **({"from": result.moved_from_zone} if moved else {}),
             **({"left": left} if left is not None else {}),
+            **_ends(replaced, record.on_safety_net),
         )
         observe(market.key, job.instances)
         record.progress_at_launch = state.progress_hours
@@ -233,7 +238,7 @@ def apply_result(record: JobRecord, view: MarketView, result: DriveResult, elaps
         record.launch_delay_hours = 0.0
         state = state.advance(running=None, warmup_left_hours=0.0)
         if result.failed or result.terminated is None:
-            record.note(elapsed, "idle", reason="nothing launched" if result.failed else "planner chose idle")
+            record.note(elapsed, NoteKind.IDLE, reason="nothing launched" if result.failed else "planner chose idle")
     record.pending = None
     record.state = state.advance(elapsed_hours=elapsed)
 
@@ -245,6 +250,14 @@ def _left_zone(record: JobRecord, zone: str) -> str | None:
     ``migrations``, which are the moves that carried a checkpoint (each one's egress is billed).
     """
     last = record.segments[-1] if record.segments else None
-    if last is not None and last.end == "released" and last.zone != zone:
+    if last is not None and last.end is SegmentEnd.RELEASED and last.zone != zone:
         return last.zone
     return None
+
+
+def _ends(segment: int | None, safety_net: bool) -> dict:
+    """A launch's note names the segment it ended (the group it replaced) and, when the deadline
+    forced the switch, that cause: the job page reads why the job moved from the note itself."""
+    if segment is None:
+        return {}
+    return {"ends_segment": segment, **({"cause": NoteKind.DEADLINE_PRESSURE.value} if safety_net else {})}

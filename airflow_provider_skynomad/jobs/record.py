@@ -18,6 +18,7 @@ from airflow_provider_skynomad.clouds.tags import job_id_for, task_key_for, task
 from airflow_provider_skynomad.planner.actions import Option
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
 from airflow_provider_skynomad.planner.pace import Pace
+from airflow_provider_skynomad.planner.timeline import NoteKind, SegmentEnd
 
 RECORD_KEY = "skynomad_job"
 STATUS_KEY = "skynomad_status"
@@ -49,11 +50,18 @@ class Segment:
     launch_delay_hours: float
     instance_ids: list[str]
     end_hours: float | None = None
-    end: str | None = None  # preempted | migrated | released | finished | failed
+    end: SegmentEnd | None = None  # PREEMPTED, MIGRATED, RELEASED, FINISHED or FAILED once closed
 
-    def close(self, at_hours: float, end: str) -> None:
+    def __post_init__(self) -> None:
+        if self.end is not None:
+            self.end = SegmentEnd(self.end)  # a stored record's word, checked
+
+    def close(self, at_hours: float, end: SegmentEnd) -> None:
         self.end_hours = max(self.start_hours, float(at_hours))
-        self.end = end
+        self.end = SegmentEnd(end)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "end": None if self.end is None else self.end.value}
 
 
 @dataclass(frozen=True)
@@ -116,17 +124,22 @@ class JobRecord:
 
     # -- small verbs ---------------------------------------------------------------------------
 
-    def note(self, at_hours: float, event: str, **details: Any) -> dict:
+    def note(self, at_hours: float, kind: NoteKind, **details: Any) -> dict:
+        """Append a timeline note of `kind`; the item is plain data (the kind as its word), as stored."""
         # Rounded as the live status rounds its hours, so a log line and a status line of one
         # moment show the same time.
-        item = {"at_hours": round(float(at_hours), 3), "event": event, **details}
+        item = {"at_hours": round(float(at_hours), 3), "event": NoteKind(kind).value, **details}
         self.timeline.append(item)
         return item
+
+    def noted(self, kind: NoteKind) -> list[dict]:
+        """The timeline's notes of `kind`, oldest first."""
+        return [item for item in self.timeline if item.get("event") == kind]
 
     def open_segment(self, segment: Segment) -> None:
         self.segments.append(segment)
 
-    def close_segment(self, at_hours: float, end: str) -> Segment | None:
+    def close_segment(self, at_hours: float, end: SegmentEnd) -> Segment | None:
         if self.segments and self.segments[-1].end_hours is None:
             self.segments[-1].close(at_hours, end)
             return self.segments[-1]
@@ -145,6 +158,7 @@ class JobRecord:
         data["group"] = self.group.to_dict() if self.group else None
         data["pending"] = self.pending.to_dict() if self.pending else None
         data["groups_used"] = [g.to_dict() for g in self.groups_used]
+        data["segments"] = [s.to_dict() for s in self.segments]
         return data
 
     @classmethod

@@ -49,6 +49,7 @@ from airflow_provider_skynomad.planner.job import JobSpec, JobSpecError, JobStat
 from airflow_provider_skynomad.planner.pace import Pace
 from airflow_provider_skynomad.planner.registry import get_policy
 from airflow_provider_skynomad.planner.safety import is_safe
+from airflow_provider_skynomad.planner.timeline import NoteKind, SegmentEnd
 
 MAX_LAGS_KEPT = 50
 PACE_NEWS = 0.1  # a measured pace is said again once it moved this much (10 %) from the last said
@@ -194,7 +195,7 @@ class JobRunner:
         self._say(
             record.note(
                 0.0,
-                "start",
+                NoteKind.START,
                 work_h=job.work_hours,
                 deadline_h=round(deadline_hours, 3),
                 zones=len(selection.zones),
@@ -266,9 +267,9 @@ class JobRunner:
         if event.kind is EventKind.FINISHED:
             return self._finish(at)
         if event.kind is EventKind.FAILED:
-            self._release(at, "failed")
+            self._release(at, SegmentEnd.FAILED)
             detail = f"\nlast lines of the workload's output:\n{event.detail}" if event.detail else ""
-            self._say(record.note(at, "failed", reason=event.reason or event.status))
+            self._say(record.note(at, NoteKind.FAILED, reason=event.reason or event.status))
             self.store.save(record)  # the failure is in the record the worker reports from
             self._publish(at, state="failed", reason=f"the group failed: {event.reason or event.status}")
             raise SkyNomadJobFailed(f"SkyNomad job {record.job_id} failed: {event.reason or event.status}{detail}")
@@ -291,7 +292,7 @@ class JobRunner:
         if netted and event.kind in (EventKind.DEADLINE_PRESSURE, EventKind.PREEMPTED):
             risk = record.deadline_risk_told
             why = "the fastest way to finish" if risk else why_move(record, view, record.state, first, at)
-            self._say(record.note(now, "deadline pressure", why=why))
+            self._say(record.note(now, NoteKind.DEADLINE_PRESSURE, why=why))
             record.on_safety_net = True
         self._decided(now, decision, view)
         self._carry_out(view, decision, now)
@@ -316,13 +317,13 @@ class JobRunner:
         """Why the job ended unfinished, where the job page and the dashboard read it: a "failed"
         note in the record (unless the controller wrote one) and the reason in its live status."""
         reason = message.split("\n", 1)[0]
-        noted = [n for n in record.timeline if n["event"] == "failed"]
+        noted = [n for n in record.timeline if n["event"] == NoteKind.FAILED]
         try:
             at = self.elapsed()
         except Exception:  # noqa: BLE001 - the cloud's clock unreadable: the last moment the record knows
             at = record.timeline[-1]["at_hours"] if record.timeline else 0.0
         if not noted:
-            record.note(at, "failed", reason=reason)
+            record.note(at, NoteKind.FAILED, reason=reason)
         try:
             self._publish(at, state="failed", reason=reason)
         except Exception as exc:  # noqa: BLE001 - the task's own error is the one to raise
@@ -333,10 +334,10 @@ class JobRunner:
         lost = record.state.running
         record.preemptions += 1
         zone = record.group.zone if record.group else None
-        self._say(record.note(at, "preempted", zone=zone, progress=_pct(record, progress_hours)))
+        self._say(record.note(at, NoteKind.PREEMPTED, zone=zone, progress=_pct(record, progress_hours)))
         if lost is not None:
             self._observe(lost.market, 0)
-        self._release(at, "preempted")
+        self._release(at, SegmentEnd.PREEMPTED)
         record.state = record.state.advance(last_preempted_market=lost.market if lost else None)
 
     def on_kill(self, record: JobRecord) -> None:
@@ -444,7 +445,7 @@ class JobRunner:
 
     def _decided(self, at: float, decision: Decision, view: MarketView | None = None) -> None:
         first = str(decision.first) if decision.first else "idle"
-        item = self.record.note(at, "decide", want=first, reason=decision.reason)
+        item = self.record.note(at, NoteKind.DECIDE, want=first, reason=decision.reason)
         options = self._weighed(view, at, decision) if view is not None else []
         if options:
             item["options"] = options
@@ -474,7 +475,7 @@ class JobRunner:
         carry_out(record, self.cloud, view, decision, elapsed, self.store, self._workload(), self._observe)
         record.wants = _wanted(decision) if record.group is None else None
         words = decision_words(decision, view)
-        self._tell(before, view, state, record.state.running, elapsed, words, quiet=("decide", "stay"))
+        self._tell(before, view, state, record.state.running, elapsed, words, quiet=(NoteKind.DECIDE, NoteKind.STAY))
         self._publish(self._net_after_refusals(view, decision) or elapsed)
 
     def _net_after_refusals(self, view: MarketView, decision: Decision) -> float | None:
@@ -493,20 +494,20 @@ class JobRunner:
             return None
         rescue = Decision(on_demand_by_price(view)[:1], reason="no spot capacity where it asked")
         why = "no spot capacity in any zone it tried, and waiting for the next step would be too late"
-        self._say(record.note(now, "deadline pressure", why=why))
+        self._say(record.note(now, NoteKind.DEADLINE_PRESSURE, why=why))
         record.on_safety_net = True
         before = len(record.timeline)
         carry_out(record, self.cloud, view, rescue, now, self.store, self._workload(), self._observe)
-        self._tell(before, view, record.state, record.state.running, now, why, quiet=("decide", "stay"))
+        self._tell(before, view, record.state, record.state.running, now, why, quiet=(NoteKind.DECIDE, NoteKind.STAY))
         return now
 
     def _tell(self, before: int, view: MarketView, state: JobState, option, at: float, plain: str, quiet=()) -> None:
         """Say the timeline's items from index `before` on (but the `quiet` events); a move from
         `state` to `option` says why, in `plain` words when the planner's terms name no reason."""
         for item in self.record.timeline[before:]:
-            if item["event"] == "migrate":
+            if item["event"] == NoteKind.MIGRATE:
                 item["why"] = why_move(self.record, view, state, option, at) or plain
-            elif item["event"] == "release":
+            elif item["event"] == NoteKind.RELEASE:
                 item["why"] = why_move(self.record, view, state, None, at) or plain
             if item["event"] not in quiet:
                 self._say(item)
@@ -551,14 +552,14 @@ class JobRunner:
         feasible = aim >= record.job.work_hours + record.job.cold_start_hours
         deadline = aim if feasible else record.job.deadline_hours
         record.job = replace(record.job, reaction_hours=lag, deadline_hours=deadline)
-        said = max((n["hours"] for n in record.timeline if n["event"] == "reaction lag"), default=0.0)
+        said = max((n["hours"] for n in record.timeline if n["event"] == NoteKind.REACTION_LAG), default=0.0)
         if lag < max(NEWS_LAG_HOURS, 1.5 * said):
             return
         margin = 2 * lag + (record.deadline_hours - deadline)
         self._say(
             record.note(
                 self.elapsed(),
-                "reaction lag",
+                NoteKind.REACTION_LAG,
                 hours=round(lag, 3),
                 wall_seconds=round(wall_seconds, 2),
                 planned_hours=round(margin, 3),
@@ -596,7 +597,7 @@ class JobRunner:
         planning = pace.work_hours_bound / pace.declared_work_hours
         item = record.note(
             at,
-            "pace",
+            NoteKind.PACE,
             ratio=round(ratio, 3),
             planning_ratio=round(planning, 3),
             left_h=round(left_share * pace.work_hours_estimate, 2),
@@ -629,7 +630,11 @@ class JobRunner:
         # declared) the hours preemptions, relaunches and a late controller already cost.
         cause = "slower work" if pace.slower_than_declared() is not None else "time lost"
         item = record.note(
-            at, "deadline risk", finish_h=round(finish, 2), deadline_h=round(record.deadline_hours, 2), cause=cause
+            at,
+            NoteKind.DEADLINE_RISK,
+            finish_h=round(finish, 2),
+            deadline_h=round(record.deadline_hours, 2),
+            cause=cause,
         )
         message = f"SkyNomad job {record.job_id}: {say(item)}"
         self.log.error("%s", message)
@@ -647,9 +652,11 @@ class JobRunner:
         cold_start = warmup - max(0.0, moved)  # a checkpoint transfer is planned for separately
         if cold_start > record.job.cold_start_hours + 1e-6:
             record.job = replace(record.job, cold_start_hours=cold_start)
-            self._say(record.note(at, "slow start", hours=round(cold_start, 3), declared=self.params.cold_start_hours))
+            self._say(
+                record.note(at, NoteKind.SLOW_START, hours=round(cold_start, 3), declared=self.params.cold_start_hours)
+            )
 
-    def _release(self, at: float, end: str) -> None:
+    def _release(self, at: float, end: SegmentEnd) -> None:
         record = self.record
         if record.group is not None:
             self.cloud.terminate(record.group)
@@ -662,12 +669,12 @@ class JobRunner:
         record = self.record
         if record.group is not None:
             self.cloud.terminate(record.group)
-        record.close_segment(at, "finished")
+        record.close_segment(at, SegmentEnd.FINISHED)
         last_zone = record.group.zone if record.group else (record.segments[-1].zone if record.segments else None)
         record.group = None
         record.finished = True
         record.state = record.state.progressed(record.job.work_hours).advance(running=None)
-        self._say(record.note(at, "finished"))
+        self._say(record.note(at, NoteKind.FINISHED))
         summary = summarize(record, at, job_bill(self.cloud, record.job_id, self.log))
         summary["fleet_aware"] = self.params.fleet_aware
         summary["probing_usd"] = self._probing_cost(record, at)
@@ -747,7 +754,7 @@ class JobRunner:
             return
         item = record.note(
             at,
-            "cost revised",
+            NoteKind.COST_REVISED,
             live_usd=round(live_usd, 2),
             live_basis=live_basis,
             final_usd=summary["cost_usd"]["total"],
