@@ -179,13 +179,12 @@ def apply_result(record: JobRecord, view: MarketView, result: DriveResult, elaps
         record.pending = None
         record.note(elapsed, NoteKind.STAY, zone=result.option.market if result.option else None)
         return
-    replaced = None  # the index of the segment this launch ends, named on its note for the page
+    ended = None  # the index of the segment this step closes: the note saying why names it
     if result.terminated is not None:
         seg = record.close_segment(elapsed, SegmentEnd.MIGRATED if result.launched else SegmentEnd.RELEASED)
+        ended = len(record.segments) - 1 if seg is not None else None
         if seg is not None and not result.launched:
-            record.note(elapsed, NoteKind.RELEASE, zone=seg.zone, ends_segment=len(record.segments) - 1)
-        elif seg is not None:
-            replaced = len(record.segments) - 1
+            record.note(elapsed, NoteKind.RELEASE, zone=seg.zone, ends_segment=ended)
     if result.launched:
         option = result.option
         market = markets[option.market]
@@ -224,7 +223,7 @@ def apply_result(record: JobRecord, view: MarketView, result: DriveResult, elaps
             usd_per_h=round(float(price) * job.instances, 3),
             **({"from": result.moved_from_zone} if moved else {}),
             **({"left": left} if left is not None else {}),
-            **_ends(replaced, record.on_safety_net),
+            **_ends(ended, record.on_safety_net),
         )
         observe(market.key, job.instances)
         record.progress_at_launch = state.progress_hours

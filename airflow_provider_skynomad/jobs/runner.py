@@ -317,7 +317,7 @@ class JobRunner:
         """Why the job ended unfinished, where the job page and the dashboard read it: a "failed"
         note in the record (unless the controller wrote one) and the reason in its live status."""
         reason = message.split("\n", 1)[0]
-        noted = [n for n in record.timeline if n["event"] == NoteKind.FAILED]
+        noted = record.noted(NoteKind.FAILED)
         try:
             at = self.elapsed()
         except Exception:  # noqa: BLE001 - the cloud's clock unreadable: the last moment the record knows
@@ -552,7 +552,7 @@ class JobRunner:
         feasible = aim >= record.job.work_hours + record.job.cold_start_hours
         deadline = aim if feasible else record.job.deadline_hours
         record.job = replace(record.job, reaction_hours=lag, deadline_hours=deadline)
-        said = max((n["hours"] for n in record.timeline if n["event"] == NoteKind.REACTION_LAG), default=0.0)
+        said = max((n["hours"] for n in record.noted(NoteKind.REACTION_LAG)), default=0.0)
         if lag < max(NEWS_LAG_HOURS, 1.5 * said):
             return
         margin = 2 * lag + (record.deadline_hours - deadline)
