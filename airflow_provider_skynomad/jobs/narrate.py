@@ -253,6 +253,7 @@ def basis_words(basis: str | None) -> str:
 
 
 def status_line(status: dict) -> str:
+    """The live status as the one line the task log shows at each step, so a user can follow the job there."""
     where = f"{status['mode']} in {status['zone']}" if status["zone"] else "no instances"
     return (
         f"[t={status['elapsed_hours']:.2f} h] {where}, {status['progress_pct']:.0f}% done (checkpointed), "
