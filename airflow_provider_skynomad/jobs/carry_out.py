@@ -40,6 +40,7 @@ from airflow_provider_skynomad.market.grid import Market
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import Decision, Mode, Option
 from airflow_provider_skynomad.planner.job import JobState
+from airflow_provider_skynomad.planner.timeline import NoteKind, SegmentEnd
 
 
 @dataclass(frozen=True)
@@ -177,9 +178,9 @@ def _refused(record: JobRecord, tried: Attempt, elapsed: float, cloud: Cloud) ->
     record.pending = None  # the lookup by its token found no group: nothing is in flight
     mode = "spot" if request.spot else "on-demand"
     if tried.api_error is not None:
-        record.note(elapsed, "cloud api", zone=request.zone, mode=mode, error=tried.api_error)
+        record.note(elapsed, NoteKind.CLOUD_API, zone=request.zone, mode=mode, error=tried.api_error)
         return None
-    record.note(elapsed, "no capacity", zone=request.zone, mode=mode)
+    record.note(elapsed, NoteKind.NO_CAPACITY, zone=request.zone, mode=mode)
     return Observation(tried.option.market, 0, cloud.now_timestamp())
 
 
@@ -207,7 +208,7 @@ def recover_pending(record: JobRecord, cloud: Cloud, view: MarketView, store: Re
         )
     except CapacityError:
         record.failed_launches += 1
-        record.note(elapsed, "no capacity", zone=request.zone, mode="spot" if request.spot else "on-demand")
+        record.note(elapsed, NoteKind.NO_CAPACITY, zone=request.zone, mode="spot" if request.spot else "on-demand")
         record.pending = None
         store.save(record)
         return carried
@@ -233,18 +234,20 @@ def apply_result(record: JobRecord, view: MarketView, result: DriveResult, elaps
     job = record.job
     for probe in result.probes:
         record.probe_usd += probe.spot_usd_per_hour * job.instances * job.probe_hours
-        record.note(elapsed, "probe", zone=probe.zone, available=probe.available)
+        record.note(elapsed, NoteKind.PROBE, zone=probe.zone, available=probe.available)
     if not result.launched and result.handle is not None:
         record.pending = None
-        record.note(elapsed, "stay", zone=result.option.market if result.option else None)
+        record.note(elapsed, NoteKind.STAY, zone=result.option.market if result.option else None)
         return []
+    ended = None  # the index of the segment this step closes: the note saying why names it
     if result.terminated is not None:
-        seg = record.close_segment(elapsed, "migrated" if result.launched else "released")
+        seg = record.close_segment(elapsed, SegmentEnd.MIGRATED if result.launched else SegmentEnd.RELEASED)
+        ended = len(record.segments) - 1 if seg is not None else None
         if seg is not None and not result.launched:
-            record.note(elapsed, "release", zone=seg.zone)
+            record.note(elapsed, NoteKind.RELEASE, zone=seg.zone, ends_segment=ended)
     observations = []
     if result.launched:
-        state = _launched(record, view, result, elapsed)
+        state = _launched(record, view, result, elapsed, ended)
         observations.append(Observation(result.option.market, job.instances, clock()))
     else:
         record.group = None
@@ -252,14 +255,15 @@ def apply_result(record: JobRecord, view: MarketView, result: DriveResult, elaps
         record.launch_delay_hours = 0.0
         state = record.state.advance(running=None, warmup_left_hours=0.0)
         if result.failed or result.terminated is None:
-            record.note(elapsed, "idle", reason="nothing launched" if result.failed else "planner chose idle")
+            record.note(elapsed, NoteKind.IDLE, reason="nothing launched" if result.failed else "planner chose idle")
     record.pending = None
     record.state = state.advance(elapsed_hours=elapsed)
     return observations
 
 
-def _launched(record: JobRecord, view: MarketView, result: DriveResult, elapsed: float) -> JobState:
-    """Record a group that launched (a new segment, its price, what moved); the planner's state after it."""
+def _launched(record: JobRecord, view: MarketView, result: DriveResult, elapsed: float, ended: int | None) -> JobState:
+    """Record a group that launched (a new segment, its price, what moved; `ended`: the segment of the
+    group it replaced, named on its note); the planner's state after it."""
     job, option = record.job, result.option
     market = view.markets[view.index(option.market)]
     moved = result.moved_from_zone is not None
@@ -288,12 +292,13 @@ def _launched(record: JobRecord, view: MarketView, result: DriveResult, elapsed:
     )
     record.note(
         elapsed,
-        "migrate" if moved else "launch",
+        NoteKind.MIGRATE if moved else NoteKind.LAUNCH,
         zone=market.zone,
         mode=option.mode.value,
         usd_per_h=round(float(price) * job.instances, 3),
         **({"from": result.moved_from_zone} if moved else {}),
         **({"left": left} if left is not None else {}),
+        **_ends(ended, record.on_safety_net),
     )
     record.progress_at_launch = record.state.progress_hours
     state = record.state.launched(option, elapsed, delay)
@@ -318,6 +323,14 @@ def _left_zone(record: JobRecord, zone: str) -> str | None:
     ``migrations``, which are the moves that carried a checkpoint (each one's egress is billed).
     """
     last = record.segments[-1] if record.segments else None
-    if last is not None and last.end == "released" and last.zone != zone:
+    if last is not None and last.end is SegmentEnd.RELEASED and last.zone != zone:
         return last.zone
     return None
+
+
+def _ends(segment: int | None, safety_net: bool) -> dict:
+    """A launch's note names the segment it ended (the group it replaced) and, when the deadline
+    forced the switch, that cause: the job page reads why the job moved from the note itself."""
+    if segment is None:
+        return {}
+    return {"ends_segment": segment, **({"cause": NoteKind.DEADLINE_PRESSURE.value} if safety_net else {})}

@@ -17,6 +17,7 @@ from airflow_provider_skynomad.jobs.deadline_risk import call_deadline_risk
 from airflow_provider_skynomad.jobs.narrate import say
 from airflow_provider_skynomad.planner.actions import Mode
 from airflow_provider_skynomad.planner.pace import Pace
+from airflow_provider_skynomad.planner.timeline import NoteKind
 
 MAX_LAGS_KEPT = 50
 PACE_NEWS = 0.1  # a measured pace is said again once it moved this much (10 %) from the last said
@@ -53,13 +54,13 @@ def learn_lag(run, lag_hours: float, wall_seconds: float) -> None:
     feasible = aim >= record.job.work_hours + record.job.cold_start_hours
     deadline = aim if feasible else record.job.deadline_hours
     record.job = replace(record.job, reaction_hours=lag, deadline_hours=deadline)
-    said = max((n["hours"] for n in record.timeline if n["event"] == "reaction lag"), default=0.0)
+    said = max((n["hours"] for n in record.noted(NoteKind.REACTION_LAG)), default=0.0)
     if lag < max(NEWS_LAG_HOURS, 1.5 * said):
         return
     margin = 2 * lag + (record.deadline_hours - deadline)
     item = record.note(
         run.elapsed(),
-        "reaction lag",
+        NoteKind.REACTION_LAG,
         hours=round(lag, 3),
         wall_seconds=round(wall_seconds, 2),
         planned_hours=round(margin, 3),
@@ -100,7 +101,7 @@ def _tell_pace(run, at: float, pace: Pace, left_share: float) -> bool:
     planning = pace.work_hours_bound / pace.declared_work_hours
     item = record.note(
         at,
-        "pace",
+        NoteKind.PACE,
         ratio=round(ratio, 3),
         planning_ratio=round(planning, 3),
         left_h=round(left_share * pace.work_hours_estimate, 2),
@@ -135,7 +136,7 @@ def _tell_deadline_risk(run, at: float, pace: Pace, left_share: float) -> bool:
     # declared) the hours preemptions, relaunches and a late controller already cost.
     cause = "slower work" if pace.slower_than_declared() is not None else "time lost"
     item = record.note(
-        at, "deadline risk", finish_h=round(finish, 2), deadline_h=round(record.deadline_hours, 2), cause=cause
+        at, NoteKind.DEADLINE_RISK, finish_h=round(finish, 2), deadline_h=round(record.deadline_hours, 2), cause=cause
     )
     message = f"SkyNomad job {record.job_id}: {say(item)}"
     run.log.error("%s", message)
@@ -154,4 +155,4 @@ def learn_warmup(run, at: float, warmup: float | None) -> None:
     cold_start = warmup - max(0.0, moved)  # a checkpoint transfer is planned for separately
     if cold_start > record.job.cold_start_hours + 1e-6:
         record.job = replace(record.job, cold_start_hours=cold_start)
-        run.say(record.note(at, "slow start", hours=round(cold_start, 3), declared=run.params.cold_start_hours))
+        run.say(record.note(at, NoteKind.SLOW_START, hours=round(cold_start, 3), declared=run.params.cold_start_hours))

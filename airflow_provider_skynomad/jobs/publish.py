@@ -11,6 +11,7 @@ from __future__ import annotations
 from airflow_provider_skynomad.jobs.narrate import live_status
 from airflow_provider_skynomad.jobs.record import JobRecord
 from airflow_provider_skynomad.jobs.summary import CLOUD_BILL, summarize
+from airflow_provider_skynomad.planner.timeline import NoteKind
 
 
 class LiveStatus:
@@ -61,7 +62,7 @@ class LiveStatus:
             return None
         return record.note(
             at,
-            "cost revised",
+            NoteKind.COST_REVISED,
             live_usd=round(live_usd, 2),
             live_basis=live_basis,
             final_usd=summary["cost_usd"]["total"],

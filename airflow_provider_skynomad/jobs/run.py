@@ -28,6 +28,7 @@ from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import Decision, Mode
 from airflow_provider_skynomad.planner.job import JobState
 from airflow_provider_skynomad.planner.safety import is_safe
+from airflow_provider_skynomad.planner.timeline import NoteKind
 
 WEIGHED_DECISIONS_KEPT = 8  # decisions whose weighed options the record keeps (the job page shows them)
 
@@ -126,7 +127,7 @@ class JobRun:
     def decided(self, at: float, decision: Decision, view: MarketView | None = None) -> None:
         """Note the decision in the timeline, with the options it weighed (the job page shows why)."""
         first = str(decision.first) if decision.first else "idle"
-        item = self.record.note(at, "decide", want=first, reason=decision.reason)
+        item = self.record.note(at, NoteKind.DECIDE, want=first, reason=decision.reason)
         options = self._weighed(view, at, decision) if view is not None else []
         if options:
             item["options"] = options
@@ -186,7 +187,7 @@ class JobRun:
             return None
         rescue = Decision(on_demand_by_price(view)[:1], reason="no spot capacity where it asked")
         why = "no spot capacity in any zone it tried, and waiting for the next step would be too late"
-        self.say(record.note(now, "deadline pressure", why=why))
+        self.say(record.note(now, NoteKind.DEADLINE_PRESSURE, why=why))
         record.on_safety_net = True
         before = len(record.timeline)
         self.record_carried(carry_out(record, self.cloud, view, rescue, now, self.store, self.workload()))
@@ -197,11 +198,11 @@ class JobRun:
         """Say the timeline's items from index `before` on (but decisions and stays); a move from
         `state` to `option` says why, in `plain` words when the planner's terms name no reason."""
         for item in self.record.timeline[before:]:
-            if item["event"] == "migrate":
+            if item["event"] == NoteKind.MIGRATE:
                 item["why"] = why_move(self.record, view, state, option, at) or plain
-            elif item["event"] == "release":
+            elif item["event"] == NoteKind.RELEASE:
                 item["why"] = why_move(self.record, view, state, None, at) or plain
-            if item["event"] not in ("decide", "stay"):
+            if not NoteKind(item["event"]).quiet:
                 self.say(item)
 
     def workload(self) -> Workload:

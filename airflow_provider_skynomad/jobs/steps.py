@@ -24,6 +24,7 @@ from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import Decision, Mode
 from airflow_provider_skynomad.planner.job import JobState
 from airflow_provider_skynomad.planner.safety import is_safe
+from airflow_provider_skynomad.planner.timeline import NoteKind, SegmentEnd
 
 
 class JobSteps:
@@ -118,16 +119,16 @@ class JobSteps:
         if netted and event.kind in (EventKind.DEADLINE_PRESSURE, EventKind.PREEMPTED):
             risk = record.deadline_risk_told
             why = "the fastest way to finish" if risk else why_move(record, view, record.state, first, at)
-            run.say(record.note(now, "deadline pressure", why=why))
+            run.say(record.note(now, NoteKind.DEADLINE_PRESSURE, why=why))
             record.on_safety_net = True
         return decision
 
     def _failed(self, at: float, event: JobEvent) -> None:
         """The group failed: release it, say why where the page and the worker read it, and fail."""
         run, record = self.run, self.run.record
-        self._release(at, "failed")
+        self._release(at, SegmentEnd.FAILED)
         detail = f"\nlast lines of the workload's output:\n{event.detail}" if event.detail else ""
-        run.say(record.note(at, "failed", reason=event.reason or event.status))
+        run.say(record.note(at, NoteKind.FAILED, reason=event.reason or event.status))
         run.store.save(record)  # the failure is in the record the worker reports from
         run.publish(at, state="failed", reason=f"the group failed: {event.reason or event.status}")
         raise SkyNomadJobFailed(f"SkyNomad job {record.job_id} failed: {event.reason or event.status}{detail}")
@@ -138,13 +139,13 @@ class JobSteps:
         lost = record.state.running
         record.preemptions += 1
         zone = record.group.zone if record.group else None
-        run.say(record.note(at, "preempted", zone=zone, progress=percent_done(record, progress_hours)))
+        run.say(record.note(at, NoteKind.PREEMPTED, zone=zone, progress=percent_done(record, progress_hours)))
         if lost is not None:
             run.markets.share([Observation(lost.market, 0, run.cloud.now_timestamp())], run.log)
-        self._release(at, "preempted")
+        self._release(at, SegmentEnd.PREEMPTED)
         record.state = record.state.advance(last_preempted_market=lost.market if lost else None)
 
-    def _release(self, at: float, end: str) -> None:
+    def _release(self, at: float, end: SegmentEnd) -> None:
         """End the job's group (if any) and its segment, with how it ended."""
         run, record = self.run, self.run.record
         if record.group is not None:
@@ -162,12 +163,12 @@ class JobSteps:
         run, record = self.run, self.run.record
         if record.group is not None:
             run.cloud.terminate(record.group)
-        record.close_segment(at, "finished")
+        record.close_segment(at, SegmentEnd.FINISHED)
         last_zone = record.group.zone if record.group else (record.segments[-1].zone if record.segments else None)
         record.group = None
         record.finished = True
         record.state = record.state.progressed(record.job.work_hours).advance(running=None)
-        run.say(record.note(at, "finished"))
+        run.say(record.note(at, NoteKind.FINISHED))
         summary = self._summary(at, last_zone)
         revised = run.status.bill_below_live(record, at, summary)
         if revised is not None:

@@ -33,6 +33,7 @@ from airflow_provider_skynomad.jobs.usable_zones import leave_out_unusable
 from airflow_provider_skynomad.jobs.words import where
 from airflow_provider_skynomad.market.source import MarketInputError, select_markets
 from airflow_provider_skynomad.planner.job import JobSpec, JobSpecError, JobState
+from airflow_provider_skynomad.planner.timeline import NoteKind
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ class JobWorker:
         decision = run.policy.decide(job, JobState(), view, 0.0)
         started = record.note(
             0.0,
-            "start",
+            NoteKind.START,
             work_h=job.work_hours,
             deadline_h=round(deadline_hours, 3),
             zones=len(record.zones),
@@ -226,13 +227,13 @@ class JobWorker:
         """Why the job ended unfinished, where the job page and the dashboard read it: a "failed"
         note in the record (unless the controller wrote one) and the reason in its live status."""
         reason = message.split("\n", 1)[0]
-        noted = [n for n in record.timeline if n["event"] == "failed"]
+        noted = record.noted(NoteKind.FAILED)
         try:
             at = self.run.elapsed()
         except Exception:  # noqa: BLE001 - the cloud's clock unreadable: the last moment the record knows
             at = record.timeline[-1]["at_hours"] if record.timeline else 0.0
         if not noted:
-            record.note(at, "failed", reason=reason)
+            record.note(at, NoteKind.FAILED, reason=reason)
         try:
             self.run.publish(at, state="failed", reason=reason)
         except Exception as exc:  # noqa: BLE001 - the task's own error is the one to raise
