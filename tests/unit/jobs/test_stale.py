@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig
 from airflow_provider_skynomad.jobs.stale import StaleGuard
@@ -145,29 +144,6 @@ def test_data_the_probe_dags_schedule_keeps_is_trusted_and_what_it_let_age_is_no
     assert warnings == []
     # Probed 6.5 h ago, or launched in 9.4 h ago: trusted; last probed 11.5 h ago: no spot shown.
     assert spot_zones(view) == set(ZONES[:4]) | {"us-east4-b"}
-
-
-def test_the_job_runtime_takes_its_stale_rule_from_the_connections_probe_schedule(monkeypatch):
-    import logging
-
-    from airflow_provider_skynomad.jobs.contract import TaskIdentity
-    from airflow_provider_skynomad.jobs.errors import SkyNomadInputError
-    from airflow_provider_skynomad.jobs.record import StateStore
-    from airflow_provider_skynomad.jobs.run import JobRun
-
-    def runner():
-        task = TaskIdentity("dag", "manual__1", "job", -1, 1, 2, "0190a7e2-0000-7000-8000-000000000001")
-        return JobRun(
-            params=None, config=simulated(300.0), cloud=None, store=StateStore(None), task=task,
-            log=logging.getLogger("t"), table_factory=lambda: None,
-        )  # fmt: skip
-
-    monkeypatch.delenv("SKYNOMAD_MAX_MARKET_AGE_HOURS", raising=False)
-    monkeypatch.delenv("SKYNOMAD_PROBE_INTERVAL_MINUTES", raising=False)
-    assert runner().stale.late_after_hours == pytest.approx(10.0)  # two 5 h rounds at 300x
-    monkeypatch.setenv("SKYNOMAD_PROBE_INTERVAL_MINUTES", "soon")
-    with pytest.raises(SkyNomadInputError, match="SKYNOMAD_PROBE_INTERVAL_MINUTES must be a positive number"):
-        runner()
 
 
 def test_a_slow_probe_run_keeps_its_markets_in_view_while_its_rounds_keep_their_pace():
