@@ -26,7 +26,7 @@ from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import IDLE, Decision, Mode, Option
 from airflow_provider_skynomad.planner.crowding import Crowding, crowding
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
-from airflow_provider_skynomad.planner.payback import Payback, stop_pays, weigh
+from airflow_provider_skynomad.planner.payback import Payback, keeps_on_demand, stop_pays, weigh
 from airflow_provider_skynomad.planner.plans import spot_plans
 from airflow_provider_skynomad.planner.policies.lifetimes import LifetimeCache
 from airflow_provider_skynomad.planner.progress import market_value, slack_urgency, supply_price, value_of_progress
@@ -63,8 +63,9 @@ class SkyNomadPolicy:
     :param home: look ahead to the rest of the job (planner.plans): a cheaper spot market where
         the remaining work is expected to fit, waiting out its outages, becomes the home, and a
         move there spreads its egress over the remaining work instead of one expected stay.
-    :param payback: a new spot launch must pay for the restart its stay's end brings
-        (planner.payback); False tries every launch whose utility beats what runs (an ablation).
+    :param payback: a new spot launch must pay for the restart its stay's end brings, and in a fleet
+        an on-demand group is not stopped to wait (planner.payback); False tries every launch whose
+        utility beats what runs and stops on-demand whenever waiting looks worth more (an ablation).
     """
 
     name = "skynomad"
@@ -228,7 +229,10 @@ class SkyNomadPolicy:
         if math.isfinite(here.utility_usd_per_hour):
             idle_gain = -here.utility_usd_per_hour  # going idle is worth 0
             idle_margin = self.hysteresis_fraction * cheapest_od
-            stops = stop_pays(job, state, view, idle_gain, idle_margin) if self.payback else idle_gain > idle_margin
+            if self.payback:
+                stops = stop_pays(job, state, view, idle_gain, idle_margin) and not keeps_on_demand(state, view)
+            else:
+                stops = idle_gain > idle_margin
             if current is not None and stops and idle_safe:
                 tries.append(IDLE)  # what we run costs more than its progress is worth
             else:
