@@ -81,7 +81,7 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
     segments = _segments(record)
     timeline = _objects(record, "timeline", "record")
     finished = bool(record.get("finished"))
-    elapsed = _elapsed(segments, timeline, status, summary)
+    elapsed = _elapsed(segments, timeline, status, summary, state)
     cost_points = _cost_curve(segments, elapsed)
     spend = cost_points[-1][1] if cost_points else 0.0
     basis = "so far (launch-time prices)"
@@ -121,7 +121,7 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
         spend_usd=round(spend, 2),
         all_on_demand_usd=round(all_od, 2),
         cost_basis=basis,
-        slack_hours=None if status is None or finished else _number(status, "slack_hours", "status"),
+        slack_hours=None if finished else _slack(job, state, status, deadline, elapsed),
         deadline_met=_flag(summary, "deadline_met", "record.summary") if summary else None,
         preemptions=int(_number(record, "preemptions", "record", 0.0)),
         migrations=int(_number(record, "migrations", "record", 0.0)),
@@ -281,12 +281,33 @@ def _progress(work: float, state: dict, status: dict | None) -> float:
     return min(work, done)
 
 
-def _elapsed(segments: list[_Segment], timeline: list[dict], status: dict | None, summary: dict | None) -> float:
+def _slack(job: dict, state: dict, status: dict | None, deadline: float, elapsed: float) -> float | None:
+    """The slack the live status says; before the trigger's first publish (a page opened right after the
+    hand-off), the same sum from the record (`jobs.narrate.where_it_stands`): the deadline minus the time
+    gone, the work left and the start-up still to pay, so a first look says whether the job is on time."""
+    if status is not None:
+        return _number(status, "slack_hours", "status")
+    remaining = max(
+        0.0, _number(job, "work_hours", "record.job", 0.0) - _number(state, "progress_hours", "record.state", 0.0)
+    )
+    running = state.get("running")
+    on_demand = isinstance(running, dict) and running.get("mode") == "on-demand"
+    warmup = 0.0 if remaining <= 0.0 or on_demand else _number(job, "cold_start_hours", "record.job", 0.0)
+    return deadline - elapsed - remaining - warmup
+
+
+def _elapsed(
+    segments: list[_Segment], timeline: list[dict], status: dict | None, summary: dict | None, state: dict
+) -> float:
+    """Cloud hours since the start: the summary's once it ended, else the latest any part of the record
+    or the live status has seen (the record's state included: before the trigger's first publish it is
+    where the worker left the job)."""
     if summary and summary.get("elapsed_hours") is not None:
         return _number(summary, "elapsed_hours", "record.summary")
     candidates = (
         [_number(status, "elapsed_hours", "status")] if status and status.get("elapsed_hours") is not None else []
     )
+    candidates.append(_number(state, "elapsed_hours", "record.state", 0.0))
     candidates += [seg.end if seg.end is not None else seg.start for seg in segments]
     candidates += [_number(t, "at_hours", f"record.timeline.{i}", 0.0) for i, t in enumerate(timeline)]
     return max(candidates, default=0.0)
@@ -439,7 +460,8 @@ def failure_reason(job_state: str | None, record: dict | None, status: dict | No
 
 
 def dashboard_row(job_state: str | None, record: dict | None, status: dict | None) -> dict:
-    """One line of the jobs dashboard: state (and why, when it failed), zone, % done, slack, spend, saving,
+    """One line of the jobs dashboard: state (and why, when it failed), zone (where it runs now, or ended)
+    and the other zones it ran in (in the order it first went there), % done, slack, spend, saving,
     deadline met."""
     reason = failure_reason(job_state, record, status)
     if record is None:
@@ -447,6 +469,7 @@ def dashboard_row(job_state: str | None, record: dict | None, status: dict | Non
             "state": job_state or "?",
             "reason": reason,
             "zone": None,
+            "other_zones": [],
             "pct": None,
             "slack": None,
             "spend": None,
@@ -466,6 +489,7 @@ def dashboard_row(job_state: str | None, record: dict | None, status: dict | Non
         "state": job_state or "?",
         "reason": reason,
         "zone": zone,
+        "other_zones": [z for z in facts.zones if z != zone],
         "pct": None if pct is None else round(pct, 1),
         "slack": facts.slack_hours,
         "spend": facts.spend_usd,

@@ -19,6 +19,8 @@ from airflow_provider_skynomad.plugin.render import render, usd
 
 log = logging.getLogger(__name__)
 REFRESH_SECONDS = 10  # a running job's page reloads itself: live while the task is deferred
+# Task states after which nothing more is written to the task's state: a page without a job then stays as it is.
+ENDED_STATES = frozenset({"success", "failed", "upstream_failed", "skipped", "removed"})
 OPTION_COLUMNS = (
     "utility_usd_per_hour",
     "value_usd_per_hour",
@@ -32,12 +34,20 @@ OPTION_COLUMNS = (
 def job_page(title: str, ti_state: str | None, facts: JobFacts | None, note: str = "") -> str:
     """The job's page: where it ran, why it moved, progress against the deadline, spend against on-demand."""
     if facts is None:
-        return render("job.html", title=title, ti_state=ti_state, facts=None, note=note, refresh_seconds=None)
+        # A tab opened while the task is queued or starting comes before the record: it reloads itself
+        # until the job is there, as a running job's page does, instead of waiting for a manual refresh.
+        waiting = ti_state not in ENDED_STATES
+        if waiting:
+            note = f"{note} Live: this page reloads every {REFRESH_SECONDS} s.".strip()
+        refresh = REFRESH_SECONDS if waiting else None
+        return render("job.html", title=title, ti_state=ti_state, facts=None, note=note, refresh_seconds=refresh)
     if facts.finished:
         verdict = "met" if facts.deadline_met else "MISSED"
         status = f"finished after {facts.elapsed_hours:.2f} h of {facts.deadline_hours:.2f} h: deadline {verdict}"
     else:
         slack = f", slack {facts.slack_hours:.2f} h" if facts.slack_hours is not None else ""
+        if facts.slack_hours is not None and facts.slack_hours < 0:
+            slack += ": deadline at risk, even on-demand from now would finish after it"
         status = f"running for {facts.elapsed_hours:.2f} h of {facts.deadline_hours:.2f} h{slack}"
     pct = 100.0 * facts.progress_hours / facts.work_hours if facts.work_hours else 0.0
     if facts.finished and facts.deadline_met is not None:
@@ -46,7 +56,7 @@ def job_page(title: str, ti_state: str | None, facts: JobFacts | None, note: str
         ("task", ti_state or "?"),
         ("ran in", ", ".join(facts.zones) or "no zone yet"),
         ("done (checkpointed)", f"{pct:.0f}%"),
-        ("deadline", f"{facts.deadline_hours:.2f} h"),
+        ("deadline", deadline_card(facts)),
         (f"cost {facts.cost_basis}", usd(facts.spend_usd)),
         ("all on-demand would be", usd(facts.all_on_demand_usd)),
         ("saved", usd(facts.saving_usd) if facts.finished else "when it ends"),
@@ -89,6 +99,20 @@ def job_page(title: str, ti_state: str | None, facts: JobFacts | None, note: str
         option_columns=OPTION_COLUMNS,
         refresh_seconds=None if facts.finished else REFRESH_SECONDS,
     )
+
+
+def deadline_card(facts: JobFacts) -> str:
+    """The deadline and where the job stands against it, drawn with the page (no script fills it in
+    later): met or MISSED once it ended, on track or AT RISK (even on-demand from now would be late)
+    while it runs, from the live status or, before the trigger's first publish, from the record."""
+    deadline = f"{facts.deadline_hours:.2f} h"
+    if facts.finished:
+        if facts.deadline_met is None:
+            return deadline
+        return f"{deadline}: met" if facts.deadline_met else f"{deadline}: MISSED"
+    if facts.slack_hours is None:
+        return deadline
+    return f"{deadline}: AT RISK" if facts.slack_hours < 0 else f"{deadline}: on track"
 
 
 def markets_page(
@@ -175,6 +199,18 @@ def dashboard_page(jobs, days: float, job_href) -> str:
     )
 
 
+def _also_ran_in(zones: list[str], named: int = 3) -> str:
+    """The other zones a job ran in, for its zone cell: "(also us-east4-a, us-central1-a)".
+
+    A row keeps its width however often the job moved: beyond `named` zones the rest is a count.
+    """
+    if not zones:
+        return ""
+    shown = ", ".join(zones[:named])
+    rest = len(zones) - named
+    return f"(also {shown} and {rest} more)" if rest > 0 else f"(also {shown})"
+
+
 def _dashboard_line(job, job_href) -> dict:
     """One task's row: where it is in Airflow, and its figures, or why they cannot be shown.
 
@@ -199,6 +235,7 @@ def _dashboard_line(job, job_href) -> dict:
         "state": r["state"],
         "reason": r.get("reason"),
         "zone": r["zone"] or "–",
+        "also": _also_ran_in(r.get("other_zones") or []),
         "pct": r["pct"],
         "slack": r["slack"],
         "spend": r["spend"],
