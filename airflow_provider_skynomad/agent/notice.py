@@ -76,13 +76,35 @@ class Notice:
         self.on_notice()
 
     def install_signal_handlers(self) -> None:
-        """SIGTERM (and SIGINT, for a run by hand) is a notice of `seconds`, whatever the kind."""
+        """SIGTERM (and SIGINT, for a run by hand) is a notice of `seconds`, whatever the kind.
 
-        def handler(signum, frame):
-            self.give(signal.Signals(signum).name.lower())
+        The notice is given from a thread of its own, never from a signal handler. A Python handler
+        runs on the main thread between two of its bytecodes, possibly while that thread holds a lock
+        the notice takes (an Event's, inside `Event.wait` or `clear`: the agent's loop is there 50
+        times a second), and would then wait for itself forever, the workload never stopped. So the
+        handler does nothing; the interpreter's own C handler writes the signal's number into a pipe
+        (`signal.set_wakeup_fd`) as the signal arrives, and the thread reads it. Call from the main
+        thread, before the workload starts.
+        """
+        read_fd, write_fd = os.pipe()  # not inherited by the workload
+        os.set_blocking(write_fd, False)
+        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        for signum in SIGNALS:
+            signal.signal(signum, _caught)
+        threading.Thread(target=self._give_on_signals, args=(read_fd,), name="skynomad-signals", daemon=True).start()
 
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
+    def _give_on_signals(self, read_fd: int) -> None:
+        while data := os.read(read_fd, 64):
+            for signum in data:
+                if signum in SIGNALS:
+                    self.give(signal.Signals(signum).name.lower())
+
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _caught(signum, frame) -> None:
+    """Nothing to do on the main thread: the wakeup pipe carries the signal to `Notice`'s thread."""
 
 
 class MetadataWatcher:

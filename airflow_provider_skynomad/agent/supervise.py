@@ -11,8 +11,8 @@ Why each piece is the way it is:
   are passed on (the simulated cloud's group liveness lock must be held by every member).
 - **uploads from the main loop, notices from a thread**: the loop polls the progress file
   every `poll_seconds` (a stat: cheap) and uploads a consistent snapshot when it changed; the
-  metadata thread and the SIGTERM handler forward SIGTERM to the workload the moment they see
-  a notice, even while an upload runs.
+  metadata thread and the signal thread (`Notice.install_signal_handlers`) forward SIGTERM to
+  the workload the moment they see a notice, even while an upload runs.
 - **within the notice**: the workload gets until the notice's end minus the time an upload
   is expected to take (twice the last one, at most half the notice) to exit; then it is killed
   and its last checkpoint uploaded. A cloud that cuts the upload short leaves a checkpoint

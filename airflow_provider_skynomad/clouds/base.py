@@ -13,8 +13,11 @@ declared here with a "not available" default, so callers never probe with ``geta
 from __future__ import annotations
 
 import abc
+import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from enum import Enum
 
 from airflow_provider_skynomad.exceptions import CapacityError as CapacityError
@@ -27,6 +30,50 @@ class GroupStatus(str, Enum):
     SUCCEEDED = "succeeded"  # the workload exited 0: the job is done
     FAILED = "failed"
     TERMINATED = "terminated"
+
+
+class Checkpointed(float):
+    """What `Cloud.progress` answers: the share of the work (0..1) the newest completed checkpoint
+    proves, which this *is* (a float, so every caller that wants only the share reads it as one),
+    and when that checkpoint was written on the cloud's clock (`at_hours`, comparable with
+    `Cloud.now_hours`; None when its store does not say).
+
+    The pace is measured between checkpoints; a checkpoint dated by whoever happened to read it (a
+    look delayed by a busy triggerer, a hand-off) makes a workload at its declared pace look faster.
+    `at_hours` is what the agent stamped, which the reader still judges (jobs/watch.py): a stamp in
+    the future or before the group launched is not believed.
+    """
+
+    __slots__ = ("at_hours",)
+
+    def __new__(cls, fraction: float, at_hours: float | None = None) -> Checkpointed:
+        made = super().__new__(cls, fraction)
+        made.at_hours = at_hours
+        return made
+
+    def __repr__(self) -> str:
+        return f"Checkpointed({float(self)!r}, at_hours={self.at_hours!r})"
+
+
+def wall_hours(wall: float) -> float:
+    """A real cloud's clock (`Cloud.now_hours`) at wall time `wall`, seconds since the Unix epoch."""
+    return wall / 3600.0
+
+
+def checkpointed(
+    fraction: float, stamp: object, on_clock: Callable[[float], float | None] = wall_hours
+) -> Checkpointed:
+    """`fraction` dated by its store's `updated_at` `stamp` (ISO 8601 with its zone, as the agent
+    writes it), put on a cloud's clock by `on_clock`; undated when the stamp is absent or not a time."""
+    at = None
+    if isinstance(stamp, str):
+        try:
+            moment = datetime.fromisoformat(stamp)
+        except ValueError:
+            moment = None
+        if moment is not None and moment.tzinfo is not None:
+            at = on_clock(moment.timestamp())
+    return Checkpointed(fraction, at if at is not None and math.isfinite(at) else None)
 
 
 @dataclass(frozen=True)
@@ -177,7 +224,16 @@ class Cloud(abc.ABC):
 
     def now_hours(self) -> float:
         """The cloud's clock in hours (any fixed origin: callers only take differences)."""
-        return time.time() / 3600.0
+        return wall_hours(time.time())
+
+    def hours_at_wall(self, wall: float) -> float | None:
+        """`now_hours` at wall time `wall` (seconds since the Unix epoch): how a time an instance
+        stamped (a checkpoint's `updated_at`) is put on this cloud's clock; None when it cannot be."""
+        return wall_hours(wall)
+
+    def checkpointed(self, fraction: float, stamp: object) -> Checkpointed:
+        """`fraction` dated by its store's `updated_at` `stamp` on this cloud's clock (`checkpointed`)."""
+        return checkpointed(fraction, stamp, self.hours_at_wall)
 
     def now_timestamp(self):
         """The cloud's clock as a UTC pandas Timestamp (market rows are stamped and cut with it)."""
@@ -262,7 +318,8 @@ class Cloud(abc.ABC):
     @abc.abstractmethod
     def progress(self, handle: GroupHandle) -> float | None:
         """Fraction of the job done (0..1) per the latest checkpoint its workload *completed* where
-        the group runs; None when there is none. Never an estimate from run time."""
+        the group runs; None when there is none. Never an estimate from run time. Clouds whose
+        store says when that checkpoint was written answer a `Checkpointed` carrying it."""
 
     @abc.abstractmethod
     def probe(

@@ -41,6 +41,9 @@ class MultiCloud(Cloud):
         """One clock for the job: the first cloud's (real clouds all run on the wall clock)."""
         return next(iter(self.clouds.values())).now_hours()
 
+    def hours_at_wall(self, wall: float) -> float | None:
+        return next(iter(self.clouds.values())).hours_at_wall(wall)
+
     def now_timestamp(self):
         return next(iter(self.clouds.values())).now_timestamp()
 

@@ -60,7 +60,7 @@ def job_tags(task, job_id: str, deployment_id: str | None = None, user_tags: Map
     """The tags of a job's launches and probes: the user's, then SkyNomad's (which the user cannot override).
 
     :param task: the task instance's identity (anything with ``dag_id``, ``run_id``, ``task_id``,
-        ``map_index``, ``try_number``: `jobs.runner.TaskIdentity`).
+        ``map_index``, ``try_number``: `jobs.contract.TaskIdentity`).
     :param job_id: the job's id (`jobs.record.job_id_for`).
     :param deployment_id: the connection's; None leaves it to the cloud, which adds its own at launch.
     :param user_tags: the operator's ``tags``; keys in SkyNomad's namespace are dropped, so a user tag

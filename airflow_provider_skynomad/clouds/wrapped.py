@@ -51,6 +51,9 @@ class WrappedCloud(Cloud):
     def now_hours(self) -> float:
         return self.inner.now_hours()
 
+    def hours_at_wall(self, wall: float) -> float | None:
+        return self.inner.hours_at_wall(wall)
+
     def now_timestamp(self):
         return self.inner.now_timestamp()
 

@@ -15,8 +15,6 @@ from airflow_provider_skynomad.jobs.errors import SkyNomadInputError
 from airflow_provider_skynomad.jobs.params import JobParams
 from airflow_provider_skynomad.jobs.record import job_id_for, task_key_for, task_key_of
 
-MAX_DB_STEPS = 5  # decision steps in a row the job's database may fail to answer before the job fails
-
 MIN_EVENT_SECONDS = 2.0
 # Airflow's task supervisor waits for its task's output at most this long between looks (its
 # `[workers] min_heartbeat_interval`), so it can notice a deferring task's exit that much late.
@@ -88,10 +86,12 @@ class Outcome:
     message: str = ""
 
     def to_dict(self) -> dict:
+        """The outcome as plain data: a `TriggerEvent` payload crosses processes as JSON."""
         return {"kind": self.kind.value, "job_id": self.job_id, "message": self.message}
 
     @classmethod
     def from_dict(cls, data: dict) -> Outcome:
+        """The outcome a trigger event carries; a malformed one is an input error naming what is wrong."""
         try:
             kind = OutcomeKind(data["kind"])
         except (KeyError, ValueError, TypeError):
@@ -118,10 +118,12 @@ class ControllerArgs:
     min_event_seconds: float = MIN_EVENT_SECONDS
 
     def to_kwargs(self) -> dict:
+        """The trigger's keyword arguments: Airflow stores them as JSON, so only plain data crosses."""
         return {**asdict(self), "params": self.params.to_dict()}
 
     @classmethod
     def from_kwargs(cls, kwargs: dict) -> ControllerArgs:
+        """The arguments as the trigger receives them back from Airflow, typed again."""
         return cls(
             job_id=str(kwargs["job_id"]),
             conn_id=str(kwargs["conn_id"]),

@@ -4,14 +4,14 @@ Why in the trigger: a deferred task's worker comes back only when a worker slot 
 a busy box or a full pool takes seconds to minutes (1.2–1.56 cloud hours at 300×), and a job that
 must wait that long after a preemption, or to put up its on-demand safety net, pays for it in
 slack or in money. The triggerer runs all the time, so the trigger runs the job: each decision
-step it looks (`Watch`), and when the look finds something to act on, the job's `JobRunner` acts
+step it looks (`Watch`), and when the look finds something to act on, the job's `JobSteps` act
 at once, in this thread (cloud calls block; the trigger runs this with `asyncio.to_thread`).
 
 The record lives in the job table (`jobs.table`), written with compare-and-swap: a second copy of
 this trigger (a triggerer failover) takes control by writing first, and the copy that finds its
-version gone stops (`ControlLost`). A database that does not answer leaves the job as it is: the
-record is read again at the next step, and what was written before an effect (a launch request
-and its client token) makes the effect safe to repeat.
+version gone stops (`ControlLost`). A database that does not answer leaves the job as it is
+(`jobs.unanswered`): the record is read again at the next step, and what was written before an
+effect (a launch request and its client token) makes the effect safe to repeat.
 """
 
 from __future__ import annotations
@@ -21,12 +21,16 @@ from dataclasses import dataclass
 
 from sqlalchemy.exc import DBAPIError
 
-from airflow_provider_skynomad.jobs.contract import MAX_DB_STEPS, ControllerArgs, Outcome, OutcomeKind
+from airflow_provider_skynomad.jobs.contract import ControllerArgs, Outcome, OutcomeKind
 from airflow_provider_skynomad.jobs.errors import ControlLost, SkyNomadDeadlineMissed, SkyNomadJobFailed
 from airflow_provider_skynomad.jobs.events import JobEvent
-from airflow_provider_skynomad.jobs.runner import Finish, JobRunner
+from airflow_provider_skynomad.jobs.run import JobRun
+from airflow_provider_skynomad.jobs.steps import JobSteps
 from airflow_provider_skynomad.jobs.table import JobTable, TableStore
+from airflow_provider_skynomad.jobs.unanswered import MAX_DB_STEPS, Patience, first_line
 from airflow_provider_skynomad.jobs.watch import Watch
+
+__all__ = ["MAX_DB_STEPS", "Controller", "Look", "first_line"]
 
 
 @dataclass
@@ -41,21 +45,20 @@ class Look:
 class Controller:
     """Controls one job from its first deferral to its end (see the module docstring)."""
 
-    def __init__(self, args: ControllerArgs, runner: JobRunner, store: TableStore, policy, log):
-        self.args, self.runner, self.store, self.policy, self.log = args, runner, store, policy, log
-        self.watch = Watch.of(runner.record, runner.stale, runner.fleet)
-        self.db_failures = 0
+    def __init__(self, *, args: ControllerArgs, steps: JobSteps, store: TableStore, log):
+        self.args, self.steps, self.store, self.log = args, steps, store, log
+        self.watch = Watch.of(steps.record)
+        self.database = Patience(MAX_DB_STEPS)
         self._said = ""
 
     @classmethod
     def open(cls, args: ControllerArgs, config, cloud, table, log) -> Controller:
-        """Take control of the job: its record from the job table, its runner, its first watch.
+        """Take control of the job: its record from the job table, its steps, its first watch.
 
         `table` is the market table (shared by every trigger of one triggerer); the job table and
         the live-status board use its engine.
         """
         from airflow_provider_skynomad.jobs.live import LiveStatusTable
-        from airflow_provider_skynomad.planner.registry import get_policy
 
         # The job must be the task's own (its arguments name both): another task's is never taken over.
         args.task.check_owns(args.job_id, "the trigger's arguments")
@@ -63,32 +66,36 @@ class Controller:
         owner = f"trigger-{uuid.uuid4().hex[:12]}"
         board = LiveStatusTable(market=table)
         store, record = TableStore.take(jobs, args.job_id, owner, board=board, task_key=args.task.key)
-        runner = JobRunner(args.params, config, cloud, store, args.task, args.conn_id, log, lambda: table)
-        runner.record = record
-        runner.view()  # opens the job's market source, which every look shares
-        policy = get_policy(record.policy, **args.params.policy_params)
-        return cls(args, runner, store, policy, log)
+        run = JobRun(
+            params=args.params, config=config, cloud=cloud, store=store, task=args.task, log=log,
+            table_factory=lambda: table,
+        )  # fmt: skip
+        run.record = record
+        run.view()  # opens the job's market source, which every look shares
+        run.policy = record.policy  # built once per job: the watch and the steps ask the same one
+        return cls(args=args, steps=JobSteps(run=run), store=store, log=log)
 
     @property
     def finished(self) -> bool:
-        return self.runner.record.finished
+        """Whether the job has finished (the trigger stops looking)."""
+        return self.steps.record.finished
 
     def step(self, late_hours: float = 0.0, late_seconds: float = 0.0) -> Look:
         """One decision step; `late_hours`: how late this step started, on the cloud's clock."""
-        runner = self.runner
+        steps, run = self.steps, self.steps.run
         try:
             if late_hours > 0:
-                runner.learn_lag(late_hours, late_seconds)
-            event, words = self.watch.step(runner.cloud, runner.source, self.policy)
+                steps.learn_lag(late_hours, late_seconds)
+            event, words = self.watch.step(run.cloud, run.markets, run.policy)
             if self.watch.seen is not None:  # what the look measured is said at once, in time order
-                runner.learn_warmup(self.watch.seen[0], self.watch.warmup_hours)
+                steps.learn_warmup(self.watch.seen[0], self.watch.warmup_hours)
                 at, progress = self.watch.seen
                 done = progress / self.watch.job.work_hours if self.watch.job.work_hours else None
-                runner.learn_pace(at, self.watch.pace, done)
+                steps.learn_pace(at, self.watch.pace, done)
             look = Look(words=self._new(words), at_hours=self.watch.seen[0] if self.watch.seen else None)
             if event is not None:
                 look.outcome = self._act(event)
-            self.db_failures = 0
+            self.database.answered()
             return look
         except ControlLost:
             raise
@@ -101,31 +108,32 @@ class Controller:
             return
         elapsed, progress = self.watch.seen
         try:
-            self.runner.publish_between(self.watch.state_now(elapsed, progress), elapsed)
+            self.steps.publish_between(self.watch.state_now(elapsed, progress), elapsed)
         except DBAPIError as exc:
             self.log.warning("could not publish the job's live status (%s); the next step tries again", first_line(exc))
 
     def _act(self, event: JobEvent) -> Outcome | None:
-        runner = self.runner
+        """Carry out what the look found, just after checking this copy still controls the job."""
+        steps = self.steps
         self.store.check()  # still in control, just before any effect
-        record = runner.record
+        record = steps.record
         try:
-            answer = runner.handle(record, event)
+            finished = steps.handle(record, event)
         except SkyNomadDeadlineMissed as exc:
             return Outcome(OutcomeKind.DEADLINE_MISSED, record.job_id, str(exc))
         except SkyNomadJobFailed as exc:
             return Outcome(OutcomeKind.FAILED, record.job_id, str(exc))
-        if isinstance(answer, Finish):
+        if finished:
             return Outcome(OutcomeKind.FINISHED, record.job_id)
-        self.watch = Watch.of(runner.record, runner.stale, runner.fleet)
+        self.watch = Watch.of(steps.record)
         return None
 
     def _database_down(self, exc: DBAPIError) -> Look:
         """The job table did not answer: read the record again next step; fail after MAX_DB_STEPS."""
-        self.db_failures += 1
         words = f"the job's database did not answer ({first_line(exc)})"
-        if self.db_failures >= MAX_DB_STEPS:
-            message = f"SkyNomad job {self.args.job_id} stopped: {words} for {self.db_failures} decision steps in a row"
+        if self.database.missed():
+            steps_down = self.database.misses
+            message = f"SkyNomad job {self.args.job_id} stopped: {words} for {steps_down} decision steps in a row"
             return Look(Outcome(OutcomeKind.FAILED, self.args.job_id, message), message)
         try:
             stored = self.store.table.load(self.args.job_id)
@@ -136,8 +144,8 @@ class Controller:
                 raise ControlLost(f"SkyNomad job {self.args.job_id} is controlled by {stored.owner} now") from exc
             self.store.version = stored.version
         if stored is not None:
-            self.runner.record = stored.record
-            self.watch = Watch.of(stored.record, self.runner.stale, self.runner.fleet)
+            self.steps.record = stored.record
+            self.watch = Watch.of(stored.record)
         return Look(words=f"{words}; the job's group is left as it is and the record read again")
 
     def _new(self, words: str) -> str:
@@ -146,9 +154,3 @@ class Controller:
             return ""
         self._said = words
         return words
-
-
-def first_line(exc: DBAPIError) -> str:
-    """The database's own first line of the error, for a log line (the driver's text, not SQLAlchemy's)."""
-    text = str(getattr(exc, "orig", exc)).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

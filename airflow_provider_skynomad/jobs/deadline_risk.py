@@ -32,6 +32,7 @@ def callback_path(value) -> str | None:
 
 
 def resolve(path: str):
+    """The callable named ``"module:function"``: a DAG names its callback as text, so it serializes."""
     module, _, name = path.partition(":")
     try:
         target = importlib.import_module(module)

@@ -18,6 +18,7 @@ def longest_path_seconds(task, durations: dict[str, float]) -> float:
     memo: dict[str, float] = {}
 
     def below(t) -> float:
+        """The longest median path under task `t` (memoised: a DAG's paths share their tails)."""
         if t.task_id not in memo:
             memo[t.task_id] = max((durations.get(d.task_id, 0.0) + below(d) for d in t.downstream_list), default=0.0)
         return memo[t.task_id]

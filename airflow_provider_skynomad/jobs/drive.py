@@ -19,9 +19,11 @@ nothing), and it writes its last checkpoint as it stops, so the copy comes after
 A move is a migration only when a checkpoint existed and was copied: a job that has checkpointed
 nothing restarts anywhere for free.
 
-`before_launch` runs before every launch so the caller can persist the request (and its client
-token) first: a crash between persisting and launching is then repaired by finding that token's
-group, or by re-sending the same request, which the cloud answers with the same group.
+The walk (`Walk`) and each launch (`attempt`) are separate steps, so that the caller
+(`jobs.carry_out`) writes the request (and its client token) to the job's record *before* each
+launch: a crash between writing and launching is then repaired by finding that token's group, or by
+re-sending the same request, which the cloud answers with the same group. Every step returns what
+it did; nothing here calls back into the caller.
 
 A launch the cloud API would not take even after its retries (`CloudApiError`: throttled or
 timed out throughout, see clouds/retry.py) may still have gone through unanswered, so the
@@ -38,7 +40,6 @@ request in flight for a retry (or `on_kill`, or `skynomad cleanup`) to settle by
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from airflow_provider_skynomad.clouds.base import CapacityError, Cloud, GroupHandle, LaunchRequest, ProbeResult
@@ -61,79 +62,122 @@ class DriveResult:
     api_errors: list[str] = field(default_factory=list)  # launches the cloud API would not take
 
 
-def drive(
-    cloud: Cloud,
-    decision: Decision,
-    *,
-    current: GroupHandle | None,
-    current_option: Option | None,
-    checkpoint_zone: str | None,
-    markets: dict[str, Market],
-    make_request: Callable[[Option, Market], LaunchRequest],
-    checkpoint_gb: float,
-    gang_size: int,
-    job_id: str,
-    tags: dict[str, str] | None = None,
-    before_launch: Callable[[LaunchRequest], None] = lambda request: None,
-    after_failure: Callable[[LaunchRequest], None] = lambda request: None,
-    after_api_error: Callable[[LaunchRequest, CloudApiError], None] = lambda request, exc: None,
-    on_demand_fallbacks: tuple[Option, ...] = (),
-) -> DriveResult:
-    """Execute `decision`; see the module docstring for the order of effects.
+@dataclass(frozen=True)
+class Ground:
+    """Where the job stands when a decision is carried out: what runs, and where its checkpoint is."""
 
-    `tags` (the job's) go on its probes and checkpoint copies, so the cloud can bill them to the job.
+    current: GroupHandle | None
+    current_option: Option | None
+    checkpoint_zone: str | None
+    checkpoint_gb: float
+    job_id: str
+    tags: dict[str, str] | None = None
 
-    :raises CloudApiError: nothing launched because of the cloud API and the job has no group, or
-        a launch's outcome cannot be told (the message says which, in plain words).
+
+@dataclass(frozen=True)
+class Attempt:
+    """One launch tried: the group it started or found (None: none), and why not when none.
+
+    `api_error` set: the cloud API would not take the launch (and no group was found by its token);
+    unset with no group: the zone had no capacity.
     """
-    probes = _probes(cloud, markets, decision.probes, gang_size, tags)
-    failed: list[Option] = []
-    api_errors: list[str] = []
-    for option in _with_fallbacks(decision.try_in_order, on_demand_fallbacks, failed):
-        if option is not None and current is not None and option == current_option:
-            return DriveResult(current, current_option, failed=failed, probes=probes)
-        if option is None:
-            if current is not None:
-                cloud.terminate(current)
-            return DriveResult(None, None, failed=failed, terminated=current, probes=probes)
-        market = _market(markets, option)
-        request = make_request(option, market)
-        before_launch(request)
-        try:
-            handle, moved_from = launch_group(
-                cloud, request, old=current, source_zone=checkpoint_zone, size_gb=checkpoint_gb, tags=tags
-            )
-        except CapacityError:
-            failed.append(option)
-            after_failure(request)
-            continue
-        except CloudApiError as exc:
-            handle = _unanswered(cloud, request, exc)
-            if handle is None:
-                failed.append(option)
-                api_errors.append(str(exc))
-                after_api_error(request, exc)
-                continue
-            moved_from = _settle(cloud, handle, current, checkpoint_zone, checkpoint_gb, request.job_id or job_id, tags)
+
+    option: Option
+    request: LaunchRequest
+    handle: GroupHandle | None = None
+    moved_from_zone: str | None = None
+    api_error: str | None = None
+
+
+class Walk:
+    """A decision's options in the order they are tried, and what the tries came to.
+
+    Iterate it for the next option (None: release, the `IDLE` option); hand each launch tried to
+    `tried`, which returns the `DriveResult` once one launched. `stay`, `release` and `exhausted`
+    end the walk the other ways (see the module docstring).
+    """
+
+    def __init__(self, decision: Decision, ground: Ground, *, fallbacks: tuple[Option, ...] = ()):
+        self.decision, self.ground, self.fallbacks = decision, ground, fallbacks
+        self.failed: list[Option] = []
+        self.api_errors: list[str] = []
+        self.probes: list[ProbeResult] = []
+
+    def __iter__(self):
+        return _with_fallbacks(self.decision.try_in_order, self.fallbacks, self.failed)
+
+    def keeps(self, option: Option | None) -> bool:
+        """Whether `option` is what already runs (it "launches" for free)."""
+        return option is not None and self.ground.current is not None and option == self.ground.current_option
+
+    def stay(self) -> DriveResult:
+        """What runs stays: the option already running came first, or no move could be made."""
+        ground = self.ground
         return DriveResult(
-            handle,
-            option,
+            ground.current, ground.current_option, failed=self.failed, probes=self.probes, api_errors=self.api_errors
+        )
+
+    def release(self, cloud: Cloud) -> DriveResult:
+        """The planner chose idle: end what runs."""
+        current = self.ground.current
+        if current is not None:
+            cloud.terminate(current)
+        return DriveResult(None, None, failed=self.failed, terminated=current, probes=self.probes)
+
+    def tried(self, attempt: Attempt) -> DriveResult | None:
+        """Count `attempt`; the walk's result when it launched (or found) a group, else None (go on)."""
+        if attempt.handle is None:
+            self.failed.append(attempt.option)
+            if attempt.api_error is not None:
+                self.api_errors.append(attempt.api_error)
+            return None
+        return DriveResult(
+            attempt.handle,
+            attempt.option,
             launched=True,
-            failed=failed,
-            terminated=current,
-            moved_from_zone=moved_from,
-            probes=probes,
-            api_errors=api_errors,
+            failed=self.failed,
+            terminated=self.ground.current,
+            moved_from_zone=attempt.moved_from_zone,
+            probes=self.probes,
+            api_errors=self.api_errors,
         )
-    if current is not None:  # a move that cannot be made leaves the job where it runs
-        return DriveResult(current, current_option, failed=failed, probes=probes, api_errors=api_errors)
-    if api_errors:
-        raise CloudApiError(
-            f"no group could be launched: {api_errors[-1]}; nothing of this job is running"
-            + (f" ({len(api_errors)} launches refused)" if len(api_errors) > 1 else "")
-        )
-    # Nothing launched (every spot option was full): the job waits idle for the next step.
-    return DriveResult(None, None, failed=failed, probes=probes)
+
+    def exhausted(self) -> DriveResult:
+        """Every option was tried and none launched.
+
+        :raises CloudApiError: nothing launched because of the cloud API and the job has no group.
+        """
+        if self.ground.current is not None:  # a move that cannot be made leaves the job where it runs
+            return self.stay()
+        if self.api_errors:
+            errors = self.api_errors
+            raise CloudApiError(
+                f"no group could be launched: {errors[-1]}; nothing of this job is running"
+                + (f" ({len(errors)} launches refused)" if len(errors) > 1 else "")
+            )
+        # Nothing launched (every spot option was full): the job waits idle for the next step.
+        return DriveResult(None, None, failed=self.failed, probes=self.probes)
+
+
+def attempt(cloud: Cloud, request: LaunchRequest, option: Option, ground: Ground) -> Attempt:
+    """Launch `request` for `option` through `launch_group`, and say what came of it.
+
+    A launch the cloud API would not take may still have gone through unanswered: its token's
+    group is looked up, and found it is the launch's result.
+
+    :raises CloudApiError: even that lookup failed: whether a group runs cannot be told.
+    """
+    old, source, size, tags = ground.current, ground.checkpoint_zone, ground.checkpoint_gb, ground.tags
+    try:
+        handle, moved_from = launch_group(cloud, request, old=old, source_zone=source, size_gb=size, tags=tags)
+    except CapacityError:
+        return Attempt(option, request)
+    except CloudApiError as exc:
+        handle = _unanswered(cloud, request, exc)
+        if handle is None:
+            return Attempt(option, request, api_error=str(exc))
+        moved_from = _settle(cloud, handle, old, source, size, request.job_id or ground.job_id, tags)
+    return Attempt(option, request, handle, moved_from)
 
 
 def _with_fallbacks(order, fallbacks: tuple[Option, ...], failed: list[Option]):
@@ -223,17 +267,20 @@ def move_checkpoint(
     return source_zone if copied else None
 
 
-def _market(markets: dict[str, Market], option: Option) -> Market:
+def market_of(markets: dict[str, Market], option: Option) -> Market:
+    """The market `option` names, among the job's (a decision naming another is a planner bug)."""
     try:
         return markets[option.market]
     except KeyError:
         raise ValueError(f"decision names market {option.market!r}, not among the job's {sorted(markets)}") from None
 
 
-def _probes(
+def probe_markets(
     cloud: Cloud, markets: dict[str, Market], keys, gang_size: int, tags: dict[str, str] | None
 ) -> list[ProbeResult]:
-    """The decision's probes; one the cloud API refuses is skipped (a probe only informs)."""
+    """The decision's probes; one the cloud API refuses is skipped (a probe only informs).
+
+    `tags` (the job's) go on the probes, so the cloud can bill them to the job."""
     results = []
     for key in keys:
         market = markets[key]

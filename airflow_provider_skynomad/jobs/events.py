@@ -1,8 +1,8 @@
-"""What one look at the job found that its runner must act on: typed, never a dict between modules.
+"""What one look at the job found that the controller's steps must act on: typed, never a dict between modules.
 
-The controller's `Watch` makes a `JobEvent`; the runner (`JobRunner.handle`) acts on it in the same
-process. `seq` names the runner's state the look started from, so an event about a state the
-runner has since left is recognised and dropped.
+The controller's `Watch` makes a `JobEvent`; its steps (`JobSteps.handle`) act on it in the same
+process. `seq` names the record's state the look started from, so an event about a state the
+job has since left is recognised and dropped.
 """
 
 from __future__ import annotations

@@ -6,83 +6,104 @@ job runs, why it moved, how far it is, how much slack is left and what it has sp
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from airflow_provider_skynomad.clouds.base import GroupHandle
 from airflow_provider_skynomad.jobs.record import JobRecord
 from airflow_provider_skynomad.jobs.summary import all_on_demand_usd
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import Mode, Option
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
+from airflow_provider_skynomad.planner.timeline import NoteKind
 
 
 def say(item: dict) -> str:
-    """One timeline entry in plain words (the task log line written when it happens)."""
-    event, zone = item["event"], item.get("zone")
-    at = f"[t={item['at_hours']:.2f} h]"
-    if event == "start":
-        return (
-            f"{at} started: {item['work_h']:g} h of work, deadline in {item['deadline_h']:g} h, "
-            f"{item['zones']} zone(s) to choose from, policy {item['policy']}"
-        )
-    if event == "launch":
-        left = f", after the planner released the group in {item['left']}" if item.get("left") else ""
-        return f"{at} launched {item['mode']} in {zone} at ${item['usd_per_h']:.2f}/h{left}"
-    if event == "migrate":
-        because = f": {item['why']}" if item.get("why") else ""
-        return (
-            f"{at} moved to {zone} ({item['mode']}, ${item['usd_per_h']:.2f}/h), checkpoint copied from "
-            f"{item['from']}{because}"
-        )
-    if event == "preempted":
-        return f"{at} preempted in {zone} with {item.get('progress') or '?'} of the work checkpointed"
-    if event == "no capacity":
-        return f"{at} no {item['mode']} capacity in {zone}"
-    if event == "cloud api":
-        return f"{at} the cloud API did not take the {item['mode']} launch in {zone}: {item.get('error', '')}"
-    if event == "stale market":
-        return f"{at} {item['words']}"
-    if event == "release":
-        because = f": {item['why']}" if item.get("why") else ""
-        return f"{at} released the group in {zone}{because}"
-    if event == "idle":
-        return f"{at} waiting without instances ({item['reason']})"
-    if event == "probe":
-        return f"{at} probed {zone}: {item['available']} available"
-    if event == "deadline pressure":
-        why = f" ({item['why']})" if item.get("why") else ""
-        return f"{at} deadline pressure: moving to on-demand now to stay on time{why}"
-    if event == "reaction lag":
-        return (
-            f"{at} the triggerer acted {item['hours']:.2f} cloud h late ({item['wall_seconds']:.1f} s of wall "
-            f"time: a busy box); planning with a {item['planned_hours']:.2f} h margin"
-        )
-    if event == "slow start":
-        return (
-            f"{at} the group's first checkpoint came {item['hours']:.2f} h after launch (declared cold start "
-            f"{item['declared']:g} h); later launches are planned with that"
-        )
-    if event == "pace":
-        return f"{at} {pace_words(item)}"
-    if event == "deadline risk":
-        why = (
-            "the time preemptions, relaunches and waiting already cost"
-            if item.get("cause") == "time lost"
-            else "the work measured is more than declared"
-        )
-        return (
-            f"{at} DEADLINE AT RISK: even on-demand from now would finish at {item['finish_h']:.2f} h, after the "
-            f"deadline at {item['deadline_h']:.2f} h ({why}); the job goes on as fast as it can"
-        )
-    if event == "cost revised":
-        return (
-            f"{at} the final cost ${item['final_usd']:.2f} ({basis_words(item['final_basis'])}) is below the "
-            f"${item['live_usd']:.2f} said while the job ran ({basis_words(item['live_basis'])})"
-        )
-    if event == "finished":
-        return f"{at} the workload finished"
-    if event == "failed":
-        return f"{at} the group failed: {item.get('reason', '')}"
+    """One timeline note in plain words (the task log line written when it happens); a note of a kind
+    this version does not know (another version's record) is shown as its fields."""
+    words = SAYINGS.get(NoteKind.of(item), _fields)
+    return f"[t={item['at_hours']:.2f} h] {words(item)}"
+
+
+def _fields(item: dict) -> str:
     details = " ".join(f"{k}={v}" for k, v in item.items() if k not in ("at_hours", "event"))
-    return f"{at} {event} {details}".rstrip()
+    return f"{item.get('event')} {details}".rstrip()
+
+
+def _because(item: dict) -> str:
+    return f": {item['why']}" if item.get("why") else ""
+
+
+def _start(item: dict) -> str:
+    return (
+        f"started: {item['work_h']:g} h of work, deadline in {item['deadline_h']:g} h, "
+        f"{item['zones']} zone(s) to choose from, policy {item['policy']}"
+    )
+
+
+def _launch(item: dict) -> str:
+    left = f", after the planner released the group in {item['left']}" if item.get("left") else ""
+    return f"launched {item['mode']} in {item.get('zone')} at ${item['usd_per_h']:.2f}/h{left}"
+
+
+def _migrate(item: dict) -> str:
+    return (
+        f"moved to {item.get('zone')} ({item['mode']}, ${item['usd_per_h']:.2f}/h), checkpoint copied from "
+        f"{item['from']}{_because(item)}"
+    )
+
+
+def _preempted(item: dict) -> str:
+    return f"preempted in {item.get('zone')} with {item.get('progress') or '?'} of the work checkpointed"
+
+
+def _no_capacity(item: dict) -> str:
+    return f"no {item['mode']} capacity in {item.get('zone')}"
+
+
+def _cloud_api(item: dict) -> str:
+    return f"the cloud API did not take the {item['mode']} launch in {item.get('zone')}: {item.get('error', '')}"
+
+
+def _release(item: dict) -> str:
+    return f"released the group in {item.get('zone')}{_because(item)}"
+
+
+def _deadline_pressure(item: dict) -> str:
+    why = f" ({item['why']})" if item.get("why") else ""
+    return f"deadline pressure: moving to on-demand now to stay on time{why}"
+
+
+def _reaction_lag(item: dict) -> str:
+    return (
+        f"the triggerer acted {item['hours']:.2f} cloud h late ({item['wall_seconds']:.1f} s of wall "
+        f"time: a busy box); planning with a {item['planned_hours']:.2f} h margin"
+    )
+
+
+def _slow_start(item: dict) -> str:
+    return (
+        f"the group's first checkpoint came {item['hours']:.2f} h after launch (declared cold start "
+        f"{item['declared']:g} h); later launches are planned with that"
+    )
+
+
+def _deadline_risk(item: dict) -> str:
+    why = (
+        "the time preemptions, relaunches and waiting already cost"
+        if item.get("cause") == "time lost"
+        else "the work measured is more than declared"
+    )
+    return (
+        f"DEADLINE AT RISK: even on-demand from now would finish at {item['finish_h']:.2f} h, after the "
+        f"deadline at {item['deadline_h']:.2f} h ({why}); the job goes on as fast as it can"
+    )
+
+
+def _cost_revised(item: dict) -> str:
+    return (
+        f"the final cost ${item['final_usd']:.2f} ({basis_words(item['final_basis'])}) is below the "
+        f"${item['live_usd']:.2f} said while the job ran ({basis_words(item['live_basis'])})"
+    )
 
 
 def pace_words(item: dict) -> str:
@@ -106,6 +127,32 @@ def _percent_off(ratio: float) -> str:
     return f"{100 * (ratio - 1):.0f} % slower" if ratio >= 1 else f"{100 * (1 - ratio):.0f} % faster"
 
 
+# One small function per kind of note. The quiet kinds (a decision, a stay) are shown as their
+# fields where they are shown at all (the final timeline in the task log).
+SAYINGS: dict[NoteKind, Callable[[dict], str]] = {
+    NoteKind.START: _start,
+    NoteKind.DECIDE: _fields,
+    NoteKind.STAY: _fields,
+    NoteKind.LAUNCH: _launch,
+    NoteKind.MIGRATE: _migrate,
+    NoteKind.RELEASE: _release,
+    NoteKind.PREEMPTED: _preempted,
+    NoteKind.NO_CAPACITY: _no_capacity,
+    NoteKind.CLOUD_API: _cloud_api,
+    NoteKind.STALE_MARKET: lambda item: str(item["words"]),
+    NoteKind.IDLE: lambda item: f"waiting without instances ({item['reason']})",
+    NoteKind.PROBE: lambda item: f"probed {item.get('zone')}: {item['available']} available",
+    NoteKind.DEADLINE_PRESSURE: _deadline_pressure,
+    NoteKind.REACTION_LAG: _reaction_lag,
+    NoteKind.SLOW_START: _slow_start,
+    NoteKind.PACE: pace_words,
+    NoteKind.DEADLINE_RISK: _deadline_risk,
+    NoteKind.COST_REVISED: _cost_revised,
+    NoteKind.FINISHED: lambda item: "the workload finished",
+    NoteKind.FAILED: lambda item: f"the group failed: {item.get('reason', '')}",
+}
+
+
 def why_move(record: JobRecord, view: MarketView, before: JobState, target: Option | None, at_hours: float) -> str:
     """Why the job goes from where it was (`before`, its state until this step) to `target`, in facts
     a user can check: preemptions and refused launches there, the price gap. A job with no group
@@ -118,12 +165,14 @@ def why_move(record: JobRecord, view: MarketView, before: JobState, target: Opti
         recent = [
             n
             for n in record.timeline
-            if n.get("zone") == zone and at_hours - n["at_hours"] <= 1.0 and n["event"] in ("preempted", "no capacity")
+            if n.get("zone") == zone
+            and at_hours - n["at_hours"] <= 1.0
+            and n["event"] in (NoteKind.PREEMPTED, NoteKind.NO_CAPACITY)
         ]
-        preempted = sum(n["event"] == "preempted" for n in recent)
+        preempted = sum(n["event"] == NoteKind.PREEMPTED for n in recent)
         if preempted >= 2:
             reasons.append(f"{zone} preempted {preempted} times in 1 h")
-        if source is None and any(n["event"] == "no capacity" and n.get("mode") == "spot" for n in recent):
+        if source is None and any(n["event"] == NoteKind.NO_CAPACITY and n.get("mode") == "spot" for n in recent):
             reasons.append(f"{zone} has no spot capacity")
     if target is not None and source is not None and source.market in view.keys and target.market in view.keys:
         gap = _price(record, view, source) - _price(record, view, target)
@@ -204,6 +253,7 @@ def basis_words(basis: str | None) -> str:
 
 
 def status_line(status: dict) -> str:
+    """The live status as the one line the task log shows at each step, so a user can follow the job there."""
     where = f"{status['mode']} in {status['zone']}" if status["zone"] else "no instances"
     return (
         f"[t={status['elapsed_hours']:.2f} h] {where}, {status['progress_pct']:.0f}% done (checkpointed), "

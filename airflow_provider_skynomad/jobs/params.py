@@ -54,6 +54,7 @@ class JobParams:
 
     @property
     def step_hours(self) -> float:
+        """The decision step in hours: the planner and the cloud clock count in hours, users in minutes."""
         return float(self.decision_step_minutes) / 60.0
 
     def to_dict(self) -> dict:
@@ -65,6 +66,7 @@ class JobParams:
 
     @classmethod
     def from_dict(cls, data: dict) -> JobParams:
+        """The parameters back from plain data (the trigger's arguments): tuples and timedeltas typed again."""
         data = dict(data)
         data["command"] = tuple(data["command"])
         data["max_market_age"] = timedelta(seconds=float(data["max_market_age"]))
@@ -74,72 +76,35 @@ class JobParams:
 def validate_params(op, default_max_market_age: timedelta | None = None) -> JobParams:
     """The operator's arguments, checked after templating; a clear `SkyNomadInputError` otherwise.
 
+    Why checked here, on the worker: a bad argument must fail the task before anything is written
+    or launched, naming the argument. The checks run in the order of the operator's arguments.
+
     :param default_max_market_age: what an operator given ``max_market_age=None`` uses (the probe
         DAG's pace on the connection's clock, `ProbeSchedule`); without it, the 2 h default.
     """
-    command = op.command
-    if isinstance(command, str):
-        raise SkyNomadInputError(
-            f"command must be a list of arguments, got the string {command!r}; to run it through a shell, "
-            f'pass ["bash", "-c", {command!r}]'
-        )
-    if command is not None:
-        if not isinstance(command, (list, tuple)):
-            raise SkyNomadInputError(f"command must be a list of arguments, got {type(command).__name__} {command!r}")
-        command = tuple(_text("command", part, lines=True) for part in command)
-        if not command:
-            raise SkyNomadInputError("command is empty; pass the workload's argv, or None for the bundled workload")
-    instances = op.instances
-    if isinstance(instances, bool) or not isinstance(instances, int) or not 1 <= instances <= MAX_INSTANCES:
-        raise SkyNomadInputError(f"instances must be a whole number from 1 to {MAX_INSTANCES}, got {instances!r}")
+    command, instances = _command(op.command), _instances(op.instances)
     step = _number("decision_step_minutes", op.decision_step_minutes, low=0.1, high=24 * 60)
     lookback = _number("market_lookback_hours", op.market_lookback_hours, low=1.0 / 60, high=24 * 90)
     cap = op.max_wall_seconds_per_step
     if cap is not None:
         cap = _number("max_wall_seconds_per_step", cap, low=0.0, high=24 * 3600)
-    env = _mapping("env", op.env)
-    for name in env:
-        if not ENV_NAME.fullmatch(name):  # it becomes `export NAME=...` in a boot script (clouds/boot_env.py)
-            raise SkyNomadInputError(
-                f"env name {name!r} is not a shell variable name: use letters, digits and '_', "
-                "not starting with a digit (e.g. MY_SETTING)"
-            )
-    if sum(len(k) + len(v) for k, v in env.items()) > MAX_ENV_BYTES:
-        raise SkyNomadInputError(
-            f"env holds more than {MAX_ENV_BYTES // 1024} KiB; pass large inputs through files or the checkpoint"
-        )
+    env = _env(op.env)
     if not isinstance(op.on_deadline_miss, str) or op.on_deadline_miss not in ("fail", "warn"):
         raise SkyNomadInputError(f'on_deadline_miss must be "fail" or "warn", got {op.on_deadline_miss!r}')
     every = op.status_every_steps
     if isinstance(every, bool) or not isinstance(every, int) or every < 1:
         raise SkyNomadInputError(f"status_every_steps must be a whole number ≥ 1, got {every!r}")
-    work_hours = _number("work_hours", op.work_hours, low=0.0, high=MAX_HOURS, low_open=True)
-    cold_start_hours = _number("cold_start_hours", op.cold_start_hours, low=0.0, high=MAX_HOURS)
-    checkpoint_gb = _number("checkpoint_gb", op.checkpoint_gb, low=0.0, high=1e9)
-    interval = _number("checkpoint_interval_hours", op.checkpoint_interval_hours, low=0.0, high=MAX_HOURS)
-    if not isinstance(op.final_checkpoint_on_notice, bool):
-        raise SkyNomadInputError(
-            f"final_checkpoint_on_notice must be True or False, got {op.final_checkpoint_on_notice!r}"
-        )
-    if not isinstance(op.policy, str) or not op.policy.strip():
-        raise SkyNomadInputError(f"policy must be a policy's name such as 'skynomad', got {op.policy!r}")
-    if not isinstance(op.policy_params, Mapping):
-        raise SkyNomadInputError(f"policy_params must be a dict of keyword arguments, got {op.policy_params!r}")
-    age = op.max_market_age
-    if age is None:
-        age = default_max_market_age or DEFAULT_MAX_MARKET_AGE
-    if not isinstance(age, timedelta) or not timedelta(0) < age <= timedelta(hours=MAX_HOURS):
-        raise SkyNomadInputError(f"max_market_age must be a positive timedelta of at most a year, got {age!r}")
+    work = _work(op)
+    _check_policy(op)
+    age = _max_market_age(op.max_market_age, default_max_market_age)
     if op.accelerator is not None:
         _text("accelerator", op.accelerator)
     _check_instance_types(op.instance_types)
     return JobParams(
-        work_hours=work_hours,
+        **work,
         command=command or (),
         env=env,
         instances=instances,
-        cold_start_hours=cold_start_hours,
-        checkpoint_gb=checkpoint_gb,
         policy=op.policy,
         policy_params={str(k): v for k, v in op.policy_params.items()},
         decision_step_minutes=step,
@@ -154,11 +119,84 @@ def validate_params(op, default_max_market_age: timedelta | None = None) -> JobP
         max_wall_seconds_per_step=cap,
         on_deadline_miss=op.on_deadline_miss,
         status_every_steps=every,
-        checkpoint_interval_hours=interval,
         final_checkpoint_on_notice=op.final_checkpoint_on_notice,
         on_deadline_risk=callback_path(getattr(op, "on_deadline_risk", None)),
         fleet_aware=_flag("fleet_aware", getattr(op, "fleet_aware", True)),
     )
+
+
+def _instances(instances) -> int:
+    """The gang's size: a whole number of instances, at most `MAX_INSTANCES`."""
+    if isinstance(instances, bool) or not isinstance(instances, int) or not 1 <= instances <= MAX_INSTANCES:
+        raise SkyNomadInputError(f"instances must be a whole number from 1 to {MAX_INSTANCES}, got {instances!r}")
+    return instances
+
+
+def _command(command) -> tuple[str, ...] | None:
+    """The workload's argv as a tuple of strings; None for the bundled workload."""
+    if isinstance(command, str):
+        raise SkyNomadInputError(
+            f"command must be a list of arguments, got the string {command!r}; to run it through a shell, "
+            f'pass ["bash", "-c", {command!r}]'
+        )
+    if command is None:
+        return None
+    if not isinstance(command, (list, tuple)):
+        raise SkyNomadInputError(f"command must be a list of arguments, got {type(command).__name__} {command!r}")
+    command = tuple(_text("command", part, lines=True) for part in command)
+    if not command:
+        raise SkyNomadInputError("command is empty; pass the workload's argv, or None for the bundled workload")
+    return command
+
+
+def _env(value) -> dict[str, str]:
+    """The workload's environment: shell variable names, small enough for a boot script."""
+    env = _mapping("env", value)
+    for name in env:
+        if not ENV_NAME.fullmatch(name):  # it becomes `export NAME=...` in a boot script (clouds/boot_env.py)
+            raise SkyNomadInputError(
+                f"env name {name!r} is not a shell variable name: use letters, digits and '_', "
+                "not starting with a digit (e.g. MY_SETTING)"
+            )
+    if sum(len(k) + len(v) for k, v in env.items()) > MAX_ENV_BYTES:
+        raise SkyNomadInputError(
+            f"env holds more than {MAX_ENV_BYTES // 1024} KiB; pass large inputs through files or the checkpoint"
+        )
+    return env
+
+
+def _work(op) -> dict:
+    """The work as declared: hours, cold start, checkpoint size and interval (JobParams' fields)."""
+    work = {
+        "work_hours": _number("work_hours", op.work_hours, low=0.0, high=MAX_HOURS, low_open=True),
+        "cold_start_hours": _number("cold_start_hours", op.cold_start_hours, low=0.0, high=MAX_HOURS),
+        "checkpoint_gb": _number("checkpoint_gb", op.checkpoint_gb, low=0.0, high=1e9),
+        "checkpoint_interval_hours": _number(
+            "checkpoint_interval_hours", op.checkpoint_interval_hours, low=0.0, high=MAX_HOURS
+        ),
+    }
+    if not isinstance(op.final_checkpoint_on_notice, bool):
+        raise SkyNomadInputError(
+            f"final_checkpoint_on_notice must be True or False, got {op.final_checkpoint_on_notice!r}"
+        )
+    return work
+
+
+def _check_policy(op) -> None:
+    """The policy is named, and its parameters are keyword arguments (the policy itself checks them)."""
+    if not isinstance(op.policy, str) or not op.policy.strip():
+        raise SkyNomadInputError(f"policy must be a policy's name such as 'skynomad', got {op.policy!r}")
+    if not isinstance(op.policy_params, Mapping):
+        raise SkyNomadInputError(f"policy_params must be a dict of keyword arguments, got {op.policy_params!r}")
+
+
+def _max_market_age(age, default: timedelta | None) -> timedelta:
+    """The oldest market row the job plans with: the operator's, else the probe DAG's pace, else 2 h."""
+    if age is None:
+        age = default or DEFAULT_MAX_MARKET_AGE
+    if not isinstance(age, timedelta) or not timedelta(0) < age <= timedelta(hours=MAX_HOURS):
+        raise SkyNomadInputError(f"max_market_age must be a positive timedelta of at most a year, got {age!r}")
+    return age
 
 
 def _flag(name: str, value) -> bool:

@@ -87,6 +87,7 @@ class ProbeSchedule:
         return max(STALE_AFTER_HOURS, self.max_market_age.total_seconds() / 3600.0)
 
     def words(self) -> str:
+        """The probe DAG's pace in plain words, for a warning that the market data is late."""
         return (
             f"it runs every {_duration(self.wall_interval.total_seconds())} of wall time = "
             f"{self.cloud_interval_hours:g} h of the cloud's clock, so data up to {self.max_market_age_hours:g} h old "
@@ -95,6 +96,7 @@ class ProbeSchedule:
 
     @property
     def max_market_age_hours(self) -> float:
+        """`max_market_age` in cloud hours, the unit every freshness rule compares in."""
         return self.max_market_age.total_seconds() / 3600.0
 
 

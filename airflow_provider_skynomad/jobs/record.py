@@ -18,6 +18,7 @@ from airflow_provider_skynomad.clouds.tags import job_id_for, task_key_for, task
 from airflow_provider_skynomad.planner.actions import Option
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
 from airflow_provider_skynomad.planner.pace import Pace
+from airflow_provider_skynomad.planner.timeline import NoteKind, SegmentEnd
 
 RECORD_KEY = "skynomad_job"
 STATUS_KEY = "skynomad_status"
@@ -49,11 +50,20 @@ class Segment:
     launch_delay_hours: float
     instance_ids: list[str]
     end_hours: float | None = None
-    end: str | None = None  # preempted | migrated | released | finished | failed
+    end: SegmentEnd | None = None  # PREEMPTED, MIGRATED, RELEASED, FINISHED or FAILED once closed
 
-    def close(self, at_hours: float, end: str) -> None:
+    def __post_init__(self) -> None:
+        if self.end is not None:
+            self.end = SegmentEnd(self.end)  # a stored record's word, checked
+
+    def close(self, at_hours: float, end: SegmentEnd) -> None:
+        """End the stretch at `at_hours` (never before its start: a bill has no negative hours)."""
         self.end_hours = max(self.start_hours, float(at_hours))
-        self.end = end
+        self.end = SegmentEnd(end)
+
+    def to_dict(self) -> dict:
+        """Plain JSON for the store: the end as its word, as records have always said it."""
+        return {**asdict(self), "end": None if self.end is None else self.end.value}
 
 
 @dataclass(frozen=True)
@@ -65,10 +75,12 @@ class PendingLaunch:
     elapsed_hours: float
 
     def to_dict(self) -> dict:
+        """Plain JSON for the store: a worker that dies mid-launch leaves this for the next to finish."""
         return {"request": self.request.to_dict(), "option": self.option.to_dict(), "elapsed_hours": self.elapsed_hours}
 
     @classmethod
     def from_dict(cls, data: dict) -> PendingLaunch:
+        """The launch `to_dict` wrote, to be finished with the same client token."""
         return cls(LaunchRequest.from_dict(data["request"]), Option.from_dict(data["option"]), data["elapsed_hours"])
 
 
@@ -116,17 +128,24 @@ class JobRecord:
 
     # -- small verbs ---------------------------------------------------------------------------
 
-    def note(self, at_hours: float, event: str, **details: Any) -> dict:
+    def note(self, at_hours: float, kind: NoteKind, **details: Any) -> dict:
+        """Append a timeline note of `kind`; the item is plain data (the kind as its word), as stored."""
         # Rounded as the live status rounds its hours, so a log line and a status line of one
         # moment show the same time.
-        item = {"at_hours": round(float(at_hours), 3), "event": event, **details}
+        item = {"at_hours": round(float(at_hours), 3), "event": NoteKind(kind).value, **details}
         self.timeline.append(item)
         return item
 
+    def noted(self, kind: NoteKind) -> list[dict]:
+        """The timeline's notes of `kind`, oldest first."""
+        return [item for item in self.timeline if item.get("event") == kind]
+
     def open_segment(self, segment: Segment) -> None:
+        """A group launched: its stretch is billed and drawn from now until it is closed."""
         self.segments.append(segment)
 
-    def close_segment(self, at_hours: float, end: str) -> Segment | None:
+    def close_segment(self, at_hours: float, end: SegmentEnd) -> Segment | None:
+        """Close the running stretch with how it ended; None when none runs (a second close is a no-op)."""
         if self.segments and self.segments[-1].end_hours is None:
             self.segments[-1].close(at_hours, end)
             return self.segments[-1]
@@ -134,21 +153,25 @@ class JobRecord:
 
     @property
     def region(self) -> str | None:
+        """The region of the job's last group (None before its first launch)."""
         return self.segments[-1].region if self.segments else None
 
     # -- the state-store boundary ----------------------------------------------------------------
 
     def to_dict(self) -> dict:
+        """The record as plain JSON, the only shape the job table and task state hold."""
         data = asdict(self)
         data["job"] = self.job.to_dict()
         data["state"] = self.state.to_dict()
         data["group"] = self.group.to_dict() if self.group else None
         data["pending"] = self.pending.to_dict() if self.pending else None
         data["groups_used"] = [g.to_dict() for g in self.groups_used]
+        data["segments"] = [s.to_dict() for s in self.segments]
         return data
 
     @classmethod
     def from_dict(cls, data: dict) -> JobRecord:
+        """The typed record from what `to_dict` stored; a record of another version is refused with what to do."""
         if data.get("version") != RECORD_VERSION:
             raise ValueError(
                 f"task state holds a SkyNomad job record of version {data.get('version')!r}; this provider "
@@ -185,6 +208,7 @@ class StateStore:
 
     @classmethod
     def of(cls, context) -> StateStore:
+        """The task's state store from an Airflow context; in memory when the context has none (tests, old Airflow)."""
         try:
             accessor = context["task_state_store"]
         except (KeyError, TypeError):
@@ -193,6 +217,7 @@ class StateStore:
 
     @property
     def durable(self) -> bool:
+        """Whether what is saved outlives this process: a retry after a crash can reconnect to the job."""
         return self._accessor is not None
 
     def bind(self, table, task_key: str, owner: str) -> None:
@@ -215,6 +240,7 @@ class StateStore:
         return version
 
     def save_status(self, status: dict) -> None:
+        """Keep the live status where the pages read it while the job runs."""
         self._set(STATUS_KEY, status)
 
     def _get(self, key: str):

@@ -3,7 +3,7 @@
 The planner sees a market's last observation hold until the next one (docs/market.md), which
 is right between two probe rounds and wrong when the probe DAG has stopped: hours later the
 view still shows the capacity of then, and a plan built on it is a silent guess. So before the
-runtime (the worker's `JobRunner` and the trigger's `Watch`) hands a view to the planner, every
+runtime (the worker's `JobWorker` and the trigger's `Watch`, through `jobs.markets`) hands a view to the planner, every
 market whose newest row is older than `after_hours` is shown as a market before its first
 observation is (no spot capacity and no spot price *now*; on-demand prices are public and stay):
 the planner then moves only to markets someone has looked at lately, or to on-demand (which
@@ -229,6 +229,7 @@ def _round_reader(market_url: str):
     that cannot answer (or a user that may not create the table) gives none: the rows decide."""
 
     def read(markets: list[tuple[str, str]], now: pd.Timestamp) -> list[CompletedRound]:
+        """The completed probe rounds of `markets` up to `now`; none when the database cannot say."""
         from sqlalchemy.exc import SQLAlchemyError
 
         from airflow_provider_skynomad.market.store.rounds import ProbeRoundTable

@@ -20,6 +20,7 @@ import math
 
 from airflow_provider_skynomad.clouds.base import Cloud
 from airflow_provider_skynomad.jobs.record import JOB_TAG, JobRecord
+from airflow_provider_skynomad.planner.timeline import NoteKind
 
 CLOUD_BILL = "cloud_bill"
 ESTIMATE = "estimate"
@@ -60,7 +61,7 @@ def summarize(record: JobRecord, elapsed_hours: float, cloud_bill: dict | None =
                 "mode": seg.mode,
                 "start_hours": round(seg.start_hours, 3),
                 "end_hours": round(end, 3),
-                "end": seg.end or "running",
+                "end": seg.end.value if seg.end is not None else "running",
             }
         )
     if cloud_bill is None:
@@ -144,7 +145,9 @@ def format_timeline(record: JobRecord, summary: dict) -> str:
     lines = [f"SkyNomad job {record.job_id} ({record.policy}): timeline in cloud hours since start"]
     for item in record.timeline:
         # A decision's reason holds the planner's numbers (V, U): those go to DEBUG when decided.
-        hidden = ("at_hours", "event", "reason", "options") if item["event"] == "decide" else ("at_hours", "event")
+        hidden = ("at_hours", "event", "ends_segment")
+        if item["event"] == NoteKind.DECIDE:
+            hidden += ("reason", "options")
         details = " ".join(f"{k}={v}" for k, v in item.items() if k not in hidden)
         lines.append(f"  t={item['at_hours']:7.2f} h  {item['event']:<18} {details}")
     lines.append(

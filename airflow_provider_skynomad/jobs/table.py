@@ -98,6 +98,7 @@ class JobTable(MarketDatabase):
             return found + 1
 
     def load(self, job_id: str) -> StoredRecord | None:
+        """The job's record with the version a write must name, None when the table holds none."""
         self._ensure()
         statement = select(job_records.c.record, job_records.c.version, job_records.c.owner).where(
             job_records.c.job_id == job_id
@@ -140,6 +141,7 @@ class JobTable(MarketDatabase):
         return version + 1
 
     def delete(self, job_id: str) -> None:
+        """Forget the job's record (otherwise a record outlives its job)."""
         self._ensure()
         with self.engine.begin() as conn:
             conn.execute(job_records.delete().where(job_records.c.job_id == job_id))
@@ -148,8 +150,8 @@ class JobTable(MarketDatabase):
 class TableStore:
     """The controller's record store: compare-and-swap writes to `JobTable`, the live status to `job_live_status`.
 
-    Same verbs as the worker's `record.StateStore` (`save`, `save_status`), so `JobRunner`
-    runs unchanged on either side.
+    A `store.RecordStore`, as the worker's `record.StateStore` is: the runtime writes the same way
+    on either side.
     """
 
     durable = True
@@ -173,12 +175,14 @@ class TableStore:
         version = table.claim(job_id, stored.version, owner, task_key=task_key)
         return cls(table, job_id, owner, version, board, task_key=task_key), stored.record
 
-    def save(self, record: JobRecord) -> None:
+    def save(self, record: JobRecord) -> int:
+        """Write `record` over the version this controller holds; the new version (`ControlLost` if moved on)."""
         if record.job_id != self.job_id:
             raise SkyNomadInputError(
                 f"the controller of SkyNomad job {self.job_id} was asked to write job {record.job_id}"
             )
         self.version = self.table.save(record, self.version, self.owner, task_key=self.task_key)
+        return self.version
 
     def check(self) -> None:
         """Still in control? Bumps the version (`ControlLost` if another copy took over)."""

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-import pandas as pd
 from sqlalchemy.exc import DBAPIError
 
-from airflow_provider_skynomad.clouds.base import Cloud, GroupHandle, GroupStatus
+from airflow_provider_skynomad.clouds.base import Checkpointed, Cloud, GroupHandle, GroupStatus
 from airflow_provider_skynomad.clouds.retry import CloudApiError
 from airflow_provider_skynomad.jobs.events import EventKind, JobEvent
-from airflow_provider_skynomad.jobs.fleet import FleetLens, own_row
-from airflow_provider_skynomad.jobs.stale import StaleGuard, held_rows
-from airflow_provider_skynomad.market.source import MarketSource
+from airflow_provider_skynomad.jobs.markets import JobMarkets
+from airflow_provider_skynomad.jobs.unanswered import MAX_API_STEPS, Patience, first_line
 from airflow_provider_skynomad.planner.actions import Decision, Mode
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
 from airflow_provider_skynomad.planner.pace import Pace
@@ -32,12 +30,15 @@ from airflow_provider_skynomad.planner.safety import is_safe
 # simulated clock seconds of CPU starvation are a sizeable share of an hour).
 PACE_MIN_HOURS = 0.5
 PACE_EVERY_HOURS = 0.25
-MAX_API_STEPS = 3  # decision steps in a row the cloud API may leave unanswered before the job fails
+__all__ = ["MAX_API_STEPS", "Watch"]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Watch:
-    """What the controller watches: the job as its runner last left it, and its group."""
+    """What the controller watches: the job as its steps last left it, and its group.
+
+    Keyword-only: several fields are hours or counts that look alike.
+    """
 
     job: JobSpec
     job_start_hours: float
@@ -50,15 +51,13 @@ class Watch:
     expected_end_hours: float | None = None  # when the running workload should be done, per the last step
     warmup_hours: float | None = None  # measured: launch → the group's first checkpoint, minus that work
     _last_step_hours: float | None = None
-    api_failures: int = 0  # steps in a row the cloud API did not answer
-    stale: StaleGuard = field(default_factory=StaleGuard)
+    api: Patience = field(default_factory=lambda: Patience(MAX_API_STEPS))  # steps the cloud API did not answer
     stale_warnings: list[str] = field(default_factory=list)  # said with the step's words, then cleared
     seen: tuple[float, float] | None = None  # (elapsed, checkpointed progress) at the last look
     pace: Pace | None = None  # what the checkpoints say of the real work; `job.work_hours` is its bound
     # (time, fraction, the pace's measured hours and share) at the group's first checkpoint this watch saw
     _anchor: tuple[float, float, float, float] | None = None
     _fraction: float | None = None  # the checkpointed share at the last look
-    fleet: FleetLens | None = None  # the deployment's other jobs, laid on each view (jobs/fleet.py)
     job_id: str = ""
 
     def __post_init__(self) -> None:
@@ -67,54 +66,49 @@ class Watch:
             self.pace = Pace(self.job.work_hours)
 
     @classmethod
-    def of(cls, record, stale: StaleGuard | None = None, fleet: FleetLens | None = None) -> Watch:
-        """What to watch after the runner handled the last event (or the worker started the job).
-
-        `stale`: the job's one stale-market guard, so a stale market is said once per spell,
-        however often the watch is made anew. `fleet`: the job's reading of its deployment."""
+    def of(cls, record) -> Watch:
+        """What to watch after the controller's steps handled the last event (or the worker started the job)."""
         return cls(
-            record.job,
-            record.job_start_hours,
-            record.state,
-            record.group,
-            record.launch_delay_hours,
-            record.seq,
-            record.progress_at_launch,
-            record.on_safety_net,
+            job=record.job,
+            job_start_hours=record.job_start_hours,
+            base=record.state,
+            group=record.group,
+            launch_delay_hours=record.launch_delay_hours,
+            seq=record.seq,
+            progress_at_launch=record.progress_at_launch,
+            on_safety_net=record.on_safety_net,
             pace=record.pace,
-            fleet=fleet,
             job_id=record.job_id,
-            **({"stale": stale} if stale is not None else {}),
         )
 
-    def step(self, cloud: Cloud, source: MarketSource, policy) -> tuple[JobEvent | None, str]:
+    def step(self, cloud: Cloud, markets: JobMarkets, policy) -> tuple[JobEvent | None, str]:
         """(event or None, a plain-words line on where the job stands).
 
         A step the cloud API would not answer even after its retries (clouds/retry.py), or whose
         market read failed (the market database down or restarting), changes nothing: a healthy
         group is not given up because its status or its markets could not be read. Only
-        `MAX_API_STEPS` such steps in a row fail the job, naming what did not answer.
+        `MAX_API_STEPS` such steps in a row fail the job, naming what did not answer
+        (`jobs.unanswered`, the one rule for what does not answer).
         """
         try:
-            answer = self._step(cloud, source, policy)
+            answer = self._step(cloud, markets, policy)
         except (CloudApiError, DBAPIError) as exc:
             if isinstance(exc, DBAPIError):  # the market database is down or restarting
-                first = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else type(exc.orig).__name__
-                exc = CloudApiError(f"the market table did not answer ({first})")
-            self.api_failures += 1
-            if self.api_failures < MAX_API_STEPS:
+                exc = CloudApiError(f"the market table did not answer ({first_line(exc)})")
+            if not self.api.missed():
                 return None, f"{exc}; the job's group is left as it is and asked again next step"
             elapsed = cloud.now_hours() - self.job_start_hours
-            reason = f"{exc} ({self.api_failures} decision steps in a row)"
+            reason = f"{exc} ({self.api.misses} decision steps in a row)"
             return self._event(EventKind.FAILED, elapsed, self.base.progress_hours, None, reason=reason), reason
-        self.api_failures = 0
+        self.api.answered()
         if self.stale_warnings:
             event, words = answer
             answer = event, "; ".join([*self.stale_warnings, *([words] if words else [])])
             self.stale_warnings = []
         return answer
 
-    def _step(self, cloud: Cloud, source: MarketSource, policy) -> tuple[JobEvent | None, str]:
+    def _step(self, cloud: Cloud, markets: JobMarkets, policy) -> tuple[JobEvent | None, str]:
+        """One look (see `step`), letting what does not answer raise."""
         elapsed = cloud.now_hours() - self.job_start_hours
         status = cloud.poll(self.group) if self.group else None
         if status is GroupStatus.SUCCEEDED:
@@ -128,7 +122,7 @@ class Watch:
             after = self.base.progressed(progress, elapsed_hours=elapsed).advance(
                 running=None, warmup_left_hours=0.0, last_preempted_market=lost
             )
-            view = self.view(cloud, source)
+            view = self.view(cloud, markets)
             decision = policy.decide(self.job, after, view, elapsed)
             return self._event(EventKind.PREEMPTED, elapsed, progress, status, decision=decision), ""
         if status is GroupStatus.FAILED:
@@ -139,7 +133,7 @@ class Watch:
         state = self.state_now(elapsed, progress)
         if self.group is not None:
             self.expected_end_hours = elapsed + state.warmup_left_hours + (self.job.work_hours - progress)
-        view = self.view(cloud, source)
+        view = self.view(cloud, markets)
         decision = policy.decide(self.job, state, view, state.elapsed_hours)
         if not decision.wants_change(state.running):
             return None, ""
@@ -186,15 +180,16 @@ class Watch:
 
         The first checkpoint of a group anchors it (its warm-up is measured from it, so it says
         nothing of the pace); each later one adds the productive time since the anchor. Both are
-        timed by the look that saw them, so a workload that checkpoints as it goes is measured
-        exactly and one that checkpoints rarely errs by at most a step either way.
+        dated by when they were written (`written_at`), not by the look that saw them: a look that
+        comes late (a busy triggerer, a hand-off) would date an old checkpoint now, and a workload
+        at its declared pace would read as faster.
         """
-        fraction = cloud.progress(self.group) if self.group is not None else None
+        checkpoint = cloud.progress(self.group) if self.group is not None else None
         warming = self.progress_at_launch is not None and self.warmup_hours is None
-        if fraction is None or warming:
+        if checkpoint is None or warming:
             return progress
-        fraction = min(1.0, float(fraction))
-        seen = elapsed  # the anchor and every later checkpoint alike: the look that saw it
+        fraction = min(1.0, float(checkpoint))
+        seen = self.written_at(checkpoint, elapsed)
         if self._anchor is None:
             # The pace counts only what was measured: productive time and work after an anchor,
             # never the work before it at a guessed pace (which would pull the estimate to the guess).
@@ -212,6 +207,21 @@ class Watch:
         self.job = self.pace.planning_job(self.job)
         return max(self.base.progress_hours, fraction * self.job.work_hours)
 
+    def written_at(self, checkpoint: float, elapsed: float) -> float:
+        """When `checkpoint` (a `Cloud.progress` answer) was written, in the job's elapsed hours.
+
+        Its store's own time (`Checkpointed.at_hours`) when that is believable: not after this look
+        and not before the group launched. Else this look's time: a store that does not say, an
+        instance clock ahead of ours, or a checkpoint older than the group (one copied in for it).
+        """
+        at = checkpoint.at_hours if isinstance(checkpoint, Checkpointed) else None
+        if at is None:
+            return elapsed
+        written = at - self.job_start_hours
+        if not self.base.running_since_hours <= written <= elapsed:
+            return elapsed
+        return written
+
     def sleep_seconds(self, step_wall: float, wall_per_hour: float, now_hours: float) -> float:
         """Until the next step; shorter when the workload should finish before then, so its end is seen
         within a tenth of a step instead of up to a whole step late (that delay counts against the deadline)."""
@@ -228,21 +238,19 @@ class Watch:
         return max(self.base.progress_hours, min(1.0, float(fraction)) * self.job.work_hours)
 
     def state_now(self, elapsed: float, progress: float) -> JobState:
+        """The planner's state at this look: the base state moved on to `elapsed`, with the proven progress
+        and the warm-up the running group still has left (a decision must not count on it before)."""
         base = self.base
         age = elapsed - base.running_since_hours if base.running else 0.0
         warmup_left = max(0.0, self.launch_delay_hours - age) if base.running else 0.0
         return base.progressed(progress, elapsed_hours=elapsed, warmup_left_hours=warmup_left)
 
-    def view(self, cloud: Cloud, source: MarketSource):
-        """The planner's view now; stale markets show no spot capacity, and are said once (jobs/stale.py)."""
-        now = cloud.now_timestamp()
-        view = source.view(now + pd.Timedelta(seconds=1))
-        running = self.base.running.market if self.group is not None and self.base.running else None
-        view, warnings = self.stale.apply(view, held_rows(source), now, running)
+    def view(self, cloud: Cloud, markets: JobMarkets):
+        """The planner's view now (`jobs.markets`); markets gone stale are said with the step's words."""
+        view, warnings = markets.view(
+            cloud, state=self.base, group=self.group, start_hours=self.job_start_hours, instances=self.job.instances
+        )
         self.stale_warnings += warnings
-        if self.fleet is not None:
-            own = own_row(self.job_id, self.base, self.group, self.job_start_hours, self.job.instances)
-            view = self.fleet.apply(view, cloud, own)
         return view
 
     def _event(

@@ -1,6 +1,6 @@
 """SkyNomadOperator: run a checkpointing gang job on spot instances across zones before a deadline.
 
-Thin Airflow glue over `jobs.JobRunner`: ``execute`` validates the arguments, starts the job (or
+Thin Airflow glue over `jobs.worker.JobWorker`: ``execute`` validates the arguments, starts the job (or
 reconnects to it on a retry) and defers to `SkyNomadTrigger`, which controls the job to its end
 (`jobs.controller`); ``execute_complete`` turns its one outcome into the task's result.
 """
@@ -28,7 +28,7 @@ from airflow_provider_skynomad.market.freshness import DEFAULT_MAX_MARKET_AGE
 from airflow_provider_skynomad.triggers.skynomad import SkyNomadTrigger
 
 if TYPE_CHECKING:
-    from airflow_provider_skynomad.jobs.runner import JobRunner
+    from airflow_provider_skynomad.jobs.worker import JobWorker
 
 __all__ = ["SkyNomadInputError", "SkyNomadOperator", "alert_interval", "on_deadline_missed", "resolve_deadline_hours"]
 
@@ -211,7 +211,7 @@ class SkyNomadOperator(BaseOperator):
         self.status_every_steps = status_every_steps
         self.on_deadline_risk = on_deadline_risk
         self.fleet_aware = fleet_aware
-        self._runner: JobRunner | None = None  # set while a worker holds the job, for on_kill
+        self._runner: JobWorker | None = None  # set while a worker holds the job, for on_kill
 
     # == entry points ===========================================================================
 
@@ -257,7 +257,7 @@ class SkyNomadOperator(BaseOperator):
         if runner is not None and runner.record is not None:
             runner.on_kill(runner.record)
 
-    def _end_if_no_retry(self, runner: JobRunner) -> None:
+    def _end_if_no_retry(self, runner: JobWorker) -> None:
         """The task fails and no retry follows to reconnect to the job: terminate what it launched.
 
         With a retry left the group keeps running (the retry finds it by the job's record and
@@ -280,11 +280,11 @@ class SkyNomadOperator(BaseOperator):
 
     # == glue ===================================================================================
 
-    def _runner_for(self, context) -> JobRunner:
+    def _runner_for(self, context) -> JobWorker:
         # The runtime (and through it the planner, scikit-learn, scipy) is imported here, not at the
         # top: every DAG file that names this operator imports this module on each parse.
         from airflow_provider_skynomad.jobs.contract import TaskIdentity
-        from airflow_provider_skynomad.jobs.runner import JobRunner
+        from airflow_provider_skynomad.jobs.worker import JobWorker
 
         store = StateStore.of(context)
         if not store.durable:
@@ -309,23 +309,23 @@ class SkyNomadOperator(BaseOperator):
             _max_tries(ti),
             str(getattr(ti, "id", None) or secrets.token_hex(4)),
         )
+        from airflow_provider_skynomad.jobs.run import JobRun
         from airflow_provider_skynomad.jobs.table import JobTable
 
-        self._runner = JobRunner(
-            params,
-            config,
-            cloud,
-            store,
-            task,
-            self.skynomad_conn_id,
-            self.log,
-            hook.get_market_table,
-            handoff=JobTable(config.market_url),
+        run = JobRun(
+            params=params,
+            config=config,
+            cloud=cloud,
+            store=store,
+            task=task,
+            log=self.log,
+            table_factory=hook.get_market_table,
         )
+        self._runner = JobWorker(run=run, conn_id=self.skynomad_conn_id, handoff=JobTable(config.market_url))
         return self._runner
 
     @staticmethod
-    def _latest(runner: JobRunner):
+    def _latest(runner: JobWorker):
         """The job's record, None when this task has started none.
 
         Task state names the job (anyone who may write the task's state may have written it): the
@@ -346,15 +346,15 @@ class SkyNomadOperator(BaseOperator):
             )
         return stored.record
 
-    def _answer(self, context, answer, runner: JobRunner):
-        from airflow_provider_skynomad.jobs.runner import Defer
+    def _answer(self, context, answer, runner: JobWorker):
+        from airflow_provider_skynomad.jobs.worker import Defer
 
         persist_group_links(context, runner)
         if isinstance(answer, Defer):
             self.defer(trigger=SkyNomadTrigger(**answer.trigger_kwargs), method_name="execute_complete")
         return answer.summary
 
-    def _deadline_hours(self, context, runner: JobRunner) -> tuple[float, float | None]:
+    def _deadline_hours(self, context, runner: JobWorker) -> tuple[float, float | None]:
         dag = self.dag if self.has_dag() else None
         hours = resolve_deadline_hours(self.deadline, dag, context, runner.config, runner.cloud)
         if self.deadline is not None or self.downstream_reserve is None:

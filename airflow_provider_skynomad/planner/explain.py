@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-import numpy as np
-
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import Mode, Option
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
@@ -38,11 +36,7 @@ def explain(policy: SkyNomadPolicy, job: JobSpec, state: JobState, view: MarketV
     the rows are ranked by the order it tries them.
     """
     decision = decision if decision is not None else policy.decide(job, state, view, now)
-    state = state.advance(elapsed_hours=now)
-    cheapest_od = float(np.min(view.on_demand_usd_per_hour)) * job.instances
-    home = policy._home(job, state, view) if policy.home else None  # noqa: SLF001 - the policy's own steps
-    scores, _ = policy._score(job, state, view, home)  # noqa: SLF001
-    value, _ = policy._value(job, state, view, scores, cheapest_od)  # noqa: SLF001
+    scores, value = policy.weigh(job, state.advance(elapsed_hours=now), view)
     utility = scores.utility(value)
     order = {o: k + 1 for k, o in enumerate(o for o in decision.try_in_order if o is not None)}
     rows = []

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from airflow_provider_skynomad.planner.timeline import SegmentEnd
+
 
 @dataclass
 class Segment:
@@ -13,7 +15,7 @@ class Segment:
     start_hours: float
     end_hours: float
     usd: float
-    ended_by: str = ""  # preempted | moved | idle | finished | deadline
+    ended_by: SegmentEnd | None = None  # PREEMPTED, MOVED, IDLE, FINISHED or DEADLINE once closed
 
 
 @dataclass
@@ -53,5 +55,5 @@ class RunResult:
         if self.lost_work_hours:
             data["lost_work_hours"] = round(self.lost_work_hours, 6)
         if timeline:
-            data["timeline"] = [vars(s) for s in self.segments]
+            data["timeline"] = [{**vars(s), "ended_by": s.ended_by and str(s.ended_by)} for s in self.segments]
         return data

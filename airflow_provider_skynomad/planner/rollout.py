@@ -37,6 +37,7 @@ from airflow_provider_skynomad.planner.base import Policy
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
 from airflow_provider_skynomad.planner.pace import Pace
 from airflow_provider_skynomad.planner.result import RunResult, Segment
+from airflow_provider_skynomad.planner.timeline import SegmentEnd
 
 EPS = 1e-9
 
@@ -72,7 +73,7 @@ class _Ledger:
         self.open.end_hours = start + hours
         self.open.usd += usd
 
-    def close(self, why: str) -> None:
+    def close(self, why: SegmentEnd) -> None:
         if self.open is not None:
             self.open.ended_by = why
             self.result.segments.append(self.open)
@@ -256,7 +257,7 @@ class JobRun:
             self.seen[g, i] = True
             if state.running.mode is Mode.SPOT and not self.capacity.keeps(self, g, i):
                 result.preemptions += 1
-                self.ledger.close("preempted")
+                self.ledger.close(SegmentEnd.PREEMPTED)
                 if job.loses_work:
                     result.lost_work_hours += state.unsaved_hours
                     state = state.lost()
@@ -322,7 +323,7 @@ class JobRun:
     def close(self) -> RunResult:
         """The run is over (finished, or out of window): close the books."""
         result, state = self.ledger.result, self.state
-        self.ledger.close("finished" if result.finish_hours is not None else "deadline")
+        self.ledger.close(SegmentEnd.FINISHED if result.finish_hours is not None else SegmentEnd.DEADLINE)
         result.met_deadline = result.finish_hours is not None and result.finish_hours <= self.job.deadline_hours + 1e-6
         result.unfinished_work_hours = max(0.0, self.work - state.progress_hours)
         return result
@@ -369,7 +370,7 @@ def _carry_out(
             break
 
     if chosen != state.running:
-        ledger.close("moved" if chosen is not None else "idle")
+        ledger.close(SegmentEnd.MOVED if chosen is not None else SegmentEnd.IDLE)
         run.capacity.changed(run, state.running, chosen, g)
         if chosen is not None:
             source = state.checkpoint_market

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, field
 
 from airflow_provider_skynomad.jobs.narrate import say
+from airflow_provider_skynomad.planner.timeline import NoteKind, SegmentEnd
 
 
 @dataclass
@@ -28,7 +29,7 @@ class Bar:
     start: float
     end: float
     usd_per_hour: float = 0.0
-    ended: str | None = None  # preempted | migrated | released | finished | failed | None (still running)
+    ended: SegmentEnd | str | None = None  # how its segment ended (text: a word unknown here); None: running
 
 
 @dataclass
@@ -44,7 +45,7 @@ class JobFacts:
     progress_hours: float
     zones: list[str]
     bars: list[Bar]
-    markers: list[dict]  # {at, zone, kind: preempted|migrated, why}
+    markers: list[dict]  # {at, zone, kind: SegmentEnd.PREEMPTED or MIGRATED, why}
     cost_points: list[tuple[float, float]]  # (hours, cumulative USD)
     on_demand_points: list[tuple[float, float]]
     progress_points: list[tuple[float, float]]
@@ -125,8 +126,8 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
         deadline_met=_flag(summary, "deadline_met", "record.summary") if summary else None,
         preemptions=int(_number(record, "preemptions", "record", 0.0)),
         migrations=int(_number(record, "migrations", "record", 0.0)),
-        decisions=[_decision(t) for t in timeline if t.get("event") == "decide"][-8:],
-        story=[_say(t) for t in timeline if t.get("event") not in ("decide", "stay")],
+        decisions=[_decision(t) for t in timeline if NoteKind.of(t) is NoteKind.DECIDE][-8:],
+        story=[_say(t) for t in timeline if not _quiet(t)],
         declared_work_hours=declared if abs(declared - work) > 0.005 else None,
     )
 
@@ -220,7 +221,7 @@ class _Segment:
     end: float | None  # None: still running
     delay: float  # cold start
     usd_per_hour: float
-    ended: str | None
+    ended: SegmentEnd | str | None
 
 
 def _segments(record: dict) -> list[_Segment]:
@@ -229,7 +230,6 @@ def _segments(record: dict) -> list[_Segment]:
         where = f"record.segments.{i}"
         if seg.get("zone") is None or _number(seg, "start_hours", where) is None:
             raise ValueError(f"{where} has no zone or no start_hours")
-        ended = seg.get("end")
         segments.append(
             _Segment(
                 zone=str(seg["zone"]),
@@ -238,10 +238,26 @@ def _segments(record: dict) -> list[_Segment]:
                 end=_number(seg, "end_hours", where),
                 delay=_number(seg, "launch_delay_hours", where, 0.0),
                 usd_per_hour=_number(seg, "usd_per_hour", where, 0.0),
-                ended=None if ended is None else str(ended),
+                ended=_ended(seg.get("end")),
             )
         )
     return segments
+
+
+def _ended(value) -> SegmentEnd | str | None:
+    """A segment's ``end`` as a `SegmentEnd` (None: still running); a word this version does not
+    know (another version's, a hand-edited record's) is passed on as text for the chart's tooltip."""
+    if value is None:
+        return None
+    try:
+        return SegmentEnd(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _quiet(item: dict) -> bool:
+    kind = NoteKind.of(item)
+    return kind is not None and kind.quiet
 
 
 def _decision(item: dict) -> dict:
@@ -336,43 +352,50 @@ def _bars(segments: list[_Segment], elapsed: float) -> list[Bar]:
 
 
 def _markers(segments: list[_Segment], timeline: list[dict]) -> list[dict]:
-    whys = [(i, t) for i, t in enumerate(timeline) if t.get("event") == "migrate"]
-    pressure = [(i, t) for i, t in enumerate(timeline) if t.get("event") == "deadline pressure"]
-    releases = [(i, t) for i, t in enumerate(timeline) if t.get("event") == "release"]
+    """A ✕ where the cloud took a group back, a ▶ where the planner moved the job; why it moved is
+    read from the note that ended the segment (its ``ends_segment``): a release's why, a launch's
+    cause (the deadline's on-demand net) and why."""
+    ended_by = _notes_ending_segments(timeline)
     markers = []
     for k, seg in enumerate(segments):
-        if seg.ended == "released" and seg.end is not None and _moved_on(segments, k):
-            near = [
-                t
-                for i, t in releases
-                if abs(_number(t, "at_hours", f"record.timeline.{i}", 0.0) - seg.end) < 0.25
-                and t.get("zone") in (seg.zone, None)
-            ]
-            why = (near[0].get("why") if near else "") or "the planner released the group here"
-            markers.append({"at": seg.end, "zone": seg.zone, "kind": "migrated", "why": f"left {seg.zone}: {why}"})
+        if seg.end is None:
             continue
-        if seg.ended not in ("preempted", "migrated") or seg.end is None:
-            continue
-        if seg.ended == "migrated":
-            near = [
-                t
-                for i, t in whys
-                if abs(_number(t, "at_hours", f"record.timeline.{i}", 0.0) - seg.end) < 0.25
-                and t.get("from") in (seg.zone, None)
-            ]
-            netted = any(abs(_number(t, "at_hours", f"record.timeline.{i}", 0.0) - seg.end) < 0.25 for i, t in pressure)
-            same_zone = k + 1 < len(segments) and segments[k + 1].zone == seg.zone
-            if netted:
-                why = f"switched to on-demand{'' if same_zone else f' away from {seg.zone}'} to stay on time"
-            elif same_zone:
-                why = f"switched in {seg.zone}: " + ((near[0].get("why") if near else "") or "the planner's choice")
-            else:
-                why = (near[0].get("why") if near else "") or "the planner found a better place"
-                why = f"moved away from {seg.zone}: {why}"
-        else:
+        note = ended_by.get(k, {})
+        if seg.ended is SegmentEnd.RELEASED and _moved_on(segments, k):
+            why = note.get("why") or "the planner released the group here"
+            markers.append(
+                {"at": seg.end, "zone": seg.zone, "kind": SegmentEnd.MIGRATED, "why": f"left {seg.zone}: {why}"}
+            )
+        elif seg.ended is SegmentEnd.MIGRATED:
+            markers.append(
+                {"at": seg.end, "zone": seg.zone, "kind": SegmentEnd.MIGRATED, "why": _why_moved(segments, k, note)}
+            )
+        elif seg.ended is SegmentEnd.PREEMPTED:
             why = f"the cloud took the instances back in {seg.zone}"
-        markers.append({"at": seg.end, "zone": seg.zone, "kind": seg.ended, "why": why})
+            markers.append({"at": seg.end, "zone": seg.zone, "kind": SegmentEnd.PREEMPTED, "why": why})
     return markers
+
+
+def _notes_ending_segments(timeline: list[dict]) -> dict[int, dict]:
+    """Segment index → the note that ended it (a release, or the launch that replaced its group)."""
+    ended_by = {}
+    for item in timeline:
+        k = item.get("ends_segment")
+        if isinstance(k, int) and not isinstance(k, bool):
+            ended_by[k] = item
+    return ended_by
+
+
+def _why_moved(segments: list[_Segment], k: int, note: dict) -> str:
+    """Why segment `k`'s group was replaced, from `note` (the launch that replaced it, {} when the
+    record is older than such notes)."""
+    zone = segments[k].zone
+    same_zone = k + 1 < len(segments) and segments[k + 1].zone == zone
+    if note.get("cause") == NoteKind.DEADLINE_PRESSURE:
+        return f"switched to on-demand{'' if same_zone else f' away from {zone}'} to stay on time"
+    if same_zone:
+        return f"switched in {zone}: " + (note.get("why") or "the planner's choice")
+    return f"moved away from {zone}: " + (note.get("why") or "the planner found a better place")
 
 
 def _moved_on(segments: list[_Segment], k: int) -> bool:
@@ -410,7 +433,7 @@ def _progress_curve(
         points.append((warm, progress))
         progress = min(work, progress + max(0.0, end - warm)) if work else progress
         points.append((end, progress))
-        if seg.ended == "preempted" and work:
+        if seg.ended is SegmentEnd.PREEMPTED and work:
             kept = [share for at, share in checkpointed if abs(at - end) < 0.25]
             if kept and kept[0] * work < progress:
                 progress = kept[0] * work
@@ -423,7 +446,7 @@ def _checkpointed_at_preemptions(timeline: list[dict]) -> list[tuple[float, floa
     kept = []
     for i, item in enumerate(timeline):
         said = item.get("progress")
-        if item.get("event") != "preempted" or not isinstance(said, str) or not said.endswith("%"):
+        if NoteKind.of(item) is not NoteKind.PREEMPTED or not isinstance(said, str) or not said.endswith("%"):
             continue
         try:
             share = float(said[:-1]) / 100.0
@@ -450,7 +473,8 @@ def failure_reason(job_state: str | None, record: dict | None, status: dict | No
         return str(status["reason"])
     if record is None:
         return FAILED_BEFORE_START
-    noted = [t for t in _objects(record, "timeline", "record") if t.get("event") in ("failed", "deadline risk")]
+    timeline = _objects(record, "timeline", "record")
+    noted = [t for t in timeline if NoteKind.of(t) in (NoteKind.FAILED, NoteKind.DEADLINE_RISK)]
     summary = record.get("summary") or {}
     if isinstance(summary, dict) and summary.get("deadline_met") is False:
         return "it finished after its deadline"
@@ -483,7 +507,7 @@ def dashboard_row(job_state: str | None, record: dict | None, status: dict | Non
         pct = 100.0
     preempted_in: dict[str, int] = {}
     for marker in facts.markers:
-        if marker["kind"] == "preempted":
+        if marker["kind"] is SegmentEnd.PREEMPTED:
             preempted_in[marker["zone"]] = preempted_in.get(marker["zone"], 0) + 1
     return {
         "state": job_state or "?",

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from airflow_provider_skynomad.planner.timeline import SegmentEnd
+
 KIND_COLOURS = {"spot": "#2f9e44", "on-demand": "#1c7ed6", "cold start": "#fab005", "idle": "#ced4da"}
 SERIES = ["#1c7ed6", "#e8590c", "#2f9e44", "#ae3ec9", "#f03e3e", "#0ca678", "#5f3dc4", "#d6336c", "#495057"]
 SHADES = ["#e03131", "#f76707", "#fcc419", "#94d82d", "#2f9e44"]  # none → all of the probes found capacity
@@ -70,7 +72,7 @@ def gantt(bars, markers, lanes: list[str], span: float, deadline: float | None =
         chart.rects.append(dict(x=x(bar.start), y=y, w=w, h=lane_h - 8, fill=fill, cls=f"bar {bar.kind}", tip=tip))
     for m in markers:
         i = lanes.index(m["zone"]) if m["zone"] in lanes else 0
-        glyph, colour = ("✕", "#c92a2a") if m["kind"] == "preempted" else ("▶", "#343a40")
+        glyph, colour = ("✕", "#c92a2a") if m["kind"] == SegmentEnd.PREEMPTED else ("▶", "#343a40")
         y = round(top + i * lane_h + lane_h / 2 + 5, 1)
         tip = f"{m['kind']} at {m['at']:.2f} h: {m['why']}"
         cls = f"marker {m['kind']}"

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import time
-import zlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,14 +18,13 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_skynomad.hooks import skynomad as _hooks
 from airflow_provider_skynomad.hooks.skynomad import SkyNomadHook
-from airflow_provider_skynomad.jobs.contract import MAX_DB_STEPS, ControllerArgs, Outcome, OutcomeKind
+from airflow_provider_skynomad.jobs.clock import StepClock, Tick, step_wall_seconds
+from airflow_provider_skynomad.jobs.contract import ControllerArgs, Outcome, OutcomeKind
+from airflow_provider_skynomad.jobs.unanswered import MAX_DB_STEPS, Patience, first_line
 
 # The triggerer imports this module on its event loop: keep it light. pandas, numpy, SQLAlchemy
 # and the planner are imported inside the threads that use them.
 
-PUBLISH_EVERY_SECONDS = 10.0  # wall seconds between two live-status rows (`jobs.live`) at most
-PUBLISH_EVERY_CLOUD_HOURS = 0.1  # and at least this often on the cloud's clock (an accelerated one)
-PUBLISH_MIN_SECONDS = 1.0
 # Task states after which nothing of the job may keep running (a cleared task has none yet).
 _ENDED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 
@@ -71,59 +68,39 @@ class SkyNomadTrigger(BaseTrigger):
         yield TriggerEvent(outcome.to_dict())
 
     async def _control(self, controller, config) -> Outcome | None:
-        """Step on a fixed schedule until the job ends; None when another copy took control."""
+        """Step on the job's schedule (`jobs.clock.StepClock`) until it ends; None when another copy took control."""
         from airflow_provider_skynomad.jobs.errors import ControlLost
 
-        wall_per_hour = config.wall_seconds_per_cloud_hour
-        step_wall = self._step_wall(config)
-        # The first look is at once: the worker has just launched, or a retry reconnected. Steps keep
-        # to a fixed schedule offset per job, so a triggerer's many jobs don't all step at one instant.
-        due = time.monotonic()
-        offset = step_wall * self._phase()
-        published, took = -math.inf, 0.0
-        # The job page's figures stay within a tenth of a cloud hour of the truth, on any clock.
-        publish_every = max(PUBLISH_MIN_SECONDS, min(PUBLISH_EVERY_SECONDS, PUBLISH_EVERY_CLOUD_HOURS * wall_per_hour))
+        clock = StepClock.of(
+            self.args.job_id, step_wall=self._step_wall(config), wall_per_hour=config.wall_seconds_per_cloud_hour
+        )
         while True:
-            now = time.monotonic()
-            # How late a change is carried out: this look started late (a busy loop), and the last one
-            # took this long from its look to its last effect (threads, the database, the cloud).
-            late = max(0.0, now - due) + took
-            publish = now - published >= publish_every
+            tick = clock.begin()
             try:
-                outcome, wanted = await asyncio.to_thread(
-                    self._look, controller, late / wall_per_hour, late, publish, step_wall, wall_per_hour
-                )
+                outcome, wanted = await asyncio.to_thread(self._look, controller, tick, clock)
             except ControlLost as exc:
                 self.log.warning("%s", exc)
                 return None
             if outcome is not None:
                 return outcome
-            if publish:
-                published = now
-            took = time.monotonic() - now
-            # The next look: a step on, sooner when the workload should end before then; a step that
-            # ran long moves the schedule (it is not caught up back to back).
-            due = max(due + min(wanted, offset or wanted), time.monotonic() + min(wanted, step_wall / 10))
-            offset = 0.0  # after the first look, where this job's phase falls; a step apart from then on
-            await asyncio.sleep(max(0.0, due - time.monotonic()))
+            await asyncio.sleep(clock.end(tick, wanted))
 
-    def _look(
-        self, controller, late_hours: float, late: float, publish: bool, step_wall: float, wall_per_hour: float
-    ) -> tuple[Outcome | None, float]:
+    def _look(self, controller, tick: Tick, clock: StepClock) -> tuple[Outcome | None, float]:
         """In a thread, one decision step: (the outcome when the job ended, wall seconds until the next).
 
         All of it blocks or may: the look and its effects, the log line (a trigger's log is shipped
         to the task's log), the live status, even the cloud's clock (a cloud's own code).
         """
-        look = controller.step(late_hours, late)
+        look = controller.step(tick.late_hours, tick.late_seconds)
         if look.words:
-            at = look.at_hours if look.at_hours is not None else controller.runner.elapsed()
+            at = look.at_hours if look.at_hours is not None else controller.steps.run.elapsed()
             self.log.info("[t=%.2f h] %s", round(at, 3), look.words)
         if look.outcome is not None:
             return look.outcome, 0.0
-        if publish:
+        if tick.publish:
             controller.publish()
-        return None, controller.watch.sleep_seconds(step_wall, wall_per_hour, controller.runner.cloud.now_hours())
+        now_hours = controller.steps.run.cloud.now_hours()
+        return None, controller.watch.sleep_seconds(clock.step_wall, clock.wall_per_hour, now_hours)
 
     def _check_task(self) -> None:
         """The arguments' task is the task instance this trigger was deferred from, and owns the job.
@@ -145,23 +122,21 @@ class SkyNomadTrigger(BaseTrigger):
     def _step_wall(self, config) -> float:
         """Wall seconds of one decision step on the connection's cloud clock."""
         params = self.args.params
-        step_wall = config.wall_seconds_per_cloud_hour * params.step_hours
-        if params.max_wall_seconds_per_step is not None:
-            step_wall = min(step_wall, params.max_wall_seconds_per_step)
-        return step_wall
+        return step_wall_seconds(
+            config.wall_seconds_per_cloud_hour, params.step_hours, params.max_wall_seconds_per_step
+        )
 
     async def _open_when_the_database_answers(self, config):
         """The controller, opened in a thread (trace loading, the database and the planner's imports
         all block). A trigger that starts while the database restarts (a triggerer's triggers are
         re-assigned at any moment) tries again each decision step, as a running job's controller
-        does (`MAX_DB_STEPS`), before the job fails."""
-        failures = 0
+        does (`jobs.unanswered`, `MAX_DB_STEPS`), before the job fails."""
+        database = Patience(MAX_DB_STEPS)
         while True:
-            last = failures + 1 >= MAX_DB_STEPS
-            opened, down = await asyncio.to_thread(self._open_unless_the_database_is_down, config, last)
+            opened, down = await asyncio.to_thread(self._open_unless_the_database_is_down, config, database.last_chance)
             if opened is not None:
                 return opened
-            failures += 1
+            database.missed()
             self.log.warning(
                 "the job's database did not answer (%s); its controller tries again in a decision step", down
             )
@@ -171,8 +146,6 @@ class SkyNomadTrigger(BaseTrigger):
         """In a thread: ((controller, table), None), or (None, the database's words) when it did not
         answer; on the `last` try that error is raised."""
         from sqlalchemy.exc import DBAPIError
-
-        from airflow_provider_skynomad.jobs.controller import first_line
 
         try:
             return self._open(config), None
@@ -193,11 +166,6 @@ class SkyNomadTrigger(BaseTrigger):
         except BaseException:
             release_shared(table)
             raise
-
-    def _phase(self) -> float:
-        """Where in its step this job's looks fall, in (0, 1]: stable per job, so the many jobs of
-        one triggerer don't all look at the same instant and queue for its few threads at once."""
-        return (1 + zlib.crc32(self.args.job_id.encode()) % 1000) / 1000
 
     async def on_kill(self) -> None:
         """The deferred task was acted on: terminate the job's group once Airflow says the task ended.

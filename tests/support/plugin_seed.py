@@ -124,6 +124,7 @@ def finished_record(job_id: str = "sn-finished0000001") -> dict:
         usd_per_h=11.06,
         **{"from": b},
         why="us-west1-a preempted 2 times in 1 h",
+        ends_segment=1,  # the launch replaced the group of segment 1
     )
     record.segments.append(Segment("m", c, "europe-west1", "on-demand", 6.0, 11.06, 0.3, ["i-3"], 9.6, "finished"))
     record.note(9.6, "finished")

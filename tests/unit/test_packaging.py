@@ -233,7 +233,7 @@ def test_the_entry_point_modules_stay_light(module):
 def test_a_dag_file_naming_the_operator_does_not_import_the_planner():
     """The DAG processor and every worker parse DAG files often; the planner, scikit-learn and scipy
     are the runtime's, loaded when a task runs (seconds per parse on a busy worker otherwise)."""
-    heavy = ("sklearn", "scipy", "airflow_provider_skynomad.jobs.runner", "airflow_provider_skynomad.planner.registry")
+    heavy = ("sklearn", "scipy", "airflow_provider_skynomad.jobs.worker", "airflow_provider_skynomad.planner.registry")
     code = (
         "import sys\n"
         "from airflow_provider_skynomad.operators.skynomad import SkyNomadOperator\n"

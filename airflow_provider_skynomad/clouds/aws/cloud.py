@@ -385,7 +385,8 @@ class AwsCloud(Cloud):
     def progress(self, handle: GroupHandle) -> float | None:
         """step / total_steps from ``progress.json`` in the instance store of the group's rank 0, signed
         with the job's key; before rank 0 wrote one that verifies, the step of the checkpoint the group
-        restores from (the region's newest verified one), None without one."""
+        restores from (the region's newest verified one), None without one. Dated by when that
+        checkpoint was written (progress.json's `updated_at`, the manifest's `created_at`)."""
         store = self._rank0_store(handle)
         region = self._region(handle)
         done = None if store is None else self.store.progress(region, store)
@@ -396,9 +397,10 @@ class AwsCloud(Cloud):
             return None
         manifest = newest[2]
         try:
-            return min(1.0, max(0.0, float(manifest["step"]) / float(manifest["total_steps"])))
+            fraction = min(1.0, max(0.0, float(manifest["step"]) / float(manifest["total_steps"])))
         except (TypeError, KeyError, ValueError, ZeroDivisionError):
             return None
+        return self.checkpointed(fraction, manifest.get("created_at"))
 
     def failure_detail(self, handle: GroupHandle) -> str | None:
         """The workload's stderr tail from the agent's run record, None without one."""

@@ -31,6 +31,8 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_skynomad.clouds.base import Checkpointed, checkpointed
+
 if TYPE_CHECKING:
     from airflow_provider_skynomad.agent.store import CheckpointStore
 
@@ -114,14 +116,16 @@ class JobStore:
         uri = self.uri(region, job_id)
         return CheckpointStore(uri, backend=open_backend(uri, self._s3(region)), key=key)
 
-    def progress(self, region: str, job_id: str) -> float | None:
-        """step / total_steps of the job's signed progress.json; None when absent or it does not verify."""
+    def progress(self, region: str, job_id: str) -> Checkpointed | None:
+        """step / total_steps of the job's signed progress.json, dated by its `updated_at`; None when absent
+        or it does not verify."""
         store = self.checkpoints(region, job_id)
         data = store.read_progress() if store is not None else None
         try:
-            return min(1.0, max(0.0, float(data["step"]) / float(data["total_steps"])))
+            fraction = min(1.0, max(0.0, float(data["step"]) / float(data["total_steps"])))
         except (TypeError, KeyError, ValueError, ZeroDivisionError):
             return None
+        return checkpointed(fraction, data.get("updated_at"))
 
     def run_record(self, region: str, job_id: str, run_id: str) -> dict | None:
         """Run `run_id`'s record signed with the job's key; None when absent or it does not verify."""

@@ -22,6 +22,8 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_skynomad.clouds.base import Checkpointed, checkpointed
+
 if TYPE_CHECKING:
     from airflow_provider_skynomad.agent.store import CheckpointStore
 
@@ -93,15 +95,16 @@ class GcsStore:
         uri = f"gs://{bucket}/{self.base(job_id)}"
         return CheckpointStore(uri, backend=open_backend(uri, self.hook.get_conn()), key=key)
 
-    def progress(self, region: str, job_id: str) -> float | None:
-        """``step / total_steps`` of the job's signed ``progress.json`` (one GCS read); None without
-        one, or when it does not verify with the job's key."""
+    def progress(self, region: str, job_id: str) -> Checkpointed | None:
+        """``step / total_steps`` of the job's signed ``progress.json`` (one GCS read), dated by its
+        ``updated_at``; None without one, or when it does not verify with the job's key."""
         store = self.checkpoints(self.bucket(region), job_id)
         data = store.read_progress() if store is not None else None
         try:
-            return max(0.0, min(1.0, float(data["step"]) / float(data["total_steps"])))
+            fraction = max(0.0, min(1.0, float(data["step"]) / float(data["total_steps"])))
         except (TypeError, KeyError, ValueError, ZeroDivisionError):
             return None
+        return checkpointed(fraction, data.get("updated_at"))
 
     def run_record(self, region: str, job_id: str, run_id: str) -> dict | None:
         """The agent's ``runs/<run_id>.json`` (outcome, exit code, stderr tail) signed with the job's key

@@ -73,6 +73,10 @@ class SteppedClock:
     def now_hours(self) -> float:
         return self.hours
 
+    def hours_at_wall(self, wall: float) -> float | None:
+        """None: a clock its caller moves has no wall time, so no instance's stamp can be put on it."""
+        return None
+
     def now(self) -> pd.Timestamp:
         return (self.start + pd.Timedelta(hours=self.hours)).floor("us")
 

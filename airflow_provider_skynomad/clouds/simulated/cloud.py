@@ -423,7 +423,8 @@ class SimulatedCloud(Cloud):
     def progress(self, handle: GroupHandle) -> float | None:
         """step / total_steps from `progress.json` in the group's job's checkpoint in its zone.
 
-        The workload writes it after each checkpoint it completes; None when absent or unreadable.
+        The workload's agent writes it after each checkpoint it completes; None when absent or
+        unreadable. Dated by its `updated_at` (the agent's wall clock, this host's) on the simulated clock.
         """
         record = self._record(handle)
         job_id, zone = record.get("job_id", ""), record["zone"]
@@ -434,7 +435,10 @@ class SimulatedCloud(Cloud):
             step, total = float(data["step"]), float(data["total_steps"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        return min(max(step / total, 0.0), 1.0) if total > 0 else None
+        return self.checkpointed(min(max(step / total, 0.0), 1.0), data.get("updated_at")) if total > 0 else None
+
+    def hours_at_wall(self, wall: float) -> float | None:
+        return self.clock.hours_at_wall(wall)
 
     def probe(
         self,

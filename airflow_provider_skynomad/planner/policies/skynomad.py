@@ -122,6 +122,18 @@ class SkyNomadPolicy:
         wants = self._wants(job, state, view, scores, value, tries, crowd) if crowd is not None else None
         return Decision(tuple(tries), probes=probes, reason=reason, wants=wants)
 
+    def weigh(self, job: JobSpec, state: JobState, view: MarketView) -> tuple[Scores, float]:
+        """Every option's utility terms and V, as `decide` weighs them at `state` (the fleet left out).
+
+        Public so that a decision can be explained (`planner.explain`: the CLI, the job page) from
+        the policy's own scoring, without reaching into its steps.
+        """
+        cheapest_od = float(np.min(view.on_demand_usd_per_hour)) * job.instances
+        home = self._home(job, state, view) if self.home else None
+        scores, _ = self._score(job, state, view, home)
+        value, _ = self._value(job, state, view, scores, cheapest_od)
+        return scores, value
+
     def _score(
         self, job: JobSpec, state: JobState, view: MarketView, home: Option | None, crowd: Crowding | None = None
     ) -> tuple[Scores, np.ndarray]:

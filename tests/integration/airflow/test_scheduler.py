@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import shutil
@@ -228,11 +229,17 @@ def test_fine_tune_through_scheduler_and_triggerer(metadata_db, tmp_path, gcp_fr
         # and one as it creates each trigger (on the event loop too, just before the trigger's "starting"
         # line), never one per decision step. A loaded box starves any process's event loop now and
         # then: the stalls its twin (the same watchdog, no triggers) saw over the same time are the box's.
+        # The two counts are two samples of the box's starvation over the same minutes (rare, independent
+        # stalls: Poisson counts of one mean), so they differ by chance by about √(2 · that mean): the
+        # allowance is the twin's count plus three such spreads, from what the twin measured (none on an
+        # idle box), not a constant tuned on one box.
         stalls = (tmp_path / "triggerer.log").read_text().count("blocked for")
         starts = sum(p.read_text().count(") starting") for p in (home / "logs").rglob("*.log.trigger.*.log"))
         box_stalls = len((tmp_path / "watchdog-twin.log").read_text().splitlines())
-        assert stalls <= 2 + starts + box_stalls, (
-            f"{stalls} stalls of the triggerer's event loop, {starts} trigger starts, {box_stalls} stalls of its twin"
+        chance = 3.0 * math.sqrt(2.0 * box_stalls)
+        assert stalls <= 2 + starts + box_stalls + chance, (
+            f"{stalls} stalls of the triggerer's event loop, {starts} trigger starts, {box_stalls} stalls of its twin "
+            f"(± {chance:.1f} by chance)"
         )
         lags = [summary["lag_hours_max"]]
         quantiles = [(summary["lag_hours_p50"], summary["lag_hours_p99"])]

@@ -55,8 +55,9 @@ class Started:
         from airflow_provider_skynomad.jobs.contract import TaskIdentity
         from airflow_provider_skynomad.jobs.params import JobParams
         from airflow_provider_skynomad.jobs.record import StateStore
-        from airflow_provider_skynomad.jobs.runner import JobRunner
+        from airflow_provider_skynomad.jobs.run import JobRun
         from airflow_provider_skynomad.jobs.table import JobTable
+        from airflow_provider_skynomad.jobs.worker import JobWorker
         from airflow_provider_skynomad.market.store.table import MarketTable
 
         self.cloud, self.config = cloud, SkyNomadConfig.default()
@@ -76,15 +77,33 @@ class Started:
             max_market_age=pd.Timedelta(hours=2).to_pytimedelta(),
         )
         task = TaskIdentity("dag", f"manual__{run}", "job", -1, 1, 2, f"0190a7e2-0000-7000-8000-{run:012d}")
+        self.task = task
         self.jobs = JobTable(self.config.market_url)
-        worker = JobRunner(
-            self.params, self.config, cloud, StateStore(None), task, "skynomad_default", self.log,
-            lambda: MarketTable(self.config.market_url), handoff=self.jobs,
+        run = JobRun(
+            params=self.params, config=self.config, cloud=cloud, store=StateStore(None), task=task, log=self.log,
+            table_factory=lambda: MarketTable(self.config.market_url),
         )  # fmt: skip
+        worker = JobWorker(run=run, conn_id="skynomad_default", handoff=self.jobs)
         self.args = worker.start(deadline_hours).args
         worker.close()
         self.table = MarketTable(self.config.market_url)
         self.table.create()
+
+    def worker(self, try_number: int = 2, max_tries: int = 2):
+        """A later try of the same task on the worker (a retry; a clear when `max_tries` grew)."""
+        from dataclasses import replace
+
+        from airflow_provider_skynomad.jobs.record import StateStore
+        from airflow_provider_skynomad.jobs.run import JobRun
+        from airflow_provider_skynomad.jobs.table import JobTable
+        from airflow_provider_skynomad.jobs.worker import JobWorker
+
+        task = replace(self.task, try_number=try_number, max_tries=max_tries)
+        run = JobRun(
+            params=self.params, config=self.config, cloud=self.cloud, store=StateStore(None), task=task,
+            log=self.log, table_factory=lambda: self.table,
+        )  # fmt: skip
+        return JobWorker(run=run, conn_id="skynomad_default", handoff=JobTable(self.config.market_url))
 
     def controller(self):
         from airflow_provider_skynomad.jobs.controller import Controller

@@ -97,7 +97,7 @@ def test_break_3_a_row_with_an_impossible_launch_time_does_not_break_a_controlle
     for _ in range(3):
         cloud.hours += 10.0 / 60
         controller.step()
-    assert not controller.finished or controller.runner.record.summary is not None
+    assert not controller.finished or controller.steps.record.summary is not None
 
 
 def test_the_worker_publishes_its_launch_as_the_holder_of_the_record_it_handed_over(started, cloud):

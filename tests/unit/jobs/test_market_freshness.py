@@ -194,12 +194,14 @@ def test_the_job_runtime_takes_its_stale_rule_from_the_connections_probe_schedul
     from airflow_provider_skynomad.jobs.contract import TaskIdentity
     from airflow_provider_skynomad.jobs.errors import SkyNomadInputError
     from airflow_provider_skynomad.jobs.record import StateStore
-    from airflow_provider_skynomad.jobs.runner import JobRunner
+    from airflow_provider_skynomad.jobs.run import JobRun
 
     def runner():
         task = TaskIdentity("dag", "manual__1", "job", -1, 1, 2, "0190a7e2-0000-7000-8000-000000000001")
-        args = (None, simulated(300.0), None, StateStore(None), task, "skynomad_default", logging.getLogger("t"))
-        return JobRunner(*args, lambda: None)
+        return JobRun(
+            params=None, config=simulated(300.0), cloud=None, store=StateStore(None), task=task,
+            log=logging.getLogger("t"), table_factory=lambda: None,
+        )  # fmt: skip
 
     monkeypatch.delenv("SKYNOMAD_MAX_MARKET_AGE_HOURS", raising=False)
     monkeypatch.delenv("SKYNOMAD_PROBE_INTERVAL_MINUTES", raising=False)

@@ -20,14 +20,14 @@ def _run(job, cloud, real_work_hours: float, until: float = 12.0):
     whatever group runs. (outcome, the record at the end, every status published, in order)."""
     controller = job.controller()
     statuses: list[dict] = []
-    store = controller.runner.store
+    store = controller.steps.run.store
     publish = store.save_status
     store.save_status = lambda status: (statuses.append(dict(status)), publish(status))[1]
     done, t = 0.0, 0.0
     token, started = cloud.launches[-1].client_token, 0.0
     while t < until:
         t += STEP
-        group = controller.runner.record.group
+        group = controller.steps.record.group
         if group is not None and group.client_token != token:
             token, started = group.client_token, t - STEP
         if group is not None and cloud.status[token] is GroupStatus.RUNNING:
@@ -152,14 +152,14 @@ def test_a_final_cost_below_the_live_figure_says_why(billing, caplog):
 
     job = Started(billing, work_hours=2.0, deadline_hours=6.0)
     controller = job.controller()
-    runner = controller.runner
-    finish = runner._finish
+    steps = controller.steps
+    finish = steps.finish
 
     def finish_without_a_bill(at):
         billing.bill_fails = True
         return finish(at)
 
-    runner._finish = finish_without_a_bill
+    steps.finish = finish_without_a_bill
     job.controller = lambda: controller
     try:
         with caplog.at_level(logging.INFO, logger="test.jobs"):

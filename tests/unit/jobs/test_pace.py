@@ -23,9 +23,9 @@ def _drive(job, cloud, real_work_hours: float, cold_start: float = 0.2, until: f
         if spot_until is not None and t >= spot_until and not cloud.full:
             cloud.full.update(request.zone for request in cloud.launches)
             cloud.full.update(job.record().zones)
-            if controller.runner.record.group is not None and controller.runner.record.group.spot:
+            if controller.steps.record.group is not None and controller.steps.record.group.spot:
                 cloud.status[token] = GroupStatus.PREEMPTED
-        group = controller.runner.record.group
+        group = controller.steps.record.group
         if group is not None and group.client_token != token:
             token, started = group.client_token, t - STEP
         if group is not None and cloud.status[token] is GroupStatus.RUNNING:
@@ -77,7 +77,7 @@ def test_a_workload_faster_than_declared_finishes_sanely(started, cloud, caplog)
 def test_even_on_demand_too_late_is_said_hours_before_the_deadline(started, cloud, monkeypatch):
     called = []
     monkeypatch.setattr(
-        "airflow_provider_skynomad.jobs.runner.call_deadline_risk",
+        "airflow_provider_skynomad.jobs.learn.call_deadline_risk",
         lambda path, record, task, message, log: called.append(message),
     )
     job = started(work_hours=4.0, deadline_hours=5.0)  # it really needs 6 h: no plan can make 5 h

@@ -59,7 +59,9 @@ def test_a_zone_the_job_lists_itself_is_still_refused_before_anything_is_launche
     from airflow_provider_skynomad.jobs.contract import TaskIdentity
     from airflow_provider_skynomad.jobs.params import JobParams
     from airflow_provider_skynomad.jobs.record import StateStore
-    from airflow_provider_skynomad.jobs.runner import JobRunner
+    from airflow_provider_skynomad.jobs.run import JobRun
+    from airflow_provider_skynomad.jobs.table import JobTable
+    from airflow_provider_skynomad.jobs.worker import JobWorker
 
     config = SkyNomadConfig.default()
     params = JobParams(
@@ -69,10 +71,11 @@ def test_a_zone_the_job_lists_itself_is_still_refused_before_anything_is_launche
         max_market_age=pd.Timedelta(hours=2).to_pytimedelta(),
     )  # fmt: skip
     task = TaskIdentity("dag", "manual__z", "job", -1, 1, 2, "0190a7e2-0000-7000-8000-0000000000aa")
-    runner = JobRunner(
-        params, config, stray_rows, StateStore(None), task, "skynomad_default", logging.getLogger("test.jobs"),
-        lambda: MarketTable(config.market_url),
+    run = JobRun(
+        params=params, config=config, cloud=stray_rows, store=StateStore(None), task=task,
+        log=logging.getLogger("test.jobs"), table_factory=lambda: MarketTable(config.market_url),
     )  # fmt: skip
+    runner = JobWorker(run=run, conn_id="skynomad_default", handoff=JobTable(config.market_url))
     try:
         with pytest.raises(SkyNomadInputError, match="us-east-1a"):
             runner.start(6.0)

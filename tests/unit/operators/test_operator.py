@@ -125,7 +125,7 @@ def control(store, event: dict, try_number: int = 1, late_hours: float = 0.0, **
 
     with controlling(store, try_number, **op_kwargs) as controller:
         if late_hours:
-            controller.runner.learn_lag(late_hours, late_hours * controller.runner.config.wall_seconds_per_cloud_hour)
+            controller.steps.learn_lag(late_hours, late_hours * controller.steps.run.config.wall_seconds_per_cloud_hour)
         decision = event.get("decision")
         look = {k: v for k, v in event.items() if k in JobEvent.__dataclass_fields__}
         outcome = controller._act(JobEvent(**{**look, "decision": Decision.from_dict(decision) if decision else None}))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_skynomad.jobs.record import RECORD_KEY
-from airflow_provider_skynomad.jobs.runner import JobRunner
+from airflow_provider_skynomad.jobs.worker import JobWorker
 
 from .test_operator import FakeStore, cloud, context_for, defer, make_op, now  # noqa: F401 - fixtures
 
@@ -14,7 +14,7 @@ def _fail_the_report(monkeypatch):
     def broken(self, record, outcome):
         raise RuntimeError("market database unreachable")
 
-    monkeypatch.setattr(JobRunner, "report", broken)
+    monkeypatch.setattr(JobWorker, "report", broken)
 
 
 @pytest.mark.parametrize(("try_number", "terminated"), [(3, True), (1, False)])  # retries=2 by default

@@ -209,7 +209,10 @@ def test_progress_is_what_a_checkpoint_proves_never_run_time(cloud):  # noqa: F8
     handle = cloud.launch(LaunchRequest("gcp", "us-central1", "us-central1-a", "a3-highgpu-1g", 1, True, "t-1"))
     cloud.progress_fraction = None  # three hours in, and no checkpoint written yet
     state = JobState(elapsed_hours=0.0, running=Option("us-central1-a", Mode.SPOT))
-    watch = Watch(JobSpec(work_hours=3.0, deadline_hours=4.8), 0.0, state, handle, 0.2, seq=1)
+    watch = Watch(
+        job=JobSpec(work_hours=3.0, deadline_hours=4.8), job_start_hours=0.0, base=state, group=handle,
+        launch_delay_hours=0.2, seq=1,
+    )  # fmt: skip
     assert watch.progress(cloud, elapsed=3.0) == 0.0
     cloud.progress_fraction = 0.5
     assert watch.progress(cloud, elapsed=3.0) == pytest.approx(1.5)
@@ -224,18 +227,29 @@ class _MarketDown:
         raise OperationalError("SELECT ...", {}, Exception("server closed the connection unexpectedly"))
 
 
+def _market_down():
+    """A job's markets (`jobs.markets`) over that source."""
+    from airflow_provider_skynomad.jobs.markets import JobMarkets
+    from airflow_provider_skynomad.jobs.stale import StaleGuard
+
+    return JobMarkets(job_id="", table=None, source=_MarketDown(), stale=StaleGuard())
+
+
 def test_a_market_table_that_does_not_answer_leaves_the_group_then_fails_the_job_naming_it(cloud):  # noqa: F811
     from airflow_provider_skynomad.jobs.watch import MAX_API_STEPS
 
     handle = cloud.launch(LaunchRequest("gcp", "us-central1", "us-central1-a", "a3-highgpu-1g", 1, True, "t-1"))
     state = JobState(elapsed_hours=0.0, running=Option("us-central1-a", Mode.SPOT))
-    watch = Watch(JobSpec(work_hours=3.0, deadline_hours=4.8), 0.0, state, handle, 0.2, seq=1)
+    watch = Watch(
+        job=JobSpec(work_hours=3.0, deadline_hours=4.8), job_start_hours=0.0, base=state, group=handle,
+        launch_delay_hours=0.2, seq=1,
+    )  # fmt: skip
     policy = get_policy("skynomad")
     for _ in range(MAX_API_STEPS - 1):
-        event, words = watch.step(cloud, _MarketDown(), policy)
+        event, words = watch.step(cloud, _market_down(), policy)
         assert event is None and "market table did not answer" in words and "left as it is" in words
     assert cloud.terminated == []  # a healthy group is not given up because markets could not be read
-    event, words = watch.step(cloud, _MarketDown(), policy)
+    event, words = watch.step(cloud, _market_down(), policy)
     assert event is not None and event.kind == "failed"
     assert "market table did not answer (server closed the connection unexpectedly)" in event.reason
 
@@ -365,7 +379,10 @@ def test_a_late_preemption_is_relaunched_on_demand_and_recorded_as_a_preemption(
 def test_a_slow_start_is_measured_from_the_first_checkpoint_and_planned_with(cloud):  # noqa: F811
     handle = cloud.launch(LaunchRequest("gcp", "us-central1", "us-central1-a", "a3-highgpu-1g", 1, True, "t-9"))
     state = JobState(progress_hours=0.5, running=Option("us-central1-a", Mode.SPOT), running_since_hours=1.0)
-    watch = Watch(JobSpec(work_hours=3.0, deadline_hours=6.0), 0.0, state, handle, 0.2, seq=1, progress_at_launch=0.5)
+    watch = Watch(
+        job=JobSpec(work_hours=3.0, deadline_hours=6.0), job_start_hours=0.0, base=state, group=handle,
+        launch_delay_hours=0.2, seq=1, progress_at_launch=0.5,
+    )  # fmt: skip
     watch._measure_warmup(1.2, 0.5)  # still starting
     assert watch.warmup_hours is None
     watch._measure_warmup(1.4, 0.6)  # first checkpoint landed between 1.2 and 1.4 h: 0.1 h of work done

@@ -30,5 +30,10 @@ def test_a_switch_to_the_on_demand_net_in_the_same_zone_is_not_called_a_move():
     net = Segment("m", "us-east4-a", "us-east4", "on-demand", 3.0, 10.3, 0.2, ["i-11"])
     record["segments"].append(net.__dict__)
     record["timeline"].append({"at_hours": 3.0, "event": "deadline pressure", "why": ""})
+    # The launch that replaced the group names the segment it ended, and that the deadline caused it.
+    launch = {"zone": "us-east4-a", "mode": "on-demand", "usd_per_h": 10.3}
+    record["timeline"].append(
+        {"at_hours": 3.0, "event": "launch", **launch, "ends_segment": 0, "cause": "deadline pressure"}
+    )
     (marker,) = job_facts(record, status).markers
     assert marker["why"] == "switched to on-demand to stay on time"

@@ -99,7 +99,7 @@ def stand_ins(world, monkeypatch):  # noqa: F811 - the fixture imported above
         calls.note("Controller.step")
         looks.append(1)
         if len(looks) >= STEPS:
-            world.status[self.runner.record.group.client_token] = GroupStatus.SUCCEEDED
+            world.status[self.steps.record.group.client_token] = GroupStatus.SUCCEEDED
         return step(self, *args, **kwargs)
 
     def slow_publish(self):

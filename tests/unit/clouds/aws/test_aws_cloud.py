@@ -636,6 +636,27 @@ def test_break_4_forged_unsigned_progress_is_not_progress_on_aws(signed, tmp_pat
     assert signed.progress(handle) == pytest.approx(0.4)
 
 
+def test_progress_is_dated_by_when_the_agent_wrote_it_and_the_date_is_signed(signed, tmp_path):
+    """The pace dates a checkpoint by progress.json's `updated_at` (jobs/watch.py), so it is read on the
+    cloud's clock, and a date changed after signing makes the progress count for nothing."""
+    import time
+
+    handle = signed.launch(request("dated", count=1, job_id="dated"))
+    rank0 = instance_store(f"{P}dated", handle.instance_ids[0])
+    before = time.time()
+    upload(signed, rank0, ZONE, tmp_path, 4, b"mine")
+    after = time.time()
+    done = signed.progress(handle)
+    assert done == pytest.approx(0.4)
+    assert signed.hours_at_wall(before - 0.001) <= done.at_hours <= signed.hours_at_wall(after) <= signed.now_hours()
+    key = f"skynomad/{rank0}/progress.json"
+    s3 = boto3.client("s3")
+    claim = json.loads(s3.get_object(Bucket="ckpt-us-east-1", Key=key)["Body"].read())
+    redated = {**claim, "updated_at": "2020-01-01T00:00:00.000Z"}
+    s3.put_object(Bucket="ckpt-us-east-1", Key=key, Body=json.dumps(redated))
+    assert signed.store.progress(REGION, rank0) is None
+
+
 def test_break_5_copy_skips_unverifiable_manifests_in_the_source_on_aws(signed, tmp_path):
     from airflow_provider_skynomad.agent.signing import derive_job_key
 

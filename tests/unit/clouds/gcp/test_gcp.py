@@ -288,6 +288,27 @@ def test_poll_tells_preemption_from_failure_and_finish(compute, emulator):
     assert cloud.output_location("job-done", "us-central1-a") == "gs://ckpt-us-central1/skynomad/job-done/output"
 
 
+def test_progress_is_dated_by_when_the_agent_wrote_it_and_the_date_is_signed(compute, emulator):
+    """The pace dates a checkpoint by progress.json's `updated_at` (jobs/watch.py), so it is read on the
+    cloud's clock, and a date changed after signing makes the progress count for nothing."""
+    import time
+
+    from airflow_provider_skynomad.agent.store import now_iso
+
+    cloud = make_cloud(compute)
+    handle = cloud.launch(request(count=1, job_id="job-dated"))
+    written = time.time() - 600.0
+    store = cloud.store.checkpoints("ckpt-us-central1", "job-dated")
+    store.write_progress({"step": 2, "total_steps": 8, "seq": 1, "created_at": now_iso(written)})
+    done = cloud.progress(handle)
+    assert done == pytest.approx(0.25)
+    assert done.at_hours == pytest.approx(cloud.hours_at_wall(written), abs=1e-6) and done.at_hours < cloud.now_hours()
+    blob = anonymous_storage_client().bucket("ckpt-us-central1").blob("skynomad/job-dated/progress.json")
+    claim = json.loads(blob.download_as_bytes())
+    put("skynomad/job-dated/progress.json", {**claim, "updated_at": now_iso()})
+    assert cloud.progress(handle) is None
+
+
 def test_progress_and_checkpoint_copy_across_regional_buckets(compute, emulator):
     cloud = make_cloud(compute)
     handle = cloud.launch(request(count=1, job_id="job-copy"))
@@ -590,9 +611,12 @@ def test_break_4_forged_unsigned_progress_does_not_switch_off_the_net(compute, e
     assert cloud.progress(handle) is None
 
     state = JobState(elapsed_hours=0.0, running=Option("us-central1-a", Mode.SPOT))
-    watch = Watch(JobSpec(work_hours=3.0, deadline_hours=4.8), cloud.now_hours() - 2.0, state, handle, 0.2, seq=1)
+    watch = Watch(
+        job=JobSpec(work_hours=3.0, deadline_hours=4.8), job_start_hours=cloud.now_hours() - 2.0, base=state,
+        group=handle, launch_delay_hours=0.2, seq=1,
+    )  # fmt: skip
     assert watch.progress(cloud, elapsed=2.0) == 0.0
-    event, words = watch.step(cloud, _MarketDown(), get_policy("skynomad"))
+    event, words = watch.step(cloud, _market_down(), get_policy("skynomad"))
     assert "all work checkpointed" not in words  # the controller still decides (and its net still holds)
     assert "market table did not answer" in words
 
@@ -606,6 +630,13 @@ class _MarketDown:
         from sqlalchemy.exc import OperationalError
 
         raise OperationalError("SELECT ...", {}, Exception("server closed the connection unexpectedly"))
+
+
+def _market_down():
+    from airflow_provider_skynomad.jobs.markets import JobMarkets
+    from airflow_provider_skynomad.jobs.stale import StaleGuard
+
+    return JobMarkets(job_id="", table=None, source=_MarketDown(), stale=StaleGuard())
 
 
 def test_break_5_copy_skips_unverifiable_manifests_in_the_source(compute, emulator, tmp_path):

@@ -402,6 +402,22 @@ def restored(cloud, job_id: str, zone: str, tmp_path: Path) -> dict[str, str]:
     return {p.name: p.read_text() for p in target.iterdir() if p.is_file()}
 
 
+def test_progress_is_dated_by_when_the_agent_wrote_it_on_the_accelerated_clock(cloud):
+    """The agent stamps progress.json with this host's wall clock; the simulated cloud answers it on its
+    own clock, which the pace compares with its looks (jobs/watch.py): after the group launched, before
+    now, and as old as the wall time since (times the speed)."""
+    env = {"SKYNOMAD_COLD_START_HOURS": "0"}
+    command = (sys.executable, "-c", WRITES_PROGRESS, "A", "1")
+    handle = cloud.launch(request("r1-b", "dated", job_id="job-dated", command=command, env=env))
+    wait_for(lambda: cloud.poll(handle) is GroupStatus.SUCCEEDED, what="workload to finish")
+    launched = cloud.describe(handle)["launched_at_hours"]
+    done = cloud.progress(handle)
+    assert done == 0.25 and launched <= done.at_hours <= cloud.now_hours()
+    time.sleep(0.05)  # half a simulated hour at FAST
+    again = cloud.progress(handle)
+    assert again.at_hours == done.at_hours and cloud.now_hours() - again.at_hours >= 0.05 * FAST / 3600
+
+
 def test_two_jobs_in_one_zone_never_see_each_others_checkpoints(cloud, tmp_path):
     """Checkpoints belong to a job: same zone, different jobs, separate progress, copies and output."""
     env = {"SKYNOMAD_COLD_START_HOURS": "0"}
