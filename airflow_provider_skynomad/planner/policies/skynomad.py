@@ -26,9 +26,9 @@ from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import IDLE, Decision, Mode, Option
 from airflow_provider_skynomad.planner.crowding import Crowding, crowding
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
-from airflow_provider_skynomad.planner.payback import Payback, stop_pays, weigh
+from airflow_provider_skynomad.planner.payback import Payback, keeps_on_demand, stop_pays, weigh
 from airflow_provider_skynomad.planner.plans import spot_plans
-from airflow_provider_skynomad.planner.policies.lifetimes import LifetimeCache
+from airflow_provider_skynomad.planner.policies.lifetimes import LifetimeCache, spell_ages_hours
 from airflow_provider_skynomad.planner.progress import market_value, slack_urgency, supply_price, value_of_progress
 from airflow_provider_skynomad.planner.safety import cheapest_on_demand, is_safe, outlives_warmup, spare_slack_hours
 from airflow_provider_skynomad.planner.utility import MODES, Scored, Scores, migration_pays, score_all
@@ -63,8 +63,15 @@ class SkyNomadPolicy:
     :param home: look ahead to the rest of the job (planner.plans): a cheaper spot market where
         the remaining work is expected to fit, waiting out its outages, becomes the home, and a
         move there spreads its egress over the remaining work instead of one expected stay.
-    :param payback: a new spot launch must pay for the restart its stay's end brings
-        (planner.payback); False tries every launch whose utility beats what runs (an ablation).
+    :param payback: a new spot launch must pay for the restart its stay's end brings, and in a fleet
+        an on-demand group is not stopped to wait (planner.payback); False tries every launch whose
+        utility beats what runs and stops on-demand whenever waiting looks worth more (an ablation).
+    :param spell_ages: off by default. Forecast a new group's stay at the age of its market's current
+        up-spell as the job observed it (policies.lifetimes.spell_ages_hours), not at age 0: on the
+        traces a spell that has lasted an hour is far less likely to end within a cold start
+        (benchmarks/bench_stays.py), but a simulated job observes other markets only before its
+        start and when it tries them, and the fleet and single-job benchmarks moved by ±1 %
+        (benchmarks/results/fleet.md).
     """
 
     name = "skynomad"
@@ -81,6 +88,7 @@ class SkyNomadPolicy:
         home: bool = True,
         scarce_restarts_cap_hours: float | None = None,
         payback: bool = True,
+        spell_ages: bool = False,
     ):
         self.home = home
         if value not in VALUES:
@@ -91,6 +99,7 @@ class SkyNomadPolicy:
         self.recent_hours = recent_hours
         self.lifetimes = LifetimeCache(forecaster, refit_hours, lifetime_cap_hours)
         self.payback = payback
+        self.spell_ages = spell_ages
         self._declined: str | None = None  # the launch last declined, so the log says so once, not every step
         self.scarce = (
             None
@@ -134,7 +143,7 @@ class SkyNomadPolicy:
         With a fleet, each spot stay is the share the youngest-first rule leaves it (planner.crowding).
         """
         n_markets = len(view.keys)
-        ages = np.zeros(n_markets)
+        ages = spell_ages_hours(view) if self.spell_ages else np.zeros(n_markets)
         current = state.running
         if current is not None and current.mode is Mode.SPOT:
             ages[view.index(current.market)] = state.age_hours()
@@ -240,7 +249,10 @@ class SkyNomadPolicy:
         if math.isfinite(here.utility_usd_per_hour):
             idle_gain = -here.utility_usd_per_hour  # going idle is worth 0
             idle_margin = self.hysteresis_fraction * cheapest_od
-            stops = stop_pays(job, state, view, idle_gain, idle_margin) if self.payback else idle_gain > idle_margin
+            if self.payback:
+                stops = stop_pays(job, state, view, idle_gain, idle_margin) and not keeps_on_demand(state, view)
+            else:
+                stops = idle_gain > idle_margin
             if current is not None and stops and idle_safe:
                 tries.append(IDLE)  # what we run costs more than its progress is worth
             else:

@@ -12,7 +12,13 @@ from airflow_provider_skynomad.market.fleet import Fleet
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import Mode, Option
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
-from airflow_provider_skynomad.planner.payback import next_price_usd_per_hour, next_start_usd, stop_pays, weigh
+from airflow_provider_skynomad.planner.payback import (
+    keeps_on_demand,
+    next_price_usd_per_hour,
+    next_start_usd,
+    stop_pays,
+    weigh,
+)
 from airflow_provider_skynomad.planner.policies.skynomad import SkyNomadPolicy
 from airflow_provider_skynomad.planner.utility import Scored
 
@@ -127,3 +133,22 @@ def test_an_on_demand_group_is_stopped_only_when_the_wait_can_save_its_restart()
     assert not stop_pays(job, roomy, view, gain_usd_per_hour=1.0, margin=1.5)
     spot = roomy.advance(running=Option(grid.keys[1], Mode.SPOT))  # a spot group is not held to it
     assert stop_pays(job, spot.advance(elapsed_hours=10.0, progress_hours=0.0), view, gain_usd_per_hour=0.2, margin=0.1)
+
+
+def test_in_a_fleet_an_on_demand_group_worth_stopping_alone_is_kept_and_without_the_rule_it_is_stopped():
+    # Spot b costs a tenth of on-demand a: to a job with two days of slack, waiting for it looks worth
+    # more than on-demand. What the decision falls back on when b is refused: alone, idle (stop and
+    # wait); in a fleet, the on-demand group it runs.
+    job = JobSpec(work_hours=10.0, deadline_hours=60.0, cold_start_hours=0.2, checkpoint_gb=0.0)
+    grid, fleet = flaky_view(up=3, down=3)
+    _, alone = flaky_view(up=3, down=3, fleet=False)
+    state = on_demand_state(grid)
+    on_demand = state.running
+    assert keeps_on_demand(state, fleet) and not keeps_on_demand(state, alone)
+    assert not keeps_on_demand(state.advance(running=Option(grid.keys[1], Mode.SPOT)), fleet)
+    stopped = SkyNomadPolicy(forecaster=Stays(3.0)).decide(job, state, alone, state.elapsed_hours)
+    assert stopped.try_in_order[-1] is None
+    kept = SkyNomadPolicy(forecaster=Stays(3.0)).decide(job, state, fleet, state.elapsed_hours)
+    assert kept.try_in_order[-1] == on_demand
+    ablation = SkyNomadPolicy(forecaster=Stays(3.0), payback=False).decide(job, state, fleet, state.elapsed_hours)
+    assert ablation.try_in_order[-1] is None
