@@ -9,13 +9,16 @@ the market table's URL already stripped of its password.
 from __future__ import annotations
 
 import logging
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from airflow_provider_skynomad.plugin import svg
 from airflow_provider_skynomad.plugin.facts import JobFacts, dashboard_row
-from airflow_provider_skynomad.plugin.overview import Heatmap, MarketRow
 from airflow_provider_skynomad.plugin.render import render, usd
+
+if TYPE_CHECKING:  # the markets page's types: pandas and the forecasters are not for the job pages to load
+    import pandas as pd
+
+    from airflow_provider_skynomad.plugin.overview import Heatmap, MarketRow
 
 log = logging.getLogger(__name__)
 REFRESH_SECONDS = 10  # a running job's page reloads itself: live while the task is deferred
@@ -152,6 +155,8 @@ def markets_page(
 
 def _price_chart(prices: pd.DataFrame) -> svg.Chart | None:
     """Each market's spot price and the cheapest on-demand price over the window."""
+    import pandas as pd
+
     if prices.empty:
         return None
     t0 = prices["observed_at"].min()
