@@ -483,6 +483,19 @@ def failure_reason(job_state: str | None, record: dict | None, status: dict | No
     return "the task failed after its job started; its log says why"
 
 
+def _record_zone(record: dict) -> str | None:
+    """Where the record says the job is, for a row without a live status yet (the trigger has not
+    published; the worker may still be launching): its last segment's zone, else the zone of the launch
+    it wrote down before sending it (``pending``), else None."""
+    segments = _segments(record)
+    if segments:
+        return segments[-1].zone
+    pending = record.get("pending")
+    request = pending.get("request") if isinstance(pending, dict) else None
+    zone = request.get("zone") if isinstance(request, dict) else None
+    return zone if isinstance(zone, str) and zone else None
+
+
 def dashboard_row(job_state: str | None, record: dict | None, status: dict | None) -> dict:
     """One line of the jobs dashboard: state (and why, when it failed), zone (where it runs now, or ended)
     and the other zones it ran in (in the order it first went there), % done, slack, spend, saving,
@@ -500,7 +513,7 @@ def dashboard_row(job_state: str | None, record: dict | None, status: dict | Non
             "saving": None,
         }
     facts = job_facts(record, status)
-    zone = (status or {}).get("zone") or (facts.zones[-1] if facts.zones else None)
+    zone = (status or {}).get("zone") or _record_zone(record)
     zone = None if zone is None else str(zone)
     pct = 100.0 * facts.progress_hours / facts.work_hours if facts.work_hours else None
     if facts.finished and facts.deadline_met is not None:
