@@ -55,10 +55,17 @@ class JobFacts:
     slack_hours: float | None
     deadline_met: bool | None
     preemptions: int
-    migrations: int
-    decisions: list[dict] = field(default_factory=list)
+    migrations: int  # the runtime's: moves that carried a checkpoint (each one's egress billed)
+    decisions: list[dict] = field(default_factory=list)  # the last few, and every one that moved the job
     story: list[str] = field(default_factory=list)
     declared_work_hours: float | None = None  # the user's figure, when the work measured differs from it
+
+    @property
+    def moves(self) -> int:
+        """The ▶ on the Gantt: each time the planner replaced or let go of a group and the job went on in
+        another zone or mode (a switch from spot to on-demand in the same zone is one). The card counts
+        these, so it says what the chart shows; `migrations` counts only those that copied a checkpoint."""
+        return sum(1 for m in self.markers if m["kind"] is SegmentEnd.MIGRATED)
 
     @property
     def saving_usd(self) -> float:
@@ -81,6 +88,7 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
     summary = _object(record, "summary", "record") or None
     segments = _segments(record)
     timeline = _objects(record, "timeline", "record")
+    markers = _markers(segments, timeline)
     finished = bool(record.get("finished"))
     elapsed = _elapsed(segments, timeline, status, summary, state)
     cost_points = _cost_curve(segments, elapsed)
@@ -113,7 +121,7 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
         progress_hours=share * work,
         zones=_zones_in_order(segments),
         bars=_bars(segments, elapsed),
-        markers=_markers(segments, timeline),
+        markers=markers,
         cost_points=[
             (h, usd + (extras if i == len(cost_points) - 1 else 0.0)) for i, (h, usd) in enumerate(cost_points)
         ],
@@ -126,7 +134,7 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
         deadline_met=_flag(summary, "deadline_met", "record.summary") if summary else None,
         preemptions=int(_number(record, "preemptions", "record", 0.0)),
         migrations=int(_number(record, "migrations", "record", 0.0)),
-        decisions=[_decision(t) for t in timeline if NoteKind.of(t) is NoteKind.DECIDE][-8:],
+        decisions=_decisions(timeline, [m["at"] for m in markers if m["kind"] is SegmentEnd.MIGRATED]),
         story=[_say(t) for t in timeline if not _quiet(t)],
         declared_work_hours=declared if abs(declared - work) > 0.005 else None,
     )
@@ -258,6 +266,23 @@ def _ended(value) -> SegmentEnd | str | None:
 def _quiet(item: dict) -> bool:
     kind = NoteKind.of(item)
     return kind is not None and kind.quiet
+
+
+LAST_DECISIONS = 8  # the page's table: the latest few, and every decision that moved the job
+
+
+def _decisions(timeline: list[dict], moved_at: list[float]) -> list[dict]:
+    """The decisions the page's table shows, oldest first: the last `LAST_DECISIONS`, and the one behind
+    each move (`moved_at`: the ▶ times), the latest decision noted at or before it, however many
+    decisions came after (a move's decision is the one a reader looks for)."""
+    decides = [(i, t) for i, t in enumerate(timeline) if NoteKind.of(t) is NoteKind.DECIDE]
+    movers = set()
+    for at in moved_at:
+        before = [i for i, t in decides if _number(t, "at_hours", f"record.timeline.{i}", 0.0) <= at + 1e-6]
+        if before:
+            movers.add(before[-1])
+    shown = sorted({i for i, _ in decides[-LAST_DECISIONS:]} | movers)
+    return [_decision(timeline[i]) | {"moved": i in movers} for i in shown]
 
 
 def _decision(item: dict) -> dict:

@@ -63,7 +63,7 @@ def job_page(title: str, ti_state: str | None, facts: JobFacts | None, note: str
         (f"cost {facts.cost_basis}", usd(facts.spend_usd)),
         ("all on-demand would be", usd(facts.all_on_demand_usd)),
         ("saved", usd(facts.saving_usd) if facts.finished else "when it ends"),
-        ("preemptions / moves", f"{facts.preemptions} / {facts.migrations}"),
+        ("preemptions ✕ / moves ▶", f"{facts.preemptions} / {facts.moves}"),
     ]
     safe = facts.latest_safe_switch_hours
     deadline, work = facts.deadline_hours, facts.work_hours
