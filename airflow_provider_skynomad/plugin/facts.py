@@ -59,6 +59,7 @@ class JobFacts:
     decisions: list[dict] = field(default_factory=list)  # the last few, and every one that moved the job
     story: list[str] = field(default_factory=list)
     declared_work_hours: float | None = None  # the user's figure, when the work measured differs from it
+    launching_in: str | None = None  # the zone of a launch written down and not yet answered (`pending`)
 
     @property
     def moves(self) -> int:
@@ -137,6 +138,7 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
         decisions=_decisions(timeline, [m["at"] for m in markers if m["kind"] is SegmentEnd.MIGRATED]),
         story=[_say(t) for t in timeline if not _quiet(t)],
         declared_work_hours=declared if abs(declared - work) > 0.005 else None,
+        launching_in=_pending_zone(record),
     )
 
 
@@ -513,8 +515,11 @@ def _record_zone(record: dict) -> str | None:
     published; the worker may still be launching): its last segment's zone, else the zone of the launch
     it wrote down before sending it (``pending``), else None."""
     segments = _segments(record)
-    if segments:
-        return segments[-1].zone
+    return segments[-1].zone if segments else _pending_zone(record)
+
+
+def _pending_zone(record: dict) -> str | None:
+    """The zone of the launch the record wrote down before sending it (None: none in flight)."""
     pending = record.get("pending")
     request = pending.get("request") if isinstance(pending, dict) else None
     zone = request.get("zone") if isinstance(request, dict) else None

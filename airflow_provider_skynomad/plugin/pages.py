@@ -55,9 +55,10 @@ def job_page(title: str, ti_state: str | None, facts: JobFacts | None, note: str
     pct = 100.0 * facts.progress_hours / facts.work_hours if facts.work_hours else 0.0
     if facts.finished and facts.deadline_met is not None:
         pct = 100.0
+    where_launching = f"launching in {facts.launching_in}" if facts.launching_in else "no zone yet"
     cards = [
         ("task", ti_state or "?"),
-        ("ran in", ", ".join(facts.zones) or "no zone yet"),
+        ("ran in", ", ".join(facts.zones) or where_launching),
         ("done (checkpointed)", f"{pct:.0f}%"),
         ("deadline", deadline_card(facts)),
         (f"cost {facts.cost_basis}", usd(facts.spend_usd)),

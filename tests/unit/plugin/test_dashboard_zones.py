@@ -126,3 +126,11 @@ def test_before_its_first_live_status_a_job_is_where_its_record_last_launched_it
     assert row["zone"] == "us-west1-a" and row["other_zones"] == ["us-east4-a"]
     # 0.2 h in the two earlier segments and 4.5 h open in the last, all at $2.30/h: the record's bill so far
     assert row["spend"] == round((0.2 + 4.5) * 2.3, 2)
+
+
+def test_the_job_page_of_a_job_launching_its_first_group_says_where():
+    from airflow_provider_skynomad.plugin.facts import job_facts
+    from airflow_provider_skynomad.plugin.pages import job_page
+
+    text = " ".join(inert_text(job_page("t", "running", job_facts(_launching("us-east4-a")))).split())
+    assert "ran in launching in us-east4-a" in text and "no zone yet" not in text
