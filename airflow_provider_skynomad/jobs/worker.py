@@ -125,6 +125,7 @@ class JobWorker:
                 lookback_hours=params.market_lookback_hours,
                 max_market_age=params.max_market_age,
                 where=self.config.display_market_url,
+                trace_end=getattr(self.cloud, "trace_end", None),  # the simulated cloud's: past it, say so
             )
         except MarketInputError as exc:
             raise SkyNomadInputError(str(exc)) from exc
