@@ -35,6 +35,7 @@ from airflow_provider_skynomad.planner.safety import cheapest_on_demand, is_safe
 from airflow_provider_skynomad.planner.utility import MODES, Scored, Scores, migration_pays, score_all
 
 VALUES = ("supply", "slack", "barrier")
+THIN_SLACK_STARTS = 3.0  # slack is thin, and waiting priced, when the spare slack pays for fewer cold starts
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +74,10 @@ class SkyNomadPolicy:
         (benchmarks/bench_stays.py), but a simulated job observes other markets only before its
         start and when it tries them, and the fleet and single-job benchmarks moved by ±1 %
         (benchmarks/results/fleet.md).
-    :param slack_price: an idle job weighs a spot launch against waiting with the slack each hour of
-        waiting burns priced in (`_slack_price`); False compares U alone against waiting (an ablation).
+    :param slack_price: off by default. While slack is thin, an idle job weighs a spot launch against
+        waiting with the slack each hour of waiting burns priced in (`_slack_price`). It moves the
+        500 GB checkpoint rows of bench_robustness toward eager-failover, and the cost table's GCP 6
+        zones T/P 1.05 cell up (benchmarks/results/planner-experiments.md, E66).
     """
 
     name = "skynomad"
@@ -92,7 +95,7 @@ class SkyNomadPolicy:
         scarce_restarts_cap_hours: float | None = None,
         payback: bool = True,
         spell_ages: bool = False,
-        slack_price: bool = True,
+        slack_price: bool = False,
     ):
         self.home = home
         if value not in VALUES:
@@ -334,18 +337,20 @@ class SkyNomadPolicy:
         """What an hour of slack is worth to an idle job, in USD: the spot hour it may have to buy on on-demand.
 
         Utility prices a launch per hour of its stay but leaves waiting at (about) 0, while a wait
-        burns an hour of slack per hour and a spot group only the 1 − η of it that makes no
-        progress: launching saves η hours of slack per hour over waiting. When slack binds
+        burns an hour of slack per hour and a spot group η of one less. When slack binds
         (`slack_urgency`, a likelihood), every hour of it lost is an hour of the remaining work
         bought on on-demand instead of spot at the cheapest price seen lately. Without that price
         a move whose egress and cold start make U slightly negative loses to waiting for the
-        checkpoint's market, until the safety net puts the rest of the job on on-demand.
+        checkpoint's market, until the safety net puts the rest of the job on on-demand. Priced only
+        while slack is thin (it pays for fewer than `THIN_SLACK_STARTS` cold starts): with more,
+        waiting for a cheaper or returning market is what the value of progress already weighs.
         """
         recent = view.usable_within(self.recent_hours) & np.isfinite(view.spot_usd_per_hour)
-        if not recent.any():
+        after = state.advance(elapsed_hours=state.elapsed_hours + view.step_hours)
+        thin = spare_slack_hours(job, after, view) < THIN_SLACK_STARTS * job.cold_start_hours
+        if not (thin and recent.any()):
             return 0.0
         spot = float(np.min(view.spot_usd_per_hour[recent])) * job.instances
-        after = state.advance(elapsed_hours=state.elapsed_hours + view.step_hours)
         return slack_urgency(job, after) * max(cheapest_od - spot, 0.0)
 
     def _supply(

@@ -33,13 +33,13 @@ def decide(deadline_hours: float, **params):
 
 
 def test_with_thin_slack_an_idle_job_moves_rather_than_waits_and_without_the_price_it_waits():
-    grid, tries = decide(10.6)
+    grid, tries = decide(10.6, slack_price=True)
     move = Option(grid.keys[1], Mode.SPOT)
     assert move in tries and tries.index(move) < tries.index(IDLE)  # the wait's slack costs more than the egress
-    _, unpriced = decide(10.6, slack_price=False)
+    _, unpriced = decide(10.6)  # the default: off
     assert move not in unpriced  # its U alone (egress over a 2 h stay) is below waiting's 0
 
 
 def test_with_slack_to_spare_the_wait_costs_little_and_the_job_still_waits():
-    grid, tries = decide(20.0)
+    grid, tries = decide(20.0, slack_price=True)
     assert Option(grid.keys[1], Mode.SPOT) not in tries
