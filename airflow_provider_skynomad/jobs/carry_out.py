@@ -100,7 +100,26 @@ def carry_out(
     walk = Walk(decision, _ground(record, markets, workload), fallbacks=on_demand_by_price(view))
     walk.probes = probe_markets(cloud, markets, decision.probes, record.job.instances, workload.tags)
     try:
-        result = _walk(walk, record, cloud, markets, elapsed, store, workload, carried)
+        for option in walk:  # each request is written down and saved before it is sent
+            if walk.keeps(option):
+                result = walk.stay()
+                break
+            if option is None:
+                result = walk.release(cloud)
+                break
+            request = _request(record, option, market_of(markets, option), workload)
+            record.launches += 1
+            record.pending = PendingLaunch(request, option, elapsed)
+            store.save(record)  # a crash after this line is repaired by finding the same token's group
+            tried = attempt(cloud, request, option, walk.ground)
+            result = walk.tried(tried)
+            if result is not None:
+                break
+            observation = _refused(record, tried, elapsed, cloud)
+            carried.observations += [observation] if observation is not None else []
+            store.save(record)
+        else:
+            result = walk.exhausted()
     except CloudApiError as exc:
         store.save(record)
         carried.stopped = f"SkyNomad job {record.job_id} stopped: {exc}"
@@ -122,36 +141,6 @@ def _ground(record: JobRecord, markets: dict[str, Market], workload: Workload) -
         job_id=record.job_id,
         tags=workload.tags,
     )
-
-
-def _walk(
-    walk: Walk,
-    record: JobRecord,
-    cloud: Cloud,
-    markets: dict[str, Market],
-    elapsed: float,
-    store: RecordStore,
-    workload: Workload,
-    carried: Carried,
-) -> DriveResult:
-    """Try the walk's options in order; each request is written down and saved before it is sent."""
-    for option in walk:
-        if walk.keeps(option):
-            return walk.stay()
-        if option is None:
-            return walk.release(cloud)
-        request = _request(record, option, market_of(markets, option), workload)
-        record.launches += 1
-        record.pending = PendingLaunch(request, option, elapsed)
-        store.save(record)  # a crash after this line is repaired by finding the same token's group
-        tried = attempt(cloud, request, option, walk.ground)
-        result = walk.tried(tried)
-        if result is not None:
-            return result
-        observation = _refused(record, tried, elapsed, cloud)
-        carried.observations += [observation] if observation is not None else []
-        store.save(record)
-    return walk.exhausted()
 
 
 def _request(record: JobRecord, option: Option, market: Market, workload: Workload) -> LaunchRequest:

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 from sqlalchemy.exc import DBAPIError
 
+from airflow_provider_skynomad.jobs.clock import StepClock
 from airflow_provider_skynomad.jobs.contract import ControllerArgs, Outcome, OutcomeKind
 from airflow_provider_skynomad.jobs.errors import ControlLost, SkyNomadDeadlineMissed, SkyNomadJobFailed
-from airflow_provider_skynomad.jobs.events import JobEvent
 from airflow_provider_skynomad.jobs.run import JobRun
 from airflow_provider_skynomad.jobs.steps import JobSteps
 from airflow_provider_skynomad.jobs.table import JobTable, TableStore
@@ -35,11 +35,12 @@ __all__ = ["MAX_DB_STEPS", "Controller", "Look", "first_line"]
 
 @dataclass
 class Look:
-    """What one step of the controller did: the outcome when the job ended, and words for the log."""
+    """What one step of the controller did: the outcome when the job ended, words for the log, the next look."""
 
     outcome: Outcome | None = None
     words: str = ""
     at_hours: float | None = None  # the look's time on the job's clock: its words are stamped with it
+    sleep_seconds: float = 0.0  # wall seconds until the next look (when the step was given the clock)
 
 
 class Controller:
@@ -80,27 +81,50 @@ class Controller:
         """Whether the job has finished (the trigger stops looking)."""
         return self.steps.record.finished
 
-    def step(self, late_hours: float = 0.0, late_seconds: float = 0.0) -> Look:
-        """One decision step; `late_hours`: how late this step started, on the cloud's clock."""
+    def step(
+        self,
+        late_hours: float = 0.0,
+        late_seconds: float = 0.0,
+        *,
+        publish: bool = False,
+        clock: StepClock | None = None,
+    ) -> Look:
+        """One decision step: look (`Watch.step`), act on what it found at once (`JobSteps.handle`), say it.
+
+        `late_hours` and `late_seconds`: how late this step started (`jobs.clock.Tick`), planned with;
+        `publish`: the live status is due; `clock`: the trigger's, to tell when to look next
+        (`Look.sleep_seconds`). Everything here blocks: the trigger runs it in a thread.
+        """
         steps, run = self.steps, self.steps.run
         try:
             if late_hours > 0:
                 steps.learn_lag(late_hours, late_seconds)
             event, words = self.watch.step(run.cloud, run.markets, run.policy)
-            if self.watch.seen is not None:  # what the look measured is said at once, in time order
-                steps.learn_warmup(self.watch.seen[0], self.watch.warmup_hours)
-                at, progress = self.watch.seen
-                done = progress / self.watch.job.work_hours if self.watch.job.work_hours else None
-                steps.learn_pace(at, self.watch.pace, done)
-            look = Look(words=self._new(words), at_hours=self.watch.seen[0] if self.watch.seen else None)
+            seen = self.watch.seen
+            if seen is not None:  # what the look measured is said at once, in time order
+                steps.learn_warmup(seen[0], self.watch.warmup_hours)
+                work = self.watch.job.work_hours
+                steps.learn_pace(seen[0], self.watch.pace, seen[1] / work if work else None)
+            look = Look(words=self._new(words), at_hours=seen[0] if seen else None)
             if event is not None:
-                look.outcome = self._act(event)
+                self.store.check()  # still in control, just before any effect
+                job_id = steps.record.job_id
+                try:
+                    if steps.handle(steps.record, event):
+                        look.outcome = Outcome(OutcomeKind.FINISHED, job_id)
+                    else:
+                        self.watch = Watch.of(steps.record)
+                except SkyNomadDeadlineMissed as exc:
+                    look.outcome = Outcome(OutcomeKind.DEADLINE_MISSED, job_id, str(exc))
+                except SkyNomadJobFailed as exc:
+                    look.outcome = Outcome(OutcomeKind.FAILED, job_id, str(exc))
             self.database.answered()
-            return look
         except ControlLost:
             raise
         except DBAPIError as exc:
-            return self._database_down(exc)
+            look = self._database_down(exc)
+        self._tell(look, publish, clock)
+        return look
 
     def publish(self) -> None:
         """Where the job stands at the last look, for the job page (and one line of the log)."""
@@ -112,21 +136,20 @@ class Controller:
         except DBAPIError as exc:
             self.log.warning("could not publish the job's live status (%s); the next step tries again", first_line(exc))
 
-    def _act(self, event: JobEvent) -> Outcome | None:
-        """Carry out what the look found, just after checking this copy still controls the job."""
-        steps = self.steps
-        self.store.check()  # still in control, just before any effect
-        record = steps.record
-        try:
-            finished = steps.handle(record, event)
-        except SkyNomadDeadlineMissed as exc:
-            return Outcome(OutcomeKind.DEADLINE_MISSED, record.job_id, str(exc))
-        except SkyNomadJobFailed as exc:
-            return Outcome(OutcomeKind.FAILED, record.job_id, str(exc))
-        if finished:
-            return Outcome(OutcomeKind.FINISHED, record.job_id)
-        self.watch = Watch.of(steps.record)
-        return None
+    def _tell(self, look: Look, publish: bool, clock: StepClock | None) -> None:
+        """After a step: its words in the log (a trigger's log is the task's), the live status when due,
+        and when the job's group should be looked at next (sooner when its workload should end first)."""
+        run = self.steps.run
+        if look.words:
+            at = look.at_hours if look.at_hours is not None else run.elapsed()
+            self.log.info("[t=%.2f h] %s", round(at, 3), look.words)
+        if look.outcome is not None:
+            return
+        if publish:
+            self.publish()
+        if clock is not None:
+            now_hours = run.cloud.now_hours()
+            look.sleep_seconds = self.watch.sleep_seconds(clock.step_wall, clock.wall_per_hour, now_hours)
 
     def _database_down(self, exc: DBAPIError) -> Look:
         """The job table did not answer: read the record again next step; fail after MAX_DB_STEPS."""

@@ -57,6 +57,9 @@ class JobSteps:
     def handle(self, record: JobRecord, event: JobEvent) -> bool:
         """Act on what the controller's last look found, at once; True when the job has finished.
 
+        A preemption is recorded (its note, its segment's end) and its group released; then the
+        decision is carried out (`JobRun.carry_out`: a relaunch elsewhere) and the record saved.
+
         :raises SkyNomadJobFailed: the group failed, or the job cannot go on.
         :raises SkyNomadDeadlineMissed: it finished late and the task must fail.
         """
@@ -68,8 +71,15 @@ class JobSteps:
             return record.finished
         now = self._catch_up(event)
         at = event.elapsed_hours if event.elapsed_hours is not None else now
-        if event.kind is EventKind.PREEMPTED:
-            self._preempted(at, event.progress_hours)
+        if event.kind is EventKind.PREEMPTED:  # say it, share it as a market observation, release the group
+            lost = record.state.running
+            record.preemptions += 1
+            zone = record.group.zone if record.group else None
+            run.say(record.note(at, NoteKind.PREEMPTED, zone=zone, progress=percent_done(record, event.progress_hours)))
+            if lost is not None:
+                run.markets.share([Observation(lost.market, 0, run.cloud.now_timestamp())], run.log)
+            self._release(at, SegmentEnd.PREEMPTED)
+            record.state = record.state.advance(last_preempted_market=lost.market if lost else None)
         if event.kind is EventKind.FINISHED:
             self.finish(at)
             return True
@@ -132,18 +142,6 @@ class JobSteps:
         run.store.save(record)  # the failure is in the record the worker reports from
         run.publish(at, state="failed", reason=f"the group failed: {event.reason or event.status}")
         raise SkyNomadJobFailed(f"SkyNomad job {record.job_id} failed: {event.reason or event.status}{detail}")
-
-    def _preempted(self, at: float, progress_hours: float | None) -> None:
-        """The group was lost: say so, share it as a market observation, and release what is left of it."""
-        run, record = self.run, self.run.record
-        lost = record.state.running
-        record.preemptions += 1
-        zone = record.group.zone if record.group else None
-        run.say(record.note(at, NoteKind.PREEMPTED, zone=zone, progress=percent_done(record, progress_hours)))
-        if lost is not None:
-            run.markets.share([Observation(lost.market, 0, run.cloud.now_timestamp())], run.log)
-        self._release(at, SegmentEnd.PREEMPTED)
-        record.state = record.state.advance(last_preempted_market=lost.market if lost else None)
 
     def _release(self, at: float, end: SegmentEnd) -> None:
         """End the job's group (if any) and its segment, with how it ended."""

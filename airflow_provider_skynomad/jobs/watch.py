@@ -82,52 +82,62 @@ class Watch:
         )
 
     def step(self, cloud: Cloud, markets: JobMarkets, policy) -> tuple[JobEvent | None, str]:
-        """(event or None, a plain-words line on where the job stands).
+        """(event or None, a plain-words line on where the job stands): poll the group, read its proven
+        progress, and when it was lost (preempted, or terminated by the cloud) ask the policy at once
+        where to go on.
 
         A step the cloud API would not answer even after its retries (clouds/retry.py), or whose
-        market read failed (the market database down or restarting), changes nothing: a healthy
-        group is not given up because its status or its markets could not be read. Only
-        `MAX_API_STEPS` such steps in a row fail the job, naming what did not answer
-        (`jobs.unanswered`, the one rule for what does not answer).
+        market read failed (the market database down or restarting), changes nothing (`_unanswered`).
         """
         try:
-            answer = self._step(cloud, markets, policy)
-        except (CloudApiError, DBAPIError) as exc:
-            if isinstance(exc, DBAPIError):  # the market database is down or restarting
-                exc = CloudApiError(f"the market table did not answer ({first_line(exc)})")
-            if not self.api.missed():
-                return None, f"{exc}; the job's group is left as it is and asked again next step"
             elapsed = cloud.now_hours() - self.job_start_hours
-            reason = f"{exc} ({self.api.misses} decision steps in a row)"
-            return self._event(EventKind.FAILED, elapsed, self.base.progress_hours, None, reason=reason), reason
+            status = cloud.poll(self.group) if self.group else None
+            if status is GroupStatus.SUCCEEDED:
+                return self._answered(self._event(EventKind.FINISHED, elapsed, self.job.work_hours, status), "")
+            progress = self.progress(cloud, elapsed)
+            self._measure_warmup(elapsed, progress)
+            progress = self._measure_pace(cloud, elapsed, progress)
+            self.seen = (elapsed, progress)
+            if status in (GroupStatus.PREEMPTED, GroupStatus.TERMINATED):
+                lost = self.base.running.market if self.base.running else None
+                after = self.base.progressed(progress, elapsed_hours=elapsed).advance(
+                    running=None, warmup_left_hours=0.0, last_preempted_market=lost
+                )
+                decision = policy.decide(self.job, after, self.view(cloud, markets), elapsed)
+                preempted = self._event(EventKind.PREEMPTED, elapsed, progress, status, decision=decision)
+                return self._answered(preempted, "")
+            if status is GroupStatus.FAILED:
+                detail = cloud.failure_detail(self.group)
+                failed = self._event(EventKind.FAILED, elapsed, progress, status, reason="group failed", detail=detail)
+                return self._answered(failed, "")
+            return self._answered(*self._replan(cloud, markets, policy, elapsed, progress, status))
+        except (CloudApiError, DBAPIError) as exc:
+            return self._unanswered(cloud, exc)
+
+    def _answered(self, event: JobEvent | None, words: str) -> tuple[JobEvent | None, str]:
+        """A step that was answered: the API's patience starts over; stale markets are said first."""
         self.api.answered()
         if self.stale_warnings:
-            event, words = answer
-            answer = event, "; ".join([*self.stale_warnings, *([words] if words else [])])
+            words = "; ".join([*self.stale_warnings, *([words] if words else [])])
             self.stale_warnings = []
-        return answer
+        return event, words
 
-    def _step(self, cloud: Cloud, markets: JobMarkets, policy) -> tuple[JobEvent | None, str]:
-        """One look (see `step`), letting what does not answer raise."""
+    def _unanswered(self, cloud: Cloud, exc: CloudApiError | DBAPIError) -> tuple[JobEvent | None, str]:
+        """The cloud API or the market table did not answer: a healthy group is not given up because its
+        status or its markets could not be read. Only `MAX_API_STEPS` such steps in a row fail the job,
+        naming what did not answer (`jobs.unanswered`, the one rule for what does not answer)."""
+        if isinstance(exc, DBAPIError):  # the market database is down or restarting
+            exc = CloudApiError(f"the market table did not answer ({first_line(exc)})")
+        if not self.api.missed():
+            return None, f"{exc}; the job's group is left as it is and asked again next step"
         elapsed = cloud.now_hours() - self.job_start_hours
-        status = cloud.poll(self.group) if self.group else None
-        if status is GroupStatus.SUCCEEDED:
-            return self._event(EventKind.FINISHED, elapsed, self.job.work_hours, status), ""
-        progress = self.progress(cloud, elapsed)
-        self._measure_warmup(elapsed, progress)
-        progress = self._measure_pace(cloud, elapsed, progress)
-        self.seen = (elapsed, progress)
-        if status in (GroupStatus.PREEMPTED, GroupStatus.TERMINATED):
-            lost = self.base.running.market if self.base.running else None
-            after = self.base.progressed(progress, elapsed_hours=elapsed).advance(
-                running=None, warmup_left_hours=0.0, last_preempted_market=lost
-            )
-            view = self.view(cloud, markets)
-            decision = policy.decide(self.job, after, view, elapsed)
-            return self._event(EventKind.PREEMPTED, elapsed, progress, status, decision=decision), ""
-        if status is GroupStatus.FAILED:
-            detail = cloud.failure_detail(self.group)
-            return self._event(EventKind.FAILED, elapsed, progress, status, reason="group failed", detail=detail), ""
+        reason = f"{exc} ({self.api.misses} decision steps in a row)"
+        return self._event(EventKind.FAILED, elapsed, self.base.progress_hours, None, reason=reason), reason
+
+    def _replan(
+        self, cloud: Cloud, markets: JobMarkets, policy, elapsed: float, progress: float, status: GroupStatus | None
+    ) -> tuple[JobEvent | None, str]:
+        """The group runs: what the planner would run now, as an event only when it wants a change."""
         if self.group is not None and progress >= self.job.work_hours - 1e-9:
             return None, "all work checkpointed; the workload is writing its result"
         state = self.state_now(elapsed, progress)
@@ -145,8 +155,7 @@ class Watch:
             return None, ""
         safe = is_safe(self.job, state, view, state.running)
         kind = EventKind.REPLAN if safe else EventKind.DEADLINE_PRESSURE
-        event = self._event(kind, elapsed, progress, status, decision=decision)
-        return event, ""
+        return self._event(kind, elapsed, progress, status, decision=decision), ""
 
     def _measure_warmup(self, elapsed: float, progress: float) -> None:
         """The group's real warm-up (cold start + the workload's own start-up), from its first checkpoint.

@@ -18,7 +18,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_skynomad.hooks import skynomad as _hooks
 from airflow_provider_skynomad.hooks.skynomad import SkyNomadHook
-from airflow_provider_skynomad.jobs.clock import StepClock, Tick, step_wall_seconds
+from airflow_provider_skynomad.jobs.clock import StepClock, step_wall_seconds
 from airflow_provider_skynomad.jobs.contract import ControllerArgs, Outcome, OutcomeKind
 from airflow_provider_skynomad.jobs.unanswered import MAX_DB_STEPS, Patience, first_line
 
@@ -77,30 +77,17 @@ class SkyNomadTrigger(BaseTrigger):
         while True:
             tick = clock.begin()
             try:
-                outcome, wanted = await asyncio.to_thread(self._look, controller, tick, clock)
+                # In a thread: the look, its effects, its log line, the live status and even the
+                # cloud's clock all block or may (a trigger's log is shipped to the task's log).
+                look = await asyncio.to_thread(
+                    controller.step, tick.late_hours, tick.late_seconds, publish=tick.publish, clock=clock
+                )
             except ControlLost as exc:
                 self.log.warning("%s", exc)
                 return None
-            if outcome is not None:
-                return outcome
-            await asyncio.sleep(clock.end(tick, wanted))
-
-    def _look(self, controller, tick: Tick, clock: StepClock) -> tuple[Outcome | None, float]:
-        """In a thread, one decision step: (the outcome when the job ended, wall seconds until the next).
-
-        All of it blocks or may: the look and its effects, the log line (a trigger's log is shipped
-        to the task's log), the live status, even the cloud's clock (a cloud's own code).
-        """
-        look = controller.step(tick.late_hours, tick.late_seconds)
-        if look.words:
-            at = look.at_hours if look.at_hours is not None else controller.steps.run.elapsed()
-            self.log.info("[t=%.2f h] %s", round(at, 3), look.words)
-        if look.outcome is not None:
-            return look.outcome, 0.0
-        if tick.publish:
-            controller.publish()
-        now_hours = controller.steps.run.cloud.now_hours()
-        return None, controller.watch.sleep_seconds(clock.step_wall, clock.wall_per_hour, now_hours)
+            if look.outcome is not None:
+                return look.outcome
+            await asyncio.sleep(clock.end(tick, look.sleep_seconds))
 
     def _check_task(self) -> None:
         """The arguments' task is the task instance this trigger was deferred from, and owns the job.

@@ -8,10 +8,9 @@ import logging
 
 import pytest
 
-from airflow_provider_skynomad.clouds.base import GroupStatus
 from tests.support.fakes import FakeCloud
+from tests.support.paced_workload import PacedWorkload
 
-STEP = 1.0 / 6.0
 COLD_START = 0.2  # the `started` fixture's declared cold start
 
 
@@ -23,18 +22,10 @@ def _run(job, cloud, real_work_hours: float, until: float = 12.0):
     store = controller.steps.run.store
     publish = store.save_status
     store.save_status = lambda status: (statuses.append(dict(status)), publish(status))[1]
-    done, t = 0.0, 0.0
-    token, started = cloud.launches[-1].client_token, 0.0
-    while t < until:
-        t += STEP
-        group = controller.steps.record.group
-        if group is not None and group.client_token != token:
-            token, started = group.client_token, t - STEP
-        if group is not None and cloud.status[token] is GroupStatus.RUNNING:
-            done += max(0.0, t - max(started + COLD_START, t - STEP))
-        cloud.hours, cloud.progress_fraction = t, min(1.0, done / real_work_hours)
-        if done >= real_work_hours:
-            cloud.status[token] = GroupStatus.SUCCEEDED
+    workload = PacedWorkload(cloud, real_work_hours, COLD_START)
+    while workload.t < until:
+        workload.tick()
+        workload.work(controller.steps.record.group)
         look = controller.step()
         if look.outcome is not None:
             return look.outcome, job.record(), statuses

@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_skynomad.clouds.base import GroupStatus
-
-STEP = 1.0 / 6.0
+from tests.support.paced_workload import PacedWorkload
 
 
 def _drive(job, cloud, real_work_hours: float, cold_start: float = 0.2, until: float = 12.0, spot_until=None):
@@ -16,23 +15,15 @@ def _drive(job, cloud, real_work_hours: float, cold_start: float = 0.2, until: f
     whatever group runs, after each group's cold start. From `spot_until` on, spot is gone: the
     group running then is preempted and no zone grants spot again. The outcome and the record."""
     controller = job.controller()
-    done, t = 0.0, 0.0
-    token, started = cloud.launches[-1].client_token, 0.0
-    while t < until:
-        t += STEP
+    workload = PacedWorkload(cloud, real_work_hours, cold_start)
+    while workload.t < until:
+        t = workload.tick()
         if spot_until is not None and t >= spot_until and not cloud.full:
             cloud.full.update(request.zone for request in cloud.launches)
             cloud.full.update(job.record().zones)
             if controller.steps.record.group is not None and controller.steps.record.group.spot:
-                cloud.status[token] = GroupStatus.PREEMPTED
-        group = controller.steps.record.group
-        if group is not None and group.client_token != token:
-            token, started = group.client_token, t - STEP
-        if group is not None and cloud.status[token] is GroupStatus.RUNNING:
-            done += max(0.0, t - max(started + cold_start, t - STEP))
-        cloud.hours, cloud.progress_fraction = t, min(1.0, done / real_work_hours)
-        if done >= real_work_hours:
-            cloud.status[token] = GroupStatus.SUCCEEDED
+                cloud.status[workload.token] = GroupStatus.PREEMPTED
+        workload.work(controller.steps.record.group)
         outcome = controller.step().outcome
         if outcome is not None:
             return outcome, job.record()

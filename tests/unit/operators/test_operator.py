@@ -115,6 +115,18 @@ def controlling(store, try_number: int = 1, **op_kwargs):
         runner.close()
 
 
+class _Found:
+    """A look that found `event` (a `Watch` stand-in): what the controller's step acts on."""
+
+    seen = None
+
+    def __init__(self, event) -> None:
+        self.event = event
+
+    def step(self, cloud, markets, policy):
+        return self.event, ""
+
+
 def control(store, event: dict, try_number: int = 1, late_hours: float = 0.0, **op_kwargs):
     """One look's finding acted on by the job's controller, as its trigger does; when that ended the
     job, the outcome reported by a worker, as Airflow does. The task's result (its summary) when the
@@ -128,7 +140,9 @@ def control(store, event: dict, try_number: int = 1, late_hours: float = 0.0, **
             controller.steps.learn_lag(late_hours, late_hours * controller.steps.run.config.wall_seconds_per_cloud_hour)
         decision = event.get("decision")
         look = {k: v for k, v in event.items() if k in JobEvent.__dataclass_fields__}
-        outcome = controller._act(JobEvent(**{**look, "decision": Decision.from_dict(decision) if decision else None}))
+        found = JobEvent(**{**look, "decision": Decision.from_dict(decision) if decision else None})
+        controller.watch = _Found(found)  # the look found `event`: the controller's step acts on it
+        outcome = controller.step().outcome
     if outcome is None:
         return latest(store)
     return make_op(**op_kwargs).execute_complete(context_for(store, try_number=try_number), outcome.to_dict())

@@ -1,16 +1,12 @@
-"""The probe DAG's pace, the jobs' max_market_age and the stale-market rule agree (jobs/probe_schedule.py,
-jobs/stale.py): a punctual probe DAG gives no warning, a late one gives one line, once."""
+"""The stale-market rule follows the probe DAG's pace (jobs/stale.py, with jobs/probe_schedule.py's
+schedule): a punctual probe DAG gives no warning, a late one gives one line, once."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import numpy as np
 import pandas as pd
-import pytest
 
 from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig
-from airflow_provider_skynomad.jobs.probe_schedule import ProbeSchedule
 from airflow_provider_skynomad.jobs.stale import StaleGuard
 from airflow_provider_skynomad.market.grid import build_grid
 from airflow_provider_skynomad.market.view import MarketView
@@ -21,31 +17,6 @@ T0 = pd.Timestamp("2025-10-07T18:00:00Z")
 
 def simulated(speed: float) -> SkyNomadConfig:
     return SkyNomadConfig(market_url="sqlite://", cloud="simulated", speed=speed)
-
-
-def test_the_standalone_recipes_probe_dag_runs_at_a_pace_airflow_keeps_and_jobs_accept_its_data():
-    schedule = ProbeSchedule.of(simulated(300.0), environ={})
-    # 10 cloud minutes would be 2 s at 300x: Airflow runs the DAG every minute, 5 cloud hours apart.
-    assert schedule.wall_interval == timedelta(seconds=60)
-    assert schedule.cloud_interval_hours == pytest.approx(5.0)
-    # A job starting just before the next round (a round takes ~30 s = 2.5 h) still accepts the data.
-    assert schedule.max_market_age == timedelta(hours=10)
-    assert schedule.stale_after_hours >= schedule.max_market_age_hours
-
-
-def test_a_real_cloud_keeps_the_ten_minute_probe_dag_and_the_two_hour_age():
-    schedule = ProbeSchedule.of(SkyNomadConfig(market_url="sqlite://", cloud="aws"), environ={})
-    assert schedule.wall_interval == timedelta(minutes=10)
-    assert schedule.max_market_age == timedelta(hours=2) and schedule.stale_after_hours == 3.0
-
-
-def test_the_environment_sets_the_interval_on_the_clouds_clock_and_the_age():
-    slow = ProbeSchedule.of(simulated(30.0), environ={"SKYNOMAD_PROBE_INTERVAL_MINUTES": "60"})
-    assert slow.wall_interval == timedelta(minutes=2) and slow.cloud_interval_hours == pytest.approx(1.0)
-    asked = ProbeSchedule.of(simulated(300.0), environ={"SKYNOMAD_MAX_MARKET_AGE_HOURS": "12"})
-    assert asked.max_market_age == timedelta(hours=12)
-    with pytest.raises(ValueError, match="SKYNOMAD_PROBE_INTERVAL_MINUTES must be a positive number"):
-        ProbeSchedule.of(simulated(300.0), environ={"SKYNOMAD_PROBE_INTERVAL_MINUTES": "0"})
 
 
 def market_rows(rounds_at_hours: list[float]) -> pd.DataFrame:
@@ -155,19 +126,6 @@ def test_a_ten_minute_probe_dag_stopped_six_hours_ago_is_said_once():
     assert "market data is 5 h old in every zone" in line and "its rows are 0.17 h apart" in line
 
 
-def test_a_probe_dag_run_a_day_apart_on_a_fast_clock_asks_for_no_more_than_a_year_of_age():
-    """At 200x a day of wall time is 200 cloud days: the age limit stays one the operator takes."""
-    from datetime import timedelta
-
-    from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig
-    from airflow_provider_skynomad.jobs.params import MAX_HOURS
-    from airflow_provider_skynomad.jobs.probe_schedule import ProbeSchedule
-
-    config = SkyNomadConfig(market_url="sqlite://", speed=200.0)
-    schedule = ProbeSchedule.of(config, {"SKYNOMAD_PROBE_INTERVAL_MINUTES": str(1440 * 200)})
-    assert schedule.max_market_age == timedelta(hours=MAX_HOURS)
-
-
 def recipe_rows() -> pd.DataFrame:
     """The standalone recipe at 300x: probe rounds 5 cloud hours apart, the last of which refreshed
     only half the markets (the probe planner skips those not yet due), and a job's own launch row."""
@@ -186,29 +144,6 @@ def test_data_the_probe_dags_schedule_keeps_is_trusted_and_what_it_let_age_is_no
     assert warnings == []
     # Probed 6.5 h ago, or launched in 9.4 h ago: trusted; last probed 11.5 h ago: no spot shown.
     assert spot_zones(view) == set(ZONES[:4]) | {"us-east4-b"}
-
-
-def test_the_job_runtime_takes_its_stale_rule_from_the_connections_probe_schedule(monkeypatch):
-    import logging
-
-    from airflow_provider_skynomad.jobs.contract import TaskIdentity
-    from airflow_provider_skynomad.jobs.errors import SkyNomadInputError
-    from airflow_provider_skynomad.jobs.record import StateStore
-    from airflow_provider_skynomad.jobs.run import JobRun
-
-    def runner():
-        task = TaskIdentity("dag", "manual__1", "job", -1, 1, 2, "0190a7e2-0000-7000-8000-000000000001")
-        return JobRun(
-            params=None, config=simulated(300.0), cloud=None, store=StateStore(None), task=task,
-            log=logging.getLogger("t"), table_factory=lambda: None,
-        )  # fmt: skip
-
-    monkeypatch.delenv("SKYNOMAD_MAX_MARKET_AGE_HOURS", raising=False)
-    monkeypatch.delenv("SKYNOMAD_PROBE_INTERVAL_MINUTES", raising=False)
-    assert runner().stale.late_after_hours == pytest.approx(10.0)  # two 5 h rounds at 300x
-    monkeypatch.setenv("SKYNOMAD_PROBE_INTERVAL_MINUTES", "soon")
-    with pytest.raises(SkyNomadInputError, match="SKYNOMAD_PROBE_INTERVAL_MINUTES must be a positive number"):
-        runner()
 
 
 def test_a_slow_probe_run_keeps_its_markets_in_view_while_its_rounds_keep_their_pace():

@@ -11,6 +11,7 @@ import pytest
 
 from airflow_provider_skynomad.clouds.multi import MultiCloud
 from airflow_provider_skynomad.jobs.errors import SkyNomadInputError
+from airflow_provider_skynomad.jobs.usable_zones import leave_out_unusable
 from airflow_provider_skynomad.market.observations import COLUMNS
 from airflow_provider_skynomad.market.store.table import MarketTable
 from tests.unit.jobs.conftest import Started
@@ -82,3 +83,33 @@ def test_a_zone_the_job_lists_itself_is_still_refused_before_anything_is_launche
     finally:
         runner.close()
     assert stray_rows.clouds["gcp"].launches == []
+
+
+class Unusable:
+    """A cloud that cannot use the zones it was told of, each for its reason."""
+
+    def __init__(self, why: dict[str, str]):
+        self.why, self.asked = why, []
+
+    def unusable_zones(self, zones):
+        self.asked.append(list(zones))
+        return {zone: self.why[zone] for zone in zones if zone in self.why}
+
+
+def test_zones_the_cloud_can_use_are_kept_in_order_and_nothing_is_said():
+    log = logging.getLogger("test.usable")
+    assert leave_out_unusable(Unusable({}), ["b", "a"], "gcp", log) == ["b", "a"]
+
+
+def test_the_unusable_zones_are_left_out_and_named_with_their_reason(caplog):
+    cloud = Unusable({"mars-1": "no such zone"})
+    with caplog.at_level(logging.WARNING, logger="test.usable"):
+        kept = leave_out_unusable(cloud, ["us-central1-a", "mars-1"], "gcp", logging.getLogger("test.usable"))
+    assert kept == ["us-central1-a"] and cloud.asked == [["us-central1-a", "mars-1"]]
+    assert "Leaving out 1 zone(s)" in caplog.text and "mars-1" in caplog.text and "no such zone" in caplog.text
+
+
+def test_a_cloud_that_can_use_none_of_the_zones_is_an_input_error_naming_them():
+    cloud = Unusable({"mars-1": "no such zone", "us-east-1a": "no aws cloud"})
+    with pytest.raises(SkyNomadInputError, match="the gcp cloud cannot use any zone .*mars-1.*us-east-1a"):
+        leave_out_unusable(cloud, ["us-east-1a", "mars-1"], "gcp", logging.getLogger("test.usable"))
