@@ -337,7 +337,8 @@ class SkyNomadPolicy:
         """What an hour of slack is worth to an idle job, in USD: the spot hour it may have to buy on on-demand.
 
         Utility prices a launch per hour of its stay but leaves waiting at (about) 0, while a wait
-        burns an hour of slack per hour and a spot group η of one less. When slack binds
+        burns an hour of slack per hour and a spot group only the 1 − η it makes no progress in.
+        When slack binds
         (`slack_urgency`, a likelihood), every hour of it lost is an hour of the remaining work
         bought on on-demand instead of spot at the cheapest price seen lately. Without that price
         a move whose egress and cold start make U slightly negative loses to waiting for the
