@@ -51,15 +51,8 @@ def measure() -> None:
     from fastapi import FastAPI
     from fastapi.testclient import TestClient
 
-    class AllowAll:
-        async def get_user_from_token(self, token):
-            return type("User", (), {"get_name": lambda self: "bench", "get_id": lambda self: "bench"})()
-
-        def is_authorized_dag(self, **_):
-            return True
-
-        def get_authorized_dag_ids(self, **_):
-            return {"skynomad_fine_tune", "secret_dag"}
+    sys.path.insert(0, str(ROOT))
+    from tests.support.allow_all import AllowAll
 
     security.get_auth_manager = lambda: AllowAll()
     root = FastAPI()
