@@ -19,16 +19,31 @@ from airflow_provider_skynomad.planner.job import JobSpec, JobState
 EPS_HOURS = 1e-9
 
 
+def checkpoint_market_at_change(job: JobSpec, state: JobState) -> str | None:
+    """Where the checkpoint may be when a change decided now is carried out, a driver lag later.
+
+    Until then the running group keeps running: one that gets past its warm-up within the lag
+    writes the first checkpoint where it runs, so a launch elsewhere must then move it. Counting
+    it there is the worst case (a group lost within the lag leaves none, and nothing moves).
+    """
+    running = state.running
+    if state.checkpoint_market is None and running is not None and job.reaction_hours > state.warmup_left_hours:
+        return running.market
+    return state.checkpoint_market
+
+
 def launch_delay_hours(job: JobSpec, state: JobState, view: MarketView, target: int) -> float:
     """Cold start (plus checkpoint transfer when the checkpoint lives elsewhere) of a new group in `target`."""
-    return job.launch_hours(state.moves_checkpoint(view.keys[target]))
+    source = checkpoint_market_at_change(job, state)
+    return job.launch_hours(source is not None and source != view.keys[target])
 
 
 def launch_delays_hours(job: JobSpec, state: JobState, view: MarketView) -> np.ndarray:
     """`launch_delay_hours` of a new group in every market."""
-    moved = np.full(len(view.keys), state.checkpoint_market is not None)
-    if state.checkpoint_market is not None:
-        moved[view.index(state.checkpoint_market)] = False
+    source = checkpoint_market_at_change(job, state)
+    moved = np.full(len(view.keys), source is not None)
+    if source is not None:
+        moved[view.index(source)] = False
     return np.where(moved, job.launch_hours(True), job.launch_hours(False))
 
 
@@ -121,12 +136,14 @@ def cheapest_on_demand(job: JobSpec, state: JobState, view: MarketView) -> Optio
         return state.running  # already on the net: moving would only add a cold start
     prices = view.on_demand_usd_per_hour * job.instances
     cost = prices * (remaining + job.cold_start_hours)
-    if state.checkpoint_market is not None:
-        source = view.index(state.checkpoint_market)
+    checkpoint = checkpoint_market_at_change(job, state)
+    if checkpoint is not None:
+        source = view.index(checkpoint)
         cost = cost + job.checkpoint_gb * view.egress_usd_per_gb[source]
         if job.bandwidth_gb_per_hour:
-            # A transfer also costs time; keep zones whose delay still meets the deadline
-            # (the launch itself is a change, carried out a driver lag late).
+            # A transfer also costs time; keep zones whose delay still meets the deadline (the launch
+            # itself is a change, carried out a driver lag late, when the checkpoint may be where
+            # the running group wrote it meanwhile).
             delay = launch_delays_hours(job, state, view)
             late = state.elapsed_hours + job.reaction_hours + delay + remaining > job.deadline_hours + EPS_HOURS
             cost = np.where(late & (np.arange(len(cost)) != source), np.inf, cost)
