@@ -30,20 +30,10 @@ os.environ.update(
     SKYNOMAD_HOME=str(HOME / "skynomad"),
 )
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+from allow_all import AllowAll  # noqa: E402 - tests/support, on the path from the line above
 
 MARKETS, DAYS, JOBS, LOADS = 50, 30, 200, 5
 CONN_ID = "skynomad_bench"
-
-
-class AllowAll:
-    async def get_user_from_token(self, token):
-        return type("User", (), {"get_name": lambda self: "bench", "get_id": lambda self: "bench"})()
-
-    def is_authorized_dag(self, **_):
-        return True
-
-    def get_authorized_dag_ids(self, **_):
-        return {"skynomad_fine_tune", "secret_dag"}
 
 
 def main() -> None:

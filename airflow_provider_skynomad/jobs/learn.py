@@ -15,8 +15,11 @@ from dataclasses import replace
 
 from airflow_provider_skynomad.jobs.deadline_risk import call_deadline_risk
 from airflow_provider_skynomad.jobs.narrate import say
-from airflow_provider_skynomad.planner.actions import Mode
+from airflow_provider_skynomad.market.view import MarketView
+from airflow_provider_skynomad.planner.actions import Decision, Mode
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
 from airflow_provider_skynomad.planner.pace import Pace
+from airflow_provider_skynomad.planner.safety import spare_slack_hours, warmup_hours
 from airflow_provider_skynomad.planner.timeline import NoteKind
 
 MAX_LAGS_KEPT = 50
@@ -28,7 +31,11 @@ PACE_WARNING = 0.1  # a workload measured more than 10 % slower than declared is
 PACE_TOLD_CHECKPOINTS = 2
 PACE_TOLD_SHARE = 0.1
 NEWS_LAG_HOURS = 1.0 / 60.0  # a controller lag below a minute of cloud time is planned with, not told
-GUARD_LAGS = 1.0  # the planner already lets a rescue come two lags late; one more lag of margin
+# The planner already lets a rescue come two lags late. Two more: the rescue's own cold start may
+# run a lag beyond the longest measured (its launch is a cloud call on the same busy box), and the
+# end of the job comes after the end of the work: the workload's final write and exit, and the
+# look that sees it, each as slow as the box.
+GUARD_LAGS = 2.0
 # Half a step: a tenth to see a finished workload (the trigger polls faster then), the rest for a
 # start-up beyond the declared cold start before the group's first checkpoint has measured it.
 MARGIN_STEPS = 0.5
@@ -37,11 +44,35 @@ MARGIN_STEPS = 0.5
 def guard_hours(step_hours: float, max_lag_hours: float) -> float:
     """How much earlier than the task's deadline the planner aims: Airflow's own lag, a few times over.
 
-    The planner's safety net lets a change start one lag late and a rescue come two lags late;
-    lags grow when the box gets busier, so the job plans against a deadline one more lag earlier,
-    and by half a decision step (seeing the workload's end, and a slower start than declared).
+    The planner's safety net lets a change start one lag late and a rescue come two lags late,
+    and counts the job done when its work is. It is not: the workload still writes its result and
+    exits, and a look must see it; and the rescue's cold start can run longer than any measured
+    yet. Each takes about a lag on a busy box, so the job plans against a deadline two lags
+    earlier, and by half a decision step (seeing the workload's end, and a slower start than declared).
     """
     return GUARD_LAGS * max_lag_hours + MARGIN_STEPS * step_hours
+
+
+def too_thin_for_spot(job: JobSpec, view: MarketView, decision: Decision, hand_off_hours: float) -> str | None:
+    """Why the job's first launch should be on-demand although the planner chose spot; None when spot may gain.
+
+    The worker decides, launches and hands the job to its controller, whose first look (the first
+    moment a rescue can be launched) comes after that hand-off: on a busy box as slow as the
+    worker's own start (`hand_off_hours`), which no step of the planner counts. A spot group gains
+    only once its cold start is over, and only while the safety net's rescue need not start yet:
+    when the slack left after the net's own cold start, its lead and the guard
+    (`planner.safety.spare_slack_hours`) is less than the spot group's warm-up, one step of its
+    progress and the hand-off, the launch would be given up before it makes any progress, having
+    spent slack the deadline needed. Start on-demand at once then.
+    """
+    first = decision.first
+    if first is None or first.mode is not Mode.SPOT:
+        return None
+    state = JobState()
+    spare = spare_slack_hours(job, state, view)
+    if spare >= warmup_hours(job, state, view, first) + view.step_hours + hand_off_hours:
+        return None
+    return "the slack is too thin for a spot launch to gain anything before the deadline needs on-demand"
 
 
 def learn_lag(run, lag_hours: float, wall_seconds: float) -> None:

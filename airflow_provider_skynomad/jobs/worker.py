@@ -26,13 +26,15 @@ from airflow_provider_skynomad.jobs.contract import (
     first_event_hold_seconds,
 )
 from airflow_provider_skynomad.jobs.errors import SkyNomadDeadlineMissed, SkyNomadInputError, SkyNomadJobFailed
-from airflow_provider_skynomad.jobs.learn import guard_hours
+from airflow_provider_skynomad.jobs.learn import guard_hours, too_thin_for_spot
 from airflow_provider_skynomad.jobs.record import JobRecord
 from airflow_provider_skynomad.jobs.run import JobRun
 from airflow_provider_skynomad.jobs.usable_zones import leave_out_unusable
 from airflow_provider_skynomad.jobs.words import where
 from airflow_provider_skynomad.market.source import MarketInputError, select_markets
+from airflow_provider_skynomad.planner.actions import Decision
 from airflow_provider_skynomad.planner.job import JobSpec, JobSpecError, JobState
+from airflow_provider_skynomad.planner.safety import cheapest_on_demand
 from airflow_provider_skynomad.planner.timeline import NoteKind
 
 
@@ -86,6 +88,7 @@ class JobWorker:
         """A new job. `retire`: a cleared task's last job, ended only once every check has passed."""
         if retire is not None:
             self.task.check_owns(retire.job_id, "the cleared task's last job record")
+        begun = float(self.cloud.now_hours())
         run, job = self.run, self._job_spec(deadline_hours)
         record = self._new_record(job, deadline_hours, dag_deadline_hours)
         run.record = record
@@ -93,6 +96,10 @@ class JobWorker:
         record.on_demand_usd_per_hour = float(view.on_demand_usd_per_hour.min()) * job.instances
         record.all_on_demand_usd = record.on_demand_usd_per_hour * (job.work_hours + job.cold_start_hours)
         decision = run.policy.decide(job, JobState(), view, 0.0)
+        hand_off = max(0.0, float(self.cloud.now_hours()) - begun)
+        thin = too_thin_for_spot(job, view, decision, hand_off)
+        if thin is not None:
+            decision = Decision((cheapest_on_demand(job, JobState(), view),), reason=thin)
         started = record.note(
             0.0,
             NoteKind.START,
@@ -102,6 +109,10 @@ class JobWorker:
             policy=self.params.policy,
         )
         run.say(started)
+        if thin is not None:
+            # Deadline pressure from the start: the job stays on on-demand (`Watch`), as after a rescue.
+            run.say(record.note(0.0, NoteKind.DEADLINE_PRESSURE, why=thin))
+            record.on_safety_net = True
         run.decided(0.0, decision, view)
         if retire is not None:
             self.retire(retire)
@@ -125,6 +136,7 @@ class JobWorker:
                 lookback_hours=params.market_lookback_hours,
                 max_market_age=params.max_market_age,
                 where=self.config.display_market_url,
+                trace_end=getattr(self.cloud, "trace_end", None),  # the simulated cloud's: past it, say so
             )
         except MarketInputError as exc:
             raise SkyNomadInputError(str(exc)) from exc

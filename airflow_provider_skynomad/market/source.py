@@ -213,6 +213,7 @@ def select_markets(
     lookback_hours: float,
     max_market_age: timedelta,
     where: str,
+    trace_end: pd.Timestamp | None = None,
 ) -> tuple[MarketSelection, pd.DataFrame]:
     """The zones and instance types a job may use, checked against a fresh, non-empty table.
 
@@ -221,6 +222,8 @@ def select_markets(
     window (86k rows for 200 markets and 72 h).
 
     :param where: how to name the table in messages (never with a password).
+    :param trace_end: a simulated cloud's end of trace (`SimulatedCloud.trace_end`): once its clock is
+        past it no probe can write a row, and a stale or empty window is refused for that reason.
     :raises MarketInputError: empty or stale table, unknown zones, no matching rows.
     """
     latest = table.latest_observed_at()
@@ -250,7 +253,10 @@ def select_markets(
         regions=list(regions) if regions else None,
         accelerator=accelerator or None,
     )
+    ended = trace_ended(now, trace_end)
     if frame.empty:
+        if ended:
+            raise MarketInputError(f"no market rows in the last {lookback_hours:g} h: {ended}; nothing was launched")
         raise MarketInputError(
             f"no market rows match the job (zones={zones}, regions={regions}, clouds={clouds}, "
             f"instance_types={types}, accelerator={accelerator}) within the last "
@@ -260,7 +266,7 @@ def select_markets(
     newest = frame["newest"].max()
     age = now - newest
     if age > pd.Timedelta(max_market_age):
-        refusal = stale_refusal(table, frame, now, max_market_age)
+        refusal = stale_refusal(table, frame, now, max_market_age, trace_end)
         if refusal is not None:
             raise MarketInputError(refusal)
     selection = MarketSelection(
@@ -270,12 +276,29 @@ def select_markets(
     return selection, frame.reset_index(drop=True)
 
 
-def stale_refusal(table, frame: pd.DataFrame, now: pd.Timestamp, max_market_age: timedelta) -> str | None:
+def trace_ended(now: pd.Timestamp, trace_end: pd.Timestamp | None) -> str | None:
+    """Why no probe can refresh the table on a simulated cloud whose clock is past its trace, and the
+    fix (None when there is no such end or the clock is before it). The probe DAG's runs then fail
+    with TraceEndedError in its own log; unpausing it would not help, so the job's refusal says this."""
+    if trace_end is None or now < trace_end:
+        return None
+    return (
+        f"the simulated cloud's clock ({now.isoformat()}) is past the end of its trace ({trace_end.isoformat()}), "
+        "so no probe can observe a market any more (the skynomad_probe DAG's runs fail with TraceEndedError): "
+        "restart the recipe (a fresh simulated-cloud state directory starts the clock again) or set the "
+        "connection's trace_start to an earlier instant of the trace"
+    )
+
+
+def stale_refusal(
+    table, frame: pd.DataFrame, now: pd.Timestamp, max_market_age: timedelta, trace_end: pd.Timestamp | None = None
+) -> str | None:
     """Why a job whose newest matching row is older than `max_market_age` must not start, naming the
     one thing that would fix it; None when the probe DAG's completed rounds still vouch for its
     markets (market/freshness.py, `rounds_verdict`: a slow box makes rounds long on the cloud's clock).
 
     :param frame: the job's markets (zone, instance_type, newest), as `select_markets` found them.
+    :param trace_end: a simulated cloud's end of trace: past it, the refusal says so (`trace_ended`).
     """
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -291,6 +314,9 @@ def stale_refusal(table, frame: pd.DataFrame, now: pd.Timestamp, max_market_age:
         f"{max_hours:g} h limit (max_market_age)"
     )
     tail = "; nothing was launched"
+    ended = trace_ended(now, trace_end)
+    if ended:
+        return f"{head}: {ended}{tail}"
     if not isinstance(table, MarketDatabase):
         return f"{head}; run the skynomad_probe DAG{tail}"
     try:

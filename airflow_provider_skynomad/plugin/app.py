@@ -126,12 +126,8 @@ def markets(
     from airflow_provider_skynomad.clouds.factory import market_now
     from airflow_provider_skynomad.market.store.table import MarketTable
     from airflow_provider_skynomad.plugin import pages
-    from airflow_provider_skynomad.plugin.markets import (
-        daily_probe_spend,
-        fleet_holdings,
-        market_config,
-        market_summary,
-    )
+    from airflow_provider_skynomad.plugin.connections import market_config
+    from airflow_provider_skynomad.plugin.markets import daily_probe_spend, fleet_holdings, market_summary
     from airflow_provider_skynomad.plugin.overview import expected_max_age_hours
 
     config = market_config(conn_id, lambda conn: may_read_connection(user, conn))

@@ -55,10 +55,18 @@ class JobFacts:
     slack_hours: float | None
     deadline_met: bool | None
     preemptions: int
-    migrations: int
-    decisions: list[dict] = field(default_factory=list)
+    migrations: int  # the runtime's: moves that carried a checkpoint (each one's egress billed)
+    decisions: list[dict] = field(default_factory=list)  # the last few, and every one that moved the job
     story: list[str] = field(default_factory=list)
     declared_work_hours: float | None = None  # the user's figure, when the work measured differs from it
+    launching_in: str | None = None  # the zone of a launch written down and not yet answered (`pending`)
+
+    @property
+    def moves(self) -> int:
+        """The ▶ on the Gantt: each time the planner replaced or let go of a group and the job went on in
+        another zone or mode (a switch from spot to on-demand in the same zone is one). The card counts
+        these, so it says what the chart shows; `migrations` counts only those that copied a checkpoint."""
+        return sum(1 for m in self.markers if m["kind"] is SegmentEnd.MIGRATED)
 
     @property
     def saving_usd(self) -> float:
@@ -81,6 +89,7 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
     summary = _object(record, "summary", "record") or None
     segments = _segments(record)
     timeline = _objects(record, "timeline", "record")
+    markers = _markers(segments, timeline)
     finished = bool(record.get("finished"))
     elapsed = _elapsed(segments, timeline, status, summary, state)
     cost_points = _cost_curve(segments, elapsed)
@@ -113,7 +122,7 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
         progress_hours=share * work,
         zones=_zones_in_order(segments),
         bars=_bars(segments, elapsed),
-        markers=_markers(segments, timeline),
+        markers=markers,
         cost_points=[
             (h, usd + (extras if i == len(cost_points) - 1 else 0.0)) for i, (h, usd) in enumerate(cost_points)
         ],
@@ -126,9 +135,10 @@ def job_facts(record: dict, status: dict | None = None) -> JobFacts:
         deadline_met=_flag(summary, "deadline_met", "record.summary") if summary else None,
         preemptions=int(_number(record, "preemptions", "record", 0.0)),
         migrations=int(_number(record, "migrations", "record", 0.0)),
-        decisions=[_decision(t) for t in timeline if NoteKind.of(t) is NoteKind.DECIDE][-8:],
+        decisions=_decisions(timeline, [m["at"] for m in markers if m["kind"] is SegmentEnd.MIGRATED]),
         story=[_say(t) for t in timeline if not _quiet(t)],
         declared_work_hours=declared if abs(declared - work) > 0.005 else None,
+        launching_in=_pending_zone(record),
     )
 
 
@@ -258,6 +268,23 @@ def _ended(value) -> SegmentEnd | str | None:
 def _quiet(item: dict) -> bool:
     kind = NoteKind.of(item)
     return kind is not None and kind.quiet
+
+
+LAST_DECISIONS = 8  # the page's table: the latest few, and every decision that moved the job
+
+
+def _decisions(timeline: list[dict], moved_at: list[float]) -> list[dict]:
+    """The decisions the page's table shows, oldest first: the last `LAST_DECISIONS`, and the one behind
+    each move (`moved_at`: the ▶ times), the latest decision noted at or before it, however many
+    decisions came after (a move's decision is the one a reader looks for)."""
+    decides = [(i, t) for i, t in enumerate(timeline) if NoteKind.of(t) is NoteKind.DECIDE]
+    movers = set()
+    for at in moved_at:
+        before = [i for i, t in decides if _number(t, "at_hours", f"record.timeline.{i}", 0.0) <= at + 1e-6]
+        if before:
+            movers.add(before[-1])
+    shown = sorted({i for i, _ in decides[-LAST_DECISIONS:]} | movers)
+    return [_decision(timeline[i]) | {"moved": i in movers} for i in shown]
 
 
 def _decision(item: dict) -> dict:
@@ -483,6 +510,22 @@ def failure_reason(job_state: str | None, record: dict | None, status: dict | No
     return "the task failed after its job started; its log says why"
 
 
+def _record_zone(record: dict) -> str | None:
+    """Where the record says the job is, for a row without a live status yet (the trigger has not
+    published; the worker may still be launching): its last segment's zone, else the zone of the launch
+    it wrote down before sending it (``pending``), else None."""
+    segments = _segments(record)
+    return segments[-1].zone if segments else _pending_zone(record)
+
+
+def _pending_zone(record: dict) -> str | None:
+    """The zone of the launch the record wrote down before sending it (None: none in flight)."""
+    pending = record.get("pending")
+    request = pending.get("request") if isinstance(pending, dict) else None
+    zone = request.get("zone") if isinstance(request, dict) else None
+    return zone if isinstance(zone, str) and zone else None
+
+
 def dashboard_row(job_state: str | None, record: dict | None, status: dict | None) -> dict:
     """One line of the jobs dashboard: state (and why, when it failed), zone (where it runs now, or ended)
     and the other zones it ran in (in the order it first went there), % done, slack, spend, saving,
@@ -500,7 +543,7 @@ def dashboard_row(job_state: str | None, record: dict | None, status: dict | Non
             "saving": None,
         }
     facts = job_facts(record, status)
-    zone = (status or {}).get("zone") or (facts.zones[-1] if facts.zones else None)
+    zone = (status or {}).get("zone") or _record_zone(record)
     zone = None if zone is None else str(zone)
     pct = 100.0 * facts.progress_hours / facts.work_hours if facts.work_hours else None
     if facts.finished and facts.deadline_met is not None:

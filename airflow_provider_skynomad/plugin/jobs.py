@@ -171,7 +171,7 @@ def _conn_id_of(fields: dict | None) -> str | None:
 
 def _open_existing(store_class, conn_id: str):
     """`store_class`'s tables in the market database of `conn_id`, None when they do not exist (nothing is created)."""
-    from airflow_provider_skynomad.plugin.markets import market_config
+    from airflow_provider_skynomad.plugin.connections import market_config
 
     # Read from the metadata DB as the markets page does; only the URL is used, never shown. The
     # viewer may read the DAG (the route checked) and the DAG declares this connection.

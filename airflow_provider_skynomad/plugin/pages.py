@@ -9,13 +9,16 @@ the market table's URL already stripped of its password.
 from __future__ import annotations
 
 import logging
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from airflow_provider_skynomad.plugin import svg
 from airflow_provider_skynomad.plugin.facts import JobFacts, dashboard_row
-from airflow_provider_skynomad.plugin.overview import Heatmap, MarketRow
 from airflow_provider_skynomad.plugin.render import render, usd
+
+if TYPE_CHECKING:  # the markets page's types: pandas and the forecasters are not for the job pages to load
+    import pandas as pd
+
+    from airflow_provider_skynomad.plugin.overview import Heatmap, MarketRow
 
 log = logging.getLogger(__name__)
 REFRESH_SECONDS = 10  # a running job's page reloads itself: live while the task is deferred
@@ -52,15 +55,16 @@ def job_page(title: str, ti_state: str | None, facts: JobFacts | None, note: str
     pct = 100.0 * facts.progress_hours / facts.work_hours if facts.work_hours else 0.0
     if facts.finished and facts.deadline_met is not None:
         pct = 100.0
+    where_launching = f"launching in {facts.launching_in}" if facts.launching_in else "no zone yet"
     cards = [
         ("task", ti_state or "?"),
-        ("ran in", ", ".join(facts.zones) or "no zone yet"),
+        ("ran in", ", ".join(facts.zones) or where_launching),
         ("done (checkpointed)", f"{pct:.0f}%"),
         ("deadline", deadline_card(facts)),
         (f"cost {facts.cost_basis}", usd(facts.spend_usd)),
         ("all on-demand would be", usd(facts.all_on_demand_usd)),
         ("saved", usd(facts.saving_usd) if facts.finished else "when it ends"),
-        ("preemptions / moves", f"{facts.preemptions} / {facts.migrations}"),
+        ("preemptions ✕ / moves ▶", f"{facts.preemptions} / {facts.moves}"),
     ]
     safe = facts.latest_safe_switch_hours
     deadline, work = facts.deadline_hours, facts.work_hours
@@ -152,6 +156,8 @@ def markets_page(
 
 def _price_chart(prices: pd.DataFrame) -> svg.Chart | None:
     """Each market's spot price and the cheapest on-demand price over the window."""
+    import pandas as pd
+
     if prices.empty:
         return None
     t0 = prices["observed_at"].min()

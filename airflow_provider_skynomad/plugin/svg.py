@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from airflow_provider_skynomad.planner.timeline import SegmentEnd
+
+if TYPE_CHECKING:
+    import numpy as np
 
 KIND_COLOURS = {"spot": "#2f9e44", "on-demand": "#1c7ed6", "cold start": "#fab005", "idle": "#ced4da"}
 SERIES = ["#1c7ed6", "#e8590c", "#2f9e44", "#ae3ec9", "#f03e3e", "#0ca678", "#5f3dc4", "#d6336c", "#495057"]

@@ -17,12 +17,14 @@ class PacedWorkload:
 
     :param real_work_hours: the work it really takes (the declared work may differ).
     :param cold_start: hours each new group runs before its work starts counting.
+    :param finish_hours: hours from its last checkpoint to its exit (writing its result).
     """
 
-    def __init__(self, cloud, real_work_hours: float, cold_start: float, step: float = STEP):
+    def __init__(self, cloud, real_work_hours: float, cold_start: float, step: float = STEP, finish_hours: float = 0.0):
         self.cloud, self.real_work_hours, self.cold_start, self.step = cloud, real_work_hours, cold_start, step
         self.token, self.started = cloud.launches[-1].client_token, 0.0  # the group running and when it launched
         self.done, self.t = 0.0, 0.0
+        self.finish_hours, self.worked_at = finish_hours, None  # when all the work was done
 
     def tick(self) -> float:
         """The cloud's clock one step on (the hours since the job's start)."""
@@ -37,5 +39,7 @@ class PacedWorkload:
         if group is not None and self.cloud.status[self.token] is GroupStatus.RUNNING:
             self.done += max(0.0, t - max(self.started + self.cold_start, t - self.step))
         self.cloud.hours, self.cloud.progress_fraction = t, min(1.0, self.done / self.real_work_hours)
-        if self.done >= self.real_work_hours:
+        if self.done >= self.real_work_hours and self.worked_at is None:
+            self.worked_at = t - (self.done - self.real_work_hours)
+        if self.worked_at is not None and t >= self.worked_at + self.finish_hours - 1e-9:
             self.cloud.status[self.token] = GroupStatus.SUCCEEDED

@@ -262,6 +262,12 @@ class SimulatedCloud(Cloud):
         """The simulated instant as a UTC trace timestamp."""
         return self.clock.now()
 
+    @property
+    def trace_end(self) -> pd.Timestamp:
+        """The trace instant after which there is no market to replay (probes and launches then raise
+        TraceEndedError); a job's start check names it when the market table went stale for that reason."""
+        return self.market.grid.start + pd.Timedelta(hours=self.market.end_hours)
+
     def sleep_until_simulated(self, hours: float) -> None:
         """Block until `now_hours()` ≥ `hours`."""
         self.clock.sleep_until(hours)

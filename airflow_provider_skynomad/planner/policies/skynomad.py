@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -34,6 +35,7 @@ from airflow_provider_skynomad.planner.safety import cheapest_on_demand, is_safe
 from airflow_provider_skynomad.planner.utility import MODES, Scored, Scores, migration_pays, score_all
 
 VALUES = ("supply", "slack", "barrier")
+THIN_SLACK_STARTS = 3.0  # slack is thin, and waiting priced, when the spare slack pays for fewer cold starts
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +74,10 @@ class SkyNomadPolicy:
         (benchmarks/bench_stays.py), but a simulated job observes other markets only before its
         start and when it tries them, and the fleet and single-job benchmarks moved by ±1 %
         (benchmarks/results/fleet.md).
+    :param slack_price: off by default. While slack is thin, an idle job weighs a spot launch against
+        waiting with the slack each hour of waiting burns priced in (`_slack_price`). It moves the
+        500 GB checkpoint rows of bench_robustness toward eager-failover, and the cost table's GCP 6
+        zones T/P 1.05 cell up (benchmarks/results/planner-experiments.md, E66).
     """
 
     name = "skynomad"
@@ -89,6 +95,7 @@ class SkyNomadPolicy:
         scarce_restarts_cap_hours: float | None = None,
         payback: bool = True,
         spell_ages: bool = False,
+        slack_price: bool = False,
     ):
         self.home = home
         if value not in VALUES:
@@ -100,6 +107,7 @@ class SkyNomadPolicy:
         self.lifetimes = LifetimeCache(forecaster, refit_hours, lifetime_cap_hours)
         self.payback = payback
         self.spell_ages = spell_ages
+        self.slack_price = slack_price
         self._declined: str | None = None  # the launch last declined, so the log says so once, not every step
         self.scarce = (
             None
@@ -227,13 +235,19 @@ class SkyNomadPolicy:
             here = Scored(IDLE, self._waiting(job, state, view, scores, value) if idle_safe else -math.inf, 0.0)
             margin = 0.0
         bar = max(here.utility_usd_per_hour + margin, 0.0)
+        credit = np.zeros_like(utilities)
+        if current is None and self.slack_price:
+            spot = MODES.index(Mode.SPOT)
+            credit[:, spot] = self._slack_price(job, state, view, cheapest_od) * scores.useful_share[:, spot]
 
         better: list[Scored] = []
         declined: list[Payback] = []
         # Market by market, spot before on-demand: ties keep that order after the sort below.
-        for i, j in zip(*np.nonzero(utilities > bar), strict=True):
+        for i, j in zip(*np.nonzero(utilities + credit > bar), strict=True):
             option = Option(view.keys[i], MODES[j])
             candidate = scores.scored(option, value, (i, j))
+            if credit[i, j]:
+                candidate = replace(candidate, utility_usd_per_hour=candidate.utility_usd_per_hour + credit[i, j])
             if not self._move_pays(job, view, current, candidate, residency[i, j]):
                 continue
             if is_safe(job, state, view, option) and outlives_warmup(job, state, view, option):
@@ -318,6 +332,27 @@ class SkyNomadPolicy:
         cycle = back.stay_hours / (down + back.stay_hours)
         after = state.advance(elapsed_hours=state.elapsed_hours + view.step_hours)
         return (1.0 - slack_urgency(job, after)) * back.utility_usd_per_hour * cycle
+
+    def _slack_price(self, job: JobSpec, state: JobState, view: MarketView, cheapest_od: float) -> float:
+        """What an hour of slack is worth to an idle job, in USD: the spot hour it may have to buy on on-demand.
+
+        Utility prices a launch per hour of its stay but leaves waiting at (about) 0, while a wait
+        burns an hour of slack per hour and a spot group only the 1 − η it makes no progress in.
+        When slack binds
+        (`slack_urgency`, a likelihood), every hour of it lost is an hour of the remaining work
+        bought on on-demand instead of spot at the cheapest price seen lately. Without that price
+        a move whose egress and cold start make U slightly negative loses to waiting for the
+        checkpoint's market, until the safety net puts the rest of the job on on-demand. Priced only
+        while slack is thin (it pays for fewer than `THIN_SLACK_STARTS` cold starts): with more,
+        waiting for a cheaper or returning market is what the value of progress already weighs.
+        """
+        recent = view.usable_within(self.recent_hours) & np.isfinite(view.spot_usd_per_hour)
+        after = state.advance(elapsed_hours=state.elapsed_hours + view.step_hours)
+        thin = spare_slack_hours(job, after, view) < THIN_SLACK_STARTS * job.cold_start_hours
+        if not (thin and recent.any()):
+            return 0.0
+        spot = float(np.min(view.spot_usd_per_hour[recent])) * job.instances
+        return slack_urgency(job, after) * max(cheapest_od - spot, 0.0)
 
     def _supply(
         self,

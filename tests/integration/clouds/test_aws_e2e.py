@@ -95,8 +95,9 @@ def seed_market(until: pd.Timestamp) -> None:
 
 
 class OutageProbes:
-    """What the probe DAG sees from the notice on: no spot capacity in us-east-1a, and dear (us-west-2a
-    as before). A round of rows every `PROBE_SECONDS` until the run ends, as probes would keep coming.
+    """What the probe DAG sees once us-east-1a reclaimed the job's instance: no spot capacity there,
+    and dear (us-west-2a as before). A round of rows every `PROBE_SECONDS` until the run ends, as
+    probes would keep coming.
 
     One round would not do: the planner's grid takes a row at the first decision tick at or after
     it, the last row of a market in a tick winning, and the job writes its own observations (the
@@ -110,7 +111,8 @@ class OutageProbes:
         self._thread = threading.Thread(target=self._loop, name="outage-probes", daemon=True)
 
     def start(self) -> None:
-        self._thread.start()
+        if not self._thread.is_alive():
+            self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
@@ -187,6 +189,7 @@ class InstanceRunner:
         self.noticed: str | None = None
         self.keys_in_west_at_relaunch: list[str] = []
         self.on_notice = lambda: None
+        self.on_reclaimed = lambda: None  # when EC2 reclaims the noticed instance
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="instance-runner", daemon=True)
@@ -280,6 +283,7 @@ class InstanceRunner:
             )
         elif code == 3:
             reason = ("Server.SpotInstanceTermination: Spot instance termination", "Server.SpotInstanceTermination")
+            self.on_reclaimed()
         else:
             reason = ("Server.InternalError: the machine died", "Server.InternalError")
         inst.terminate()
@@ -372,12 +376,14 @@ def test_aws_job_survives_a_spot_interruption_and_moves_region(
         )
 
     def notice():
-        # From the notice on, us-east-1 has no spot capacity: EC2 refuses launches there (as it would)
-        # and the probe DAG's rows say so.
+        # From the notice on, us-east-1 has no spot capacity: EC2 refuses launches there (as it would).
         monkeypatch.setattr(runner.ec2[EAST], "run_instances", no_capacity)
-        probes.start()
 
+    # The probe DAG's rows say so once the instance is reclaimed: rows during the notice would have the
+    # planner move the job off the noticed group before EC2 takes it (a move, not the preemption this
+    # test follows), whenever a busy box delays the agent's exit past a controller's look.
     runner.on_notice = notice
+    runner.on_reclaimed = probes.start
     counter = CallCounter()
     counter.install(monkeypatch)
     runner.start()

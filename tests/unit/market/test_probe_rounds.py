@@ -39,7 +39,7 @@ def probe_round(cloud, monkeypatch, zones=ZONES, region="us-east4"):
     SkyNomadProbeOperator(task_id="probe", target=target, probe_budget_usd_per_day=10.0).execute({})
 
 
-def start_check(now, zones=None):
+def start_check(now, zones=None, trace_end=None):
     with MarketTable() as table:
         return select_markets(
             table,
@@ -52,6 +52,7 @@ def start_check(now, zones=None):
             lookback_hours=72.0,
             max_market_age=MAX_AGE,
             where="the test's table",
+            trace_end=trace_end,
         )
 
 
@@ -76,6 +77,40 @@ def test_without_the_rounds_the_same_rows_are_refused_by_their_age(skynomad_home
         conn.exec_driver_sql("DELETE FROM probe_rounds")
     with pytest.raises(MarketInputError, match="no probe round has completed yet: unpause and run the skynomad_probe"):
         start_check(cloud.now_timestamp() + pd.Timedelta(hours=11))
+
+
+def test_past_the_simulated_trace_the_refusal_says_the_trace_ended_and_how_to_start_again(skynomad_home, monkeypatch):
+    """The recipe's probe DAG was unpaused, but its runs failed with TraceEndedError (in its own log
+    only): "unpause it or see why its runs fail" sent the reader the wrong way."""
+    cloud = FakeCloud(T0)
+    probe_round(cloud, monkeypatch)
+    trace_end = T0 + pd.Timedelta(hours=2)
+    now = T0 + pd.Timedelta(hours=40)
+    with pytest.raises(MarketInputError) as refused:
+        start_check(now, trace_end=trace_end)
+    words = str(refused.value)
+    assert words.startswith("the market table is stale") and words.endswith("; nothing was launched")
+    assert f"past the end of its trace ({trace_end.isoformat()})" in words and "TraceEndedError" in words
+    assert "restart the recipe" in words and "trace_start" in words
+    assert "unpause" not in words
+    # long past it, when no row is left in the job's window at all, the same reason
+    with pytest.raises(MarketInputError, match="no market rows in the last 72 h: the simulated cloud's clock"):
+        start_check(T0 + pd.Timedelta(hours=100), trace_end=trace_end)
+    # before the trace's end the refusal stays the probe DAG's
+    with pytest.raises(MarketInputError, match="unpause it or see why its runs fail"):
+        start_check(now, trace_end=now + pd.Timedelta(hours=1))
+
+
+def test_a_simulated_cloud_names_the_end_of_its_trace(tmp_path):
+    from airflow_provider_skynomad.clouds.simulated.cloud import SimulatedCloud
+    from airflow_provider_skynomad.clouds.wrapped import WrappedCloud
+    from airflow_provider_skynomad.hooks.skynomad import bundled_trace
+
+    cloud = SimulatedCloud(bundled_trace(), tmp_path / "cloud", speed=60.0)
+    first = cloud.market.grid.start
+    assert cloud.trace_end == first + pd.Timedelta(hours=cloud.market.end_hours) > cloud.now_timestamp()
+    assert WrappedCloud(cloud).trace_end == cloud.trace_end  # what the job's worker holds
+    assert getattr(FakeCloud(T0), "trace_end", None) is None  # a real cloud's trace never ends
 
 
 def test_a_region_whose_task_fails_is_named(skynomad_home, monkeypatch):
