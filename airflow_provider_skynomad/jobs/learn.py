@@ -25,6 +25,11 @@ from airflow_provider_skynomad.planner.timeline import NoteKind
 MAX_LAGS_KEPT = 50
 PACE_NEWS = 0.1  # a measured pace is said again once it moved this much (10 %) from the last said
 PACE_WARNING = 0.1  # a workload measured more than 10 % slower than declared is said at WARNING
+# A pace is said as a number only once it is backed: this many checkpoints observed, over this share of
+# the work, and off the declared pace by more than its uncertainty (`Pace.ratio_to_declared`). The
+# planner plans with the pace's bound from the first observation; the words wait for the evidence.
+PACE_TOLD_CHECKPOINTS = 2
+PACE_TOLD_SHARE = 0.1
 NEWS_LAG_HOURS = 1.0 / 60.0  # a controller lag below a minute of cloud time is planned with, not told
 # The planner already lets a rescue come two lags late. Two more: the rescue's own cold start may
 # run a lag beyond the longest measured (its launch is a cloud call on the same busy box), and the
@@ -122,26 +127,44 @@ def learn_pace(run, at: float, pace: Pace | None, done: float | None = None) -> 
 
 
 def _tell_pace(run, at: float, pace: Pace, left_share: float) -> bool:
-    """Say a pace that moved `PACE_NEWS` from the last said; a slow one at WARNING."""
+    """Say a pace that moved `PACE_NEWS` from the last said; a slow one at WARNING. A pace said
+    before that the checkpoints now put back within `PACE_NEWS` of the declared is said to be
+    "about as declared", so the last number in the log is never one the evidence left behind."""
     record = run.record
-    ratio = pace.slower_than_declared() or pace.faster_than_declared()
+    ratio = told_ratio(pace)
+    if (
+        ratio is None
+        and record.pace_told != 1.0
+        and abs(pace.work_hours_estimate / pace.declared_work_hours - 1.0) < (PACE_NEWS / 2)
+    ):
+        ratio = 1.0
     if ratio is None or abs(ratio - record.pace_told) < PACE_NEWS:
         return False
     record.pace_told = ratio
     # Said as measured (the point estimate), with the bound the planner plans with kept apart.
     planning = pace.work_hours_bound / pace.declared_work_hours
+    estimate = pace.work_hours_estimate if ratio != 1.0 else pace.declared_work_hours
     item = record.note(
         at,
         NoteKind.PACE,
         ratio=round(ratio, 3),
         planning_ratio=round(planning, 3),
-        left_h=round(left_share * pace.work_hours_estimate, 2),
+        left_h=round(left_share * estimate, 2),
         planned_left_h=round(left_share * pace.work_hours_bound, 2),
         declared_left_h=round(left_share * pace.declared_work_hours, 2),
     )
     # Work well beyond what was declared eats the slack the deadline was set with: a warning.
     run.say(item, logging.WARNING if ratio > 1.0 + PACE_WARNING else logging.INFO)
     return True
+
+
+def told_ratio(pace: Pace) -> float | None:
+    """Measured work ÷ declared, when the checkpoints back it enough to say as a number: observed
+    `PACE_TOLD_CHECKPOINTS` times over `PACE_TOLD_SHARE` of the work, and off the declared pace by
+    more than the estimate's uncertainty. None otherwise (said as nothing, never as a guess)."""
+    if pace.checkpoints < PACE_TOLD_CHECKPOINTS or pace.fraction < PACE_TOLD_SHARE:
+        return None
+    return pace.slower_than_declared() or pace.faster_than_declared()
 
 
 def _left_share(record, done: float | None) -> float:

@@ -112,8 +112,10 @@ def pace_words(item: dict) -> str:
     about 6.0 h of work left, not 4.8 h; planning with up to 32 % slower (6.3 h left) to be safe".
     Notes written before the bound was kept apart (no ``planning_ratio``) said the bound's hours."""
     ratio = item["ratio"]
-    how = _percent_off(ratio)
     left, declared = item["left_h"], item["declared_left_h"]
+    if ratio == 1.0:  # a pace said before, which the checkpoints since put back at the declared one
+        return f"the workload runs about as declared after all: about {declared:.1f} h of work left"
+    how = _percent_off(ratio)
     words = f"the workload runs {how} than declared: about {left:.1f} h of work left, not {declared:.1f} h"
     planning = item.get("planning_ratio")
     if planning is None or round(100 * planning) == round(100 * ratio):

@@ -57,11 +57,16 @@ class Watch:
     pace: Pace | None = None  # what the checkpoints say of the real work; `job.work_hours` is its bound
     # (time, fraction, the pace's measured hours and share) at the group's first checkpoint this watch saw
     _anchor: tuple[float, float, float, float] | None = None
+    # How far the group's first checkpoint was behind the planner's count of it (launch + planned delay,
+    # then the declared pace): time a workload pacing itself from the planned start may catch up
+    _behind_hours: float = 0.0
+    _since: float = 0.0  # productive hours since the anchor at the last checkpoint the pace observed
     _fraction: float | None = None  # the checkpointed share at the last look
     job_id: str = ""
 
     def __post_init__(self) -> None:
         self.declared_cold_start_hours = self.job.cold_start_hours
+        self.planned_delay_hours = self.launch_delay_hours  # as launched: the warm-up's wait may raise the other
         if self.pace is None:
             self.pace = Pace(self.job.work_hours)
 
@@ -192,6 +197,9 @@ class Watch:
         dated by when they were written (`written_at`), not by the look that saw them: a look that
         comes late (a busy triggerer, a hand-off) would date an old checkpoint now, and a workload
         at its declared pace would read as faster.
+
+        The hours fed to the pace are `productive_hours`: the time since the anchor, unless the
+        group's first checkpoint came behind the planner's count and the workload caught that up.
         """
         checkpoint = cloud.progress(self.group) if self.group is not None else None
         warming = self.progress_at_launch is not None and self.warmup_hours is None
@@ -204,17 +212,46 @@ class Watch:
             # never the work before it at a guessed pace (which would pull the estimate to the guess).
             self._anchor = (seen, fraction, self.pace.productive_hours, self.pace.fraction)
             self._fraction = fraction
+            self._behind_hours = self._behind_at_anchor(seen, progress)
+            self._since = 0.0
             return progress
         if fraction <= (self._fraction or 0.0) + 1e-12:
             return progress
         at, start, base_hours, base_fraction = self._anchor
         since = max(0.0, seen - at)
-        if since < PACE_MIN_HOURS or base_hours + since < self.pace.productive_hours + PACE_EVERY_HOURS:
+        if since < PACE_MIN_HOURS or since < self._since + PACE_EVERY_HOURS:
             return progress
-        self._fraction = fraction
-        self.pace = self.pace.observed(base_hours + since, min(1.0, base_fraction + max(0.0, fraction - start)))
+        self._fraction, self._since = fraction, since
+        done = min(1.0, base_fraction + max(0.0, fraction - start))
+        self.pace = self.pace.observed(self.productive_hours(base_hours + since, done), done)
         self.job = self.pace.planning_job(self.job)
         return max(self.base.progress_hours, fraction * self.job.work_hours)
+
+    def _behind_at_anchor(self, written: float, progress: float) -> float:
+        """Hours the group's first checkpoint came behind the planner's count of it: its work started
+        at launch + the planned delay and ran at the declared pace. Only for the group's first
+        checkpoint (this watch saw it come: `progress_at_launch` is known), else 0."""
+        if self.progress_at_launch is None or self.base.running is None:
+            return 0.0
+        planned_start = self.base.running_since_hours + self.planned_delay_hours
+        return max(0.0, (written - planned_start) - (progress - self.progress_at_launch))
+
+    def productive_hours(self, since_anchor: float, done: float) -> float:
+        """The productive hours behind `done` (the pace's cumulative share), counted two ways.
+
+        From the group's first checkpoint (`since_anchor`): a workload's start-up, however slow,
+        says nothing of its pace. And from the planner's count of the group's start, the anchor's
+        lateness `_behind_hours` included: a workload that paces itself from its planned start (the
+        bundled one does: SKYNOMAD_WORKLOAD_START_WALL) catches a slow start-up up in a burst after
+        its first checkpoint, which read from the anchor alone is a pace up to a third faster than
+        it is (issue 32, the recipe on a busy box). Where the two agree on a side of the declared
+        pace, the one nearer the declared is the measurement (a deviation both accountings show);
+        where they disagree, the checkpoints cannot tell the pace from the start-up yet: the
+        declared pace. Without lateness both are the same, so a slower workload is measured (and
+        said) as early as before.
+        """
+        declared = done * self.pace.declared_work_hours
+        return min(max(declared, since_anchor), since_anchor + self._behind_hours)
 
     def written_at(self, checkpoint: float, elapsed: float) -> float:
         """When `checkpoint` (a `Cloud.progress` answer) was written, in the job's elapsed hours.
