@@ -28,6 +28,18 @@ from airflow_provider_skynomad.triggers.skynomad import SkyNomadTrigger
 from tests.unit.triggers.test_trigger import _started, world  # noqa: F401 - the fixture
 
 SLOW = 0.5  # each stand-in's sleep: a loop stalled by one would wait at least this long
+# Another process's 10 ms waits while the trigger runs, until its stdin closes: its longest wait is
+# how long the box itself stopped scheduling anyone, which no trigger can help.
+TWIN = """
+import select, sys, time
+longest = 0.0
+while True:
+    started = time.monotonic()
+    if select.select([sys.stdin], [], [], 0.01)[0]:
+        break
+    longest = max(longest, time.monotonic() - started)
+print(longest)
+"""
 STEPS = 3  # looks before the workload succeeds
 
 
@@ -169,11 +181,13 @@ def test_a_controlled_job_never_stalls_the_triggerer_s_loop(stand_ins):
     asyncio_log = logging.getLogger("asyncio")
     asyncio_log.addHandler(callbacks)
     sys.meta_path.insert(0, imports)
+    twin = subprocess.Popen([sys.executable, "-c", TWIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         event = asyncio.run(main())
     finally:
         sys.meta_path.remove(imports)
         asyncio_log.removeHandler(callbacks)
+        box_stall = float(twin.communicate(timeout=30)[0])
 
     assert event.payload["kind"] == "finished"
     names = {name for name, _ in calls.seen}
@@ -182,7 +196,8 @@ def test_a_controlled_job_never_stalls_the_triggerer_s_loop(stand_ins):
     assert [name for name, _ in calls.seen].count("Controller.step") == STEPS
     assert calls.on_loop() == []
     assert imports.names == []
-    assert max(waits) < SLOW, f"the loop stalled {max(waits):.2f} s"
+    # A whole box that stops scheduling us (a busy 2-core CI machine) stalls the twin process too.
+    assert max(waits) < SLOW / 2 + box_stall, f"the loop stalled {max(waits):.2f} s, the box {box_stall:.2f} s"
     assert [text for took, text in callbacks.took if took >= SLOW] == []
 
 
