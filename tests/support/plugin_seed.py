@@ -24,7 +24,7 @@ FINISHED_COST_USD = 61.37
 DEADLINE_HOURS = 12.0
 
 
-def h100_rows(zone: str, times, available, spot_price=2.0) -> pd.DataFrame:
+def h100_rows(zone: str, times, available, spot_price=2.0, on_demand_price=11.06) -> pd.DataFrame:
     """One GCP H100 market's observations in the market-observation format, one row per time."""
     return pd.DataFrame(
         {
@@ -38,7 +38,7 @@ def h100_rows(zone: str, times, available, spot_price=2.0) -> pd.DataFrame:
             "requested": 1,
             "available": available,
             "spot_price": spot_price,
-            "on_demand_price": 11.06,
+            "on_demand_price": on_demand_price,
         }
     )
 

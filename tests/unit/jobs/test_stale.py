@@ -10,6 +10,7 @@ from airflow_provider_skynomad.hooks.skynomad import SkyNomadConfig
 from airflow_provider_skynomad.jobs.stale import StaleGuard
 from airflow_provider_skynomad.market.grid import build_grid
 from airflow_provider_skynomad.market.view import MarketView
+from tests.support.plugin_seed import h100_rows
 
 ZONES = [f"us-central1-{z}" for z in "abcf"] + [f"us-east4-{z}" for z in "abc"] + ["europe-west4-a"]
 T0 = pd.Timestamp("2025-10-07T18:00:00Z")
@@ -21,24 +22,9 @@ def simulated(speed: float) -> SkyNomadConfig:
 
 def market_rows(rounds_at_hours: list[float]) -> pd.DataFrame:
     """Probe rounds over every zone at the given hours after T0 (all available)."""
-    rows = [
-        {
-            "observed_at": T0 + pd.Timedelta(hours=h),
-            "cloud": "gcp",
-            "region": zone.rsplit("-", 1)[0],
-            "zone": zone,
-            "instance_type": "a3-highgpu-1g",
-            "accelerator": "H100",
-            "accelerator_count": 1,
-            "requested": 1,
-            "available": 1,
-            "spot_price": 2.0 + i * 0.1,
-            "on_demand_price": 10.0,
-        }
-        for h in rounds_at_hours
-        for i, zone in enumerate(ZONES)
-    ]
-    return pd.DataFrame(rows)
+    times = [T0 + pd.Timedelta(hours=h) for h in rounds_at_hours]
+    frames = [h100_rows(zone, times, 1, spot_price=2.0 + i * 0.1, on_demand_price=10.0) for i, zone in enumerate(ZONES)]
+    return pd.concat(frames, ignore_index=True).sort_values("observed_at", kind="stable", ignore_index=True)
 
 
 def view_at(frame: pd.DataFrame) -> MarketView:
