@@ -78,6 +78,9 @@ class SkyNomadPolicy:
         waiting with the slack each hour of waiting burns priced in (`_slack_price`). It moves the
         500 GB checkpoint rows of bench_robustness toward eager-failover, and the cost table's GCP 6
         zones T/P 1.05 cell up (benchmarks/results/planner-experiments.md, E66).
+    :param residence: a spot move's egress is spread over the checkpoint's expected residence in the
+        new market (`_residence`: the remaining work shared among the placements the slack still pays
+        for), not only over one forecast stay. It changes nothing while slack pays for many restarts.
     """
 
     name = "skynomad"
@@ -96,6 +99,7 @@ class SkyNomadPolicy:
         payback: bool = True,
         spell_ages: bool = False,
         slack_price: bool = False,
+        residence: bool = False,
     ):
         self.home = home
         if value not in VALUES:
@@ -108,6 +112,7 @@ class SkyNomadPolicy:
         self.payback = payback
         self.spell_ages = spell_ages
         self.slack_price = slack_price
+        self.residence = residence
         self._declined: str | None = None  # the launch last declined, so the log says so once, not every step
         self.scarce = (
             None
@@ -159,10 +164,29 @@ class SkyNomadPolicy:
         if crowd is not None:
             lifetimes = lifetimes * crowd.lifetime_share
         residency = np.zeros((n_markets, len(MODES)))
+        if self.residence and state.checkpoint_market is not None:
+            residency[:, MODES.index(Mode.SPOT)] = self._residence(job, state, view)
         if home is not None:
             residency[view.index(home.market), MODES.index(home.mode)] = job.work_hours - state.progress_hours
         od_stay = float(np.max(lifetimes))  # we leave on-demand about when the best spot market would last
         return score_all(job, state, view, lifetimes, od_stay, residency), residency
+
+    def _residence(self, job: JobSpec, state: JobState, view: MarketView) -> float:
+        """Hours of work the checkpoint is expected to stay in a market it moves to: at least the remaining
+        work shared among the placements the slack still pays for.
+
+        Each placement after this one starts with a restart, which spends a cold start of the spare
+        slack (planner.safety.spare_slack_hours), so with R restarts left the job has at most 1 + R
+        placements, and on average one holds the checkpoint for W ÷ (1 + R) hours of work W. The
+        checkpoint's egress is paid once for all the stays it serves there. With slack for many
+        restarts this is shorter than one forecast stay and changes nothing; with slack for a few,
+        a move that pays its egress over several stays is no longer scored as if it paid it per stay.
+        """
+        remaining = job.work_hours - state.progress_hours
+        if job.cold_start_hours <= 0:
+            return 0.0
+        restarts = spare_slack_hours(job, state, view) / job.cold_start_hours
+        return remaining / (1.0 + restarts)
 
     def _lifetimes_for(self, job: JobSpec, state: JobState, view: MarketView) -> LifetimeCache:
         """The usual forecasts, or with `scarce_restarts_cap_hours` the longer-capped ones when restarts are scarce.
