@@ -78,9 +78,12 @@ class SkyNomadPolicy:
         waiting with the slack each hour of waiting burns priced in (`_slack_price`). It moves the
         500 GB checkpoint rows of bench_robustness toward eager-failover, and the cost table's GCP 6
         zones T/P 1.05 cell up (benchmarks/results/planner-experiments.md, E66).
-    :param residence: a spot move's egress is spread over the checkpoint's expected residence in the
-        new market (`_residence`: the remaining work shared among the placements the slack still pays
-        for), not only over one forecast stay. It changes nothing while slack pays for many restarts.
+    :param residence: while slack is thin, a launch from idle or on-demand that moves the checkpoint is
+        admitted by its egress spread over the checkpoint's expected residence in the new market
+        (`_residence`: the remaining work shared among the placements the slack still pays for), not
+        over one forecast stay; it is tried after the spot options admitted as before and before
+        on-demand. Aimed at the 500 GB rows of bench_robustness, where every other zone scored below
+        waiting or on-demand (benchmarks/results/robustness.md).
     """
 
     name = "skynomad"
