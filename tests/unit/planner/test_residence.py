@@ -8,6 +8,7 @@ import pytest
 from skynomad_synth import flat_egress, make_grid
 from test_payback import Stays
 
+from airflow_provider_skynomad.market.fleet import Fleet
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import IDLE, Mode, Option
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
@@ -43,11 +44,11 @@ def test_with_slack_for_few_restarts_the_egress_is_paid_over_several_stays_and_t
     move = Option(grid.keys[1], Mode.SPOT)
     tries = decide(10.6, residence=True)
     assert move in tries and tries.index(move) < tries.index(IDLE)
-    assert move not in decide(10.6)  # off: $25 over one 2 h stay is more than the stay gains
+    assert move not in decide(10.6, residence=False)  # $25 over one 2 h stay is more than the stay gains
 
 
 def test_with_slack_for_many_restarts_nothing_changes():
-    assert decide(20.0, residence=True) == decide(20.0)
+    assert decide(20.0, residence=True) == decide(20.0, residence=False)
 
 
 @pytest.mark.parametrize("deadline_hours", [10.6, 11.5, 14.0, 20.0])
@@ -76,7 +77,7 @@ def test_a_job_on_on_demand_leaves_it_for_spot_elsewhere_when_the_egress_pays_ov
     move = Option(grid.keys[1], Mode.SPOT)
     tries = decide_from(on_demand, 10.6, residence=True)
     assert move in tries and tries[-1] == on_demand.running  # tried before staying on on-demand
-    assert move not in decide_from(on_demand, 10.6)
+    assert move not in decide_from(on_demand, 10.6, residence=False)
 
 
 def test_a_job_on_spot_weighs_a_move_over_one_stay_as_before():
@@ -103,7 +104,18 @@ def test_options_admitted_before_keep_their_order_and_a_move_admitted_by_the_res
     view = MarketView(grid, TICKS - 1, 1, None, flat_egress(2, 0.05))
     state = JobState(elapsed_hours=2.0, progress_hours=1.9, checkpoint_market=grid.keys[0])
     tries = SkyNomadPolicy(forecaster=Stays(2.0), residence=True).decide(job(10.6), state, view, 2.0).try_in_order
-    plain = SkyNomadPolicy(forecaster=Stays(2.0)).decide(job(10.6), state, view, 2.0).try_in_order
+    plain = SkyNomadPolicy(forecaster=Stays(2.0), residence=False).decide(job(10.6), state, view, 2.0).try_in_order
     here, move = Option(grid.keys[0], Mode.SPOT), Option(grid.keys[1], Mode.SPOT)
     assert plain[0] == here and move not in plain
     assert tries[:2] == (here, move)
+
+
+def test_in_a_fleet_the_residence_admits_nothing():
+    """Alone only: in a fleet the capacity a move lands in is shared (bench_fleet's GCP N = 50 went up with it)."""
+    grid, _ = checkpoint_market_down()
+    nobody = np.zeros(0)
+    view = MarketView(grid, TICKS - 1, 1, None, flat_egress(2, 0.05), fleet=Fleet(grid.keys, *[nobody] * 5))
+    policy = SkyNomadPolicy(forecaster=Stays(2.0))
+    assert policy.residence  # the default
+    assert not policy._resides(job(10.6), STATE, view)
+    assert Option(grid.keys[1], Mode.SPOT) not in policy.decide(job(10.6), STATE, view, 2.0).try_in_order
