@@ -8,6 +8,10 @@ where the planner's cost advantage over eager-failover holds and where it does n
     .venv/bin/python benchmarks/bench_robustness.py                 # ~9 min on 2 cores
     .venv/bin/python benchmarks/bench_robustness.py --checkpoints   # periodic checkpoints only (~5 min)
     .venv/bin/python benchmarks/bench_robustness.py --work-ratio    # real work ≠ declared only (~6 min)
+    .venv/bin/python benchmarks/bench_robustness.py --shapes slow --ratios 1.05 --skynomad '{"residence": true}'
+
+`--shapes` (fast, slow, gang4, gang8, bandwidth), `--traces` (gcp6, gcp13, aws) and `--ratios` run a subset of the
+job-shape table, `--skynomad` sets the policy's options (JSON), `--windows` prints each row's per-window costs.
 
 Same traces and deadline as bench_policies (a), T/P ∈ {1.02, 1.05, 1.2}, 10 windows per trace.
 `--checkpoints`: the cost table's job shape checkpointing every 30 minutes with no final
@@ -20,6 +24,7 @@ declared work (the runtime before it measured); then `skynomad evaluate`'s own R
 from __future__ import annotations
 
 import argparse
+import json
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 
@@ -39,31 +44,58 @@ SHAPES = {
     "500 GB at 100 GB/h (moves take 5 h more)": {"checkpoint_gb": 500, "bandwidth_gb_per_hour": 100.0},
 }
 RATIOS = (1.02, 1.05, 1.2)
+SHAPE_NAMES = dict(zip(("fast", "slow", "gang4", "gang8", "bandwidth"), SHAPES, strict=True))
+TRACE_NAMES = dict(zip(("gcp6", "gcp13", "aws"), TRACES, strict=True))
 POLICIES = ("skynomad", "optimal", "eager-failover", "uniform-progress", "on-demand")
 
 
-def main() -> None:
+def main(
+    shapes=tuple(SHAPES), traces=tuple(TRACES), ratios=RATIOS, skynomad: dict | None = None, windows: bool = False
+) -> None:
+    params = {"skynomad": skynomad} if skynomad else {}
     jobs = [
-        (label, ratio, 10, POLICIES, {}, shape) for shape in SHAPES.values() for label in TRACES for ratio in RATIOS
+        (label, ratio, 10, POLICIES, params, SHAPES[shape]) for shape in shapes for label in traces for ratio in ratios
     ]
     with ProcessPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(evaluate, jobs))
+        results = list(pool.map(evaluate_windows, jobs))
     table = Table(title="skynomad and eager-failover ÷ optimal on other job shapes (10 windows per row)")
     for column in ("job shape", "trace", "T/P", "skynomad", "eager-failover", "late runs (any policy)"):
         table.add_column(column, justify="right")
     names = {id(shape): name for name, shape in SHAPES.items()}
     above, late = 0, 0
-    for (_, _, _, _, _, shape), (label, ratio, summary, _) in zip(jobs, results, strict=True):
+    for (_, _, _, _, _, shape), (label, ratio, summary, _, costs) in zip(jobs, results, strict=True):
         sky, eager = summary["skynomad"]["ratio_to_optimal"], summary["eager-failover"]["ratio_to_optimal"]
         misses = sum(row["misses"] for row in summary.values())
         above += sky > eager
         late += misses
         mark = " ▲" if sky > eager else ""
         table.add_row(names[id(shape)], label, f"{ratio}", f"{sky:.3f}{mark}", f"{eager:.3f}", f"{misses:g}")
+        if windows:
+            cells = " ".join(f"{s:.0f}/{e:.0f}/{o:.0f}" for s, e, o in zip(*costs, strict=True))
+            table.add_row("", "", "", "", "", f"$ per window, skynomad/eager/optimal: {cells}")
     console.print(table)
     console.print(
         f"late runs in all: {late:g}; rows where skynomad costs more than eager-failover (▲): {above} of {len(results)}"
     )
+
+
+def evaluate_windows(args) -> tuple[str, float, dict, float, tuple[list[float], ...]]:
+    """bench_policies.evaluate on one row, plus skynomad's, eager-failover's and the optimum's cost per window."""
+    label, ratio, max_windows, policies, params, shape = args
+    file, zones, _ = TRACES[label]
+    grid = load_grid(file, zones)
+    job = JobSpec(work_hours=DEADLINE_HOURS / ratio, deadline_hours=DEADLINE_HOURS, **{**JOB_SHAPE, **shape})
+    evaluation = Evaluation(
+        job, grid, EgressModel().matrix(grid.markets), policies=policies, max_windows=max_windows, policy_params=params
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OptimumGapWarning)
+        report = evaluation.run()
+    costs = tuple(
+        [w["results"][name]["cost_usd"] for w in report["windows"]]
+        for name in ("skynomad", "eager-failover", "optimal")
+    )
+    return label, ratio, report["summary"], 0.0, costs
 
 
 CHECKPOINT_RATIOS = (1.05, 1.2, 1.5)
@@ -214,12 +246,32 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--checkpoints", action="store_true", help="only the periodic-checkpoint table")
     parser.add_argument("--work-ratio", action="store_true", help="only the real-work ≠ declared tables")
+    parser.add_argument("--shapes", default=",".join(SHAPE_NAMES), help="job-shape table: these shapes only")
+    parser.add_argument("--traces", default=",".join(TRACE_NAMES), help="job-shape table: these traces only")
+    parser.add_argument("--ratios", default=",".join(map(str, RATIOS)), help="job-shape table: these T/P only")
+    parser.add_argument("--skynomad", type=json.loads, default=None, help='options as JSON: {"residence": true}')
+    parser.add_argument("--windows", action="store_true", help="job-shape table: each row's cost per window too")
     args = parser.parse_args()
+    subset = (
+        args.shapes != ",".join(SHAPE_NAMES)
+        or args.traces != ",".join(TRACE_NAMES)
+        or args.ratios != ",".join(map(str, RATIOS))
+        or args.skynomad is not None
+        or args.windows
+    )
     if args.checkpoints:
         checkpoint_table()
     elif args.work_ratio:
         work_ratio_table()
         example()
+    elif subset:
+        main(
+            tuple(SHAPE_NAMES[name] for name in args.shapes.split(",")),
+            tuple(TRACE_NAMES[name] for name in args.traces.split(",")),
+            tuple(float(r) for r in args.ratios.split(",")),
+            args.skynomad,
+            args.windows,
+        )
     else:
         main()
         work_ratio_table()

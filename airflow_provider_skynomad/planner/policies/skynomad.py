@@ -78,6 +78,12 @@ class SkyNomadPolicy:
         waiting with the slack each hour of waiting burns priced in (`_slack_price`). It moves the
         500 GB checkpoint rows of bench_robustness toward eager-failover, and the cost table's GCP 6
         zones T/P 1.05 cell up (benchmarks/results/planner-experiments.md, E66).
+    :param residence: while slack is thin, a launch from idle or on-demand that moves the checkpoint is
+        admitted by its egress spread over the checkpoint's expected residence in the new market
+        (`_residence`: the remaining work shared among the placements the slack still pays for), not
+        over one forecast stay; it is tried after the spot options admitted as before and before
+        on-demand. Aimed at the 500 GB rows of bench_robustness, where every other zone scored below
+        waiting or on-demand (benchmarks/results/robustness.md). A job alone only (`_resides`).
     """
 
     name = "skynomad"
@@ -96,6 +102,7 @@ class SkyNomadPolicy:
         payback: bool = True,
         spell_ages: bool = False,
         slack_price: bool = False,
+        residence: bool = True,
     ):
         self.home = home
         if value not in VALUES:
@@ -108,6 +115,7 @@ class SkyNomadPolicy:
         self.payback = payback
         self.spell_ages = spell_ages
         self.slack_price = slack_price
+        self.residence = residence
         self._declined: str | None = None  # the launch last declined, so the log says so once, not every step
         self.scarce = (
             None
@@ -121,9 +129,9 @@ class SkyNomadPolicy:
         cheapest_od = float(np.min(view.on_demand_usd_per_hour)) * job.instances
         crowd = crowding(job, state, view) if view.fleet is not None else None
         home = self._home(job, state, view) if self.home else None
-        scores, residency = self._score(job, state, view, home, crowd)
+        scores, residency, admit = self._score(job, state, view, home, crowd)
         value, why = self._value(job, state, view, scores, cheapest_od, crowd)
-        tries, here = self._tries(job, state, view, scores, residency, value, cheapest_od, crowd)
+        tries, here = self._tries(job, state, view, scores, residency, value, cheapest_od, crowd, admit)
         reason = f"V={value:.2f} $/h ({why}), U_here={here:.2f}" + (f", home {home.market}" if home is not None else "")
         tried = {o.market for o in tries if o is not None}
         probes = tuple(m for m in self._probes(job, state, view) if m not in tried)
@@ -138,14 +146,15 @@ class SkyNomadPolicy:
         """
         cheapest_od = float(np.min(view.on_demand_usd_per_hour)) * job.instances
         home = self._home(job, state, view) if self.home else None
-        scores, _ = self._score(job, state, view, home)
+        scores, _, _ = self._score(job, state, view, home)
         value, _ = self._value(job, state, view, scores, cheapest_od)
         return scores, value
 
     def _score(
         self, job: JobSpec, state: JobState, view: MarketView, home: Option | None, crowd: Crowding | None = None
-    ) -> tuple[Scores, np.ndarray]:
-        """Every option's U terms (planner.utility) from this step's lifetime forecasts, and each cell's residency.
+    ) -> tuple[Scores, np.ndarray, Scores | None]:
+        """Every option's U terms (planner.utility) from this step's lifetime forecasts, each cell's residency,
+        and with `residence` (`_resides`) the same terms with moves' egress spread over the residence.
 
         The home market keeps the checkpoint for the rest of the job: its egress is paid once.
         With a fleet, each spot stay is the share the youngest-first rule leaves it (planner.crowding).
@@ -162,7 +171,47 @@ class SkyNomadPolicy:
         if home is not None:
             residency[view.index(home.market), MODES.index(home.mode)] = job.work_hours - state.progress_hours
         od_stay = float(np.max(lifetimes))  # we leave on-demand about when the best spot market would last
-        return score_all(job, state, view, lifetimes, od_stay, residency), residency
+        scores = score_all(job, state, view, lifetimes, od_stay, residency)
+        admit = None
+        if self._resides(job, state, view):
+            resident = residency.copy()
+            resident[:, MODES.index(Mode.SPOT)] = np.maximum(resident[:, 0], self._residence(job, state, view))
+            admit = score_all(job, state, view, lifetimes, od_stay, resident)
+        return scores, residency, admit
+
+    def _resides(self, job: JobSpec, state: JobState, view: MarketView) -> bool:
+        """With `residence`, while slack is thin, a launch from idle or on-demand that moves the checkpoint is
+        admitted by its egress over the checkpoint's expected residence (`_residence`).
+
+        Thin: the spare slack pays for fewer than `THIN_SLACK_STARTS` cold starts, when a wait or a
+        stay on on-demand is what spends the last restarts. With more, waiting a step for a market
+        that comes back costs little, and spot → spot moves keep one stay's horizon (spread over
+        the residence they chase every cheaper market). Alone only: in a fleet the capacity a move
+        lands in is shared, and bench_fleet's GCP N = 50 fleet went 1.664 → 1.667 × its bound.
+        """
+        running = state.running
+        if not self.residence or state.checkpoint_market is None or view.fleet is not None:
+            return False
+        if running is not None and running.mode is Mode.SPOT:
+            return False
+        return spare_slack_hours(job, state, view) < THIN_SLACK_STARTS * job.cold_start_hours
+
+    def _residence(self, job: JobSpec, state: JobState, view: MarketView) -> float:
+        """Hours of work the checkpoint is expected to stay in a market it moves to: at least the remaining
+        work shared among the placements the slack still pays for.
+
+        Each placement after this one starts with a restart, which spends a cold start of the spare
+        slack (planner.safety.spare_slack_hours), so with R restarts left the job has at most 1 + R
+        placements, and on average one holds the checkpoint for W ÷ (1 + R) hours of work W. The
+        checkpoint's egress is paid once for all the stays it serves there. With slack for many
+        restarts this is shorter than one forecast stay and changes nothing; with slack for a few,
+        a move that pays its egress over several stays is no longer scored as if it paid it per stay.
+        """
+        remaining = job.work_hours - state.progress_hours
+        if job.cold_start_hours <= 0:
+            return 0.0
+        restarts = spare_slack_hours(job, state, view) / job.cold_start_hours
+        return remaining / (1.0 + restarts)
 
     def _lifetimes_for(self, job: JobSpec, state: JobState, view: MarketView) -> LifetimeCache:
         """The usual forecasts, or with `scarce_restarts_cap_hours` the longer-capped ones when restarts are scarce.
@@ -214,12 +263,16 @@ class SkyNomadPolicy:
         value: float,
         cheapest_od: float,
         crowd: Crowding | None = None,
+        admit: Scores | None = None,
     ) -> tuple[list[Option | None], float]:
         """Options to try in order (those beating what we have now by the margin, best first), and U of now.
 
         What we have now is the running group, or idle (see `_waiting`), unless it is no longer
         safe; then the list ends with the safety net. With a fleet, spot markets not launchable
-        now (planner.crowding) are left out.
+        now (planner.crowding) are left out. With `admit` (`residence`), an option is admitted by
+        the better of its two utilities; those its per-stay utility admits are tried in the usual
+        order, and moves that pay their egress only over the residence after the spot options among
+        them and before on-demand (nothing after on-demand is ever tried).
         """
         current = state.running
         utilities = scores.utility(value)
@@ -235,17 +288,22 @@ class SkyNomadPolicy:
             here = Scored(IDLE, self._waiting(job, state, view, scores, value) if idle_safe else -math.inf, 0.0)
             margin = 0.0
         bar = max(here.utility_usd_per_hour + margin, 0.0)
+        admitted = utilities if admit is None else np.maximum(utilities, admit.utility(value))
+        admitted = np.where(np.isfinite(utilities), admitted, -np.inf)
         credit = np.zeros_like(utilities)
         if current is None and self.slack_price:
             spot = MODES.index(Mode.SPOT)
             credit[:, spot] = self._slack_price(job, state, view, cheapest_od) * scores.useful_share[:, spot]
 
-        better: list[Scored] = []
+        ranked: list[tuple[float, Scored]] = []
+        resident: list[tuple[float, Scored]] = []  # admitted only by their egress over the residence
         declined: list[Payback] = []
         # Market by market, spot before on-demand: ties keep that order after the sort below.
-        for i, j in zip(*np.nonzero(utilities + credit > bar), strict=True):
+        for i, j in zip(*np.nonzero(admitted + credit > bar), strict=True):
             option = Option(view.keys[i], MODES[j])
             candidate = scores.scored(option, value, (i, j))
+            if admit is not None and admitted[i, j] > utilities[i, j]:
+                candidate = admit.scored(option, value, (i, j))
             if credit[i, j]:
                 candidate = replace(candidate, utility_usd_per_hour=candidate.utility_usd_per_hour + credit[i, j])
             if not self._move_pays(job, view, current, candidate, residency[i, j]):
@@ -255,8 +313,10 @@ class SkyNomadPolicy:
                 if weighed is not None and not weighed.pays:
                     declined.append(weighed)
                     continue
-                better.append(candidate)
-        better.sort(key=lambda s: s.utility_usd_per_hour, reverse=True)
+                plain = float(utilities[i, j] + credit[i, j])
+                (ranked if plain > bar else resident).append((plain, candidate))
+        ranked.sort(key=lambda entry: entry[0], reverse=True)
+        better = _before_on_demand([c for _, c in ranked], sorted((c for _, c in resident), key=_utility, reverse=True))
         tries = [s.option for s in better]
         self._say_declined(declined, better)
 
@@ -440,6 +500,16 @@ class SkyNomadPolicy:
         stale = age_ticks * view.step_hours > self.probe_interval_hours
         cheaper = view.spot_usd_per_hour < ceiling
         return tuple(view.keys[i] for i in np.flatnonzero(stale & cheaper))
+
+
+def _utility(scored: Scored) -> float:
+    return scored.utility_usd_per_hour
+
+
+def _before_on_demand(ranked: list[Scored], moves: list[Scored]) -> list[Scored]:
+    """`ranked` with `moves` put just before its first on-demand option (at the end if it has none)."""
+    at = next((k for k, s in enumerate(ranked) if s.option.mode is Mode.ON_DEMAND), len(ranked))
+    return ranked[:at] + moves + ranked[at:]
 
 
 def _first_sure(tries: list[Option | None]) -> list[Option | None]:

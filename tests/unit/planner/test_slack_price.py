@@ -36,7 +36,7 @@ def test_with_thin_slack_an_idle_job_moves_rather_than_waits_and_without_the_pri
     grid, tries = decide(10.6, slack_price=True)
     move = Option(grid.keys[1], Mode.SPOT)
     assert move in tries and tries.index(move) < tries.index(IDLE)  # the wait's slack costs more than the egress
-    _, unpriced = decide(10.6)  # the default: off
+    _, unpriced = decide(10.6, residence=False)  # the default: off (and the residence would admit the move too)
     assert move not in unpriced  # its U alone (egress over a 2 h stay) is below waiting's 0
 
 
