@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/bench_fleet.py --quick    # N = 10, 50
     .venv/bin/python benchmarks/bench_fleet.py --sizes 50,200 --policies fleet-aware,fleet-aware-no-payback \
         --no-optimum-alone                                 # the payback rule's effect, without the optima
+    .venv/bin/python benchmarks/bench_fleet.py --traces gcp --sizes 50 --policies fleet-aware --no-optimum-alone
 
 N jobs of one deployment run on one trace through `simulation.fleet.simulate_fleet`, sharing each
 market's capacity by market.capacity's rule (a launch gets only what is left; the youngest groups
@@ -201,12 +202,15 @@ def on_demand_usd(job: JobSpec, grid, start: int) -> float:
     return price * (job.work_hours + job.cold_start_hours)
 
 
-def main(sizes: tuple[int, ...], policies: tuple[str, ...], optimum_alone: bool = True) -> None:
-    settings = [(label, n, policy) for label in TRACES for n in sorted(sizes, reverse=True) for policy in policies]
+def main(
+    sizes: tuple[int, ...], policies: tuple[str, ...], optimum_alone: bool = True, traces: tuple[str, ...] = ()
+) -> None:
+    chosen = {label: TRACES[label] for label in TRACES if not traces or label.split("-")[0] in traces}
+    settings = [(label, n, policy) for label in chosen for n in sorted(sizes, reverse=True) for policy in policies]
     optima = sorted(
         {
             (label, spec.work_hours, start)
-            for label, (file, gang) in TRACES.items()
+            for label, (file, gang) in chosen.items()
             for n in sizes
             for spec, start in fleet_jobs(n, gang, _grid(file)[0].step_hours)
         }
@@ -216,11 +220,11 @@ def main(sizes: tuple[int, ...], policies: tuple[str, ...], optimum_alone: bool 
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=2) as pool:
         fleets = pool.map(run_fleet, settings)
-        bounds = pool.map(run_bound, [(label, n) for label in TRACES for n in sizes])
+        bounds = pool.map(run_bound, [(label, n) for label in chosen for n in sizes])
         best = {(label, work, start): cost for label, work, start, cost in pool.map(run_optimum, optima, chunksize=8)}
         results = {(label, n, policy): (figures, seconds) for label, n, policy, figures, seconds in fleets}
         bound = {(label, n): cost for label, n, cost in bounds}
-    for label, (file, gang) in TRACES.items():
+    for label, (file, gang) in chosen.items():
         grid, _ = _grid(file)
         print(f"trace: {label} ({file}, step {grid.step_hours * 60:g} min)")
         for n in sizes:
@@ -265,10 +269,14 @@ if __name__ == "__main__":
     parser.add_argument(
         "--no-optimum-alone", action="store_true", help="skip each job's exact optimum (cost_vs_optimum_alone: nan)"
     )
+    parser.add_argument("--traces", default="gcp,aws", help="comma-separated, of gcp, aws (default both)")
     args = parser.parse_args()
     sizes = tuple(int(n) for n in args.sizes.split(",")) if args.sizes else SIZES[:2] if args.quick else SIZES
     chosen = tuple(args.policies.split(","))
     unknown = [p for p in chosen if p not in POLICIES]
     if unknown:
         parser.error(f"unknown policies {unknown}; choose from {', '.join(POLICIES)}")
-    main(sizes, chosen, not args.no_optimum_alone)
+    providers = tuple(args.traces.split(","))
+    if not set(providers) <= {"gcp", "aws"}:
+        parser.error(f"unknown traces {providers}; choose from gcp, aws")
+    main(sizes, chosen, not args.no_optimum_alone, providers)

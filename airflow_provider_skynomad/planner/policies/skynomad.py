@@ -219,12 +219,14 @@ class SkyNomadPolicy:
 
         What we have now is the running group, or idle (see `_waiting`), unless it is no longer
         safe; then the list ends with the safety net. With a fleet, spot markets not launchable
-        now (planner.crowding) are left out.
+        now (planner.crowding) are left out, and on-demand too until the job's slack is thin.
         """
         current = state.running
         utilities = scores.utility(value)
         if crowd is not None:
             utilities[~crowd.launchable, MODES.index(Mode.SPOT)] = -np.inf
+            if not crowd.on_demand_open:
+                utilities[:, MODES.index(Mode.ON_DEMAND)] = -np.inf
         idle_safe = is_safe(job, state, view, IDLE)
         if current is not None:
             safe_here = is_safe(job, state, view, current)
