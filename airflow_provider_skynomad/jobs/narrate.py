@@ -70,6 +70,8 @@ def _release(item: dict) -> str:
 
 def _deadline_pressure(item: dict) -> str:
     why = f" ({item['why']})" if item.get("why") else ""
+    if item.get("first_launch"):  # nothing runs yet: the job starts on the net, it moves nowhere
+        return f"deadline pressure: starting on on-demand to stay on time{why}"
     return f"deadline pressure: moving to on-demand now to stay on time{why}"
 
 
@@ -233,9 +235,16 @@ def where_it_stands(
     """Zone, mode, checkpointed progress and slack: the part of the live status a trigger sees too."""
     remaining = max(0.0, job.work_hours - state.progress_hours)
     running = state.running
-    # A finished job (or one with all its work checkpointed) has no start-up left to pay.
+    # A finished job (or one with all its work checkpointed) has no start-up left to pay; an on-demand
+    # group pays only what is left of its own start-up; anything else may still need the net's.
     done = finished or remaining <= 0.0
-    warmup = 0.0 if done or (running is not None and running.mode is Mode.ON_DEMAND) else job.cold_start_hours
+    if done:
+        warmup = 0.0
+    elif running is not None and running.mode is Mode.ON_DEMAND:
+        as_of = max(state.elapsed_hours, state.running_since_hours)
+        warmup = start_up_left(state.warmup_left_hours, as_of, elapsed_hours)
+    else:
+        warmup = job.cold_start_hours
     slack = deadline_hours - elapsed_hours - remaining - warmup
     return {
         "job_id": job_id,
@@ -247,6 +256,12 @@ def where_it_stands(
         "deadline_hours": round(deadline_hours, 3),
         "slack_hours": round(slack, 3),
     }
+
+
+def start_up_left(warmup_left_hours: float, as_of_hours: float, elapsed_hours: float) -> float:
+    """The start-up a group still has to pay at `elapsed_hours`, from what the state said at `as_of_hours`
+    (the later of the state's own time and the group's launch: a launch sets the start-up it will pay)."""
+    return max(0.0, warmup_left_hours - max(0.0, elapsed_hours - as_of_hours))
 
 
 def basis_words(basis: str | None) -> str:

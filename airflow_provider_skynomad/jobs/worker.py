@@ -111,7 +111,7 @@ class JobWorker:
         run.say(started)
         if thin is not None:
             # Deadline pressure from the start: the job stays on on-demand (`Watch`), as after a rescue.
-            run.say(record.note(0.0, NoteKind.DEADLINE_PRESSURE, why=thin))
+            run.say(record.note(0.0, NoteKind.DEADLINE_PRESSURE, why=thin, first_launch=True))
             record.on_safety_net = True
         run.decided(0.0, decision, view)
         if retire is not None:

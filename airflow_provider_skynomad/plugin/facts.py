@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from airflow_provider_skynomad.jobs.narrate import say
+from airflow_provider_skynomad.jobs.narrate import say, start_up_left
 from airflow_provider_skynomad.planner.timeline import NoteKind, SegmentEnd
 
 
@@ -335,7 +335,17 @@ def _slack(job: dict, state: dict, status: dict | None, deadline: float, elapsed
     )
     running = state.get("running")
     on_demand = isinstance(running, dict) and running.get("mode") == "on-demand"
-    warmup = 0.0 if remaining <= 0.0 or on_demand else _number(job, "cold_start_hours", "record.job", 0.0)
+    if remaining <= 0.0:
+        warmup = 0.0
+    elif on_demand:
+        left = _number(state, "warmup_left_hours", "record.state", 0.0)
+        since = max(
+            _number(state, "elapsed_hours", "record.state", 0.0),
+            _number(state, "running_since_hours", "record.state", 0.0),
+        )
+        warmup = start_up_left(left, since, elapsed)
+    else:
+        warmup = _number(job, "cold_start_hours", "record.job", 0.0)
     return deadline - elapsed - remaining - warmup
 
 

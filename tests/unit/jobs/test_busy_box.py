@@ -75,6 +75,8 @@ def test_a_thin_slack_job_on_a_busy_box_starts_on_demand_and_meets_its_deadline(
     assert not first.spot  # too thin for spot to gain anything after the hand-off: on-demand at once
     record = job.record()
     assert record.on_safety_net and record.state.running.mode is Mode.ON_DEMAND
+    pressure = [n for n in record.timeline if n["event"] == "deadline pressure"]
+    assert [n.get("first_launch") for n in pressure] == [True]  # said as a start on on-demand, not a move
     outcome, record = _drive(job, cloud)
     assert outcome.kind.value == "finished" and record.summary["deadline_met"], record.summary
     assert len(cloud.launches) == 1

@@ -60,6 +60,11 @@ def test_a_kind_is_said_by_its_own_function(kind, words):
     assert words in say({"at_hours": 0.0, "event": kind.value, **NOTES[kind]})
 
 
+def test_deadline_pressure_at_the_first_launch_says_the_job_starts_on_on_demand():
+    note = {"at_hours": 0.0, "event": "deadline pressure", "why": "the slack is too thin", "first_launch": True}
+    assert say(note) == "[t=0.00 h] deadline pressure: starting on on-demand to stay on time (the slack is too thin)"
+
+
 def test_a_quiet_kind_is_shown_as_its_fields():
     assert say({"at_hours": 2.0, "event": "decide", "want": "idle", "reason": "V=1"}) == (
         "[t=2.00 h] decide want=idle reason=V=1"
@@ -75,3 +80,19 @@ def test_a_quiet_kind_is_shown_as_its_fields():
 )
 def test_a_kind_this_version_does_not_know_is_shown_plainly(item, line):
     assert say(item) == line
+
+
+def test_a_new_on_demand_group_s_slack_counts_what_is_left_of_its_start_up():
+    from airflow_provider_skynomad.jobs.narrate import where_it_stands
+    from airflow_provider_skynomad.planner.actions import Mode, Option
+    from airflow_provider_skynomad.planner.job import JobSpec, JobState
+
+    job = JobSpec(work_hours=10.0, deadline_hours=16.0, cold_start_hours=0.2)
+    launched = JobState(elapsed_hours=4.0, progress_hours=4.0).launched(Option("m", Mode.ON_DEMAND), 4.0, 0.3)
+
+    def slack(elapsed: float) -> float:
+        return where_it_stands("j", job, launched, None, 16.0, elapsed)["slack_hours"]
+
+    assert slack(4.0) == pytest.approx(16.0 - 4.0 - 6.0 - 0.3)  # the whole start-up (with its transfer) to pay
+    assert slack(4.1) == pytest.approx(16.0 - 4.1 - 6.0 - 0.2)
+    assert slack(4.5) == pytest.approx(16.0 - 4.5 - 6.0)  # started: nothing more to pay

@@ -132,3 +132,29 @@ def test_a_stretch_never_counts_negative_hours(elapsed):
     """Before the on-demand group's start (1.2 h) its open stretch adds nothing."""
     summary = summarize(record(), elapsed_hours=elapsed)
     assert summary["on_demand_hours"] == 0.0 and summary["cost_usd"]["on_demand"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("measured", "words"),
+    [
+        (7.37, "work measured 7.37 h, declared 6.00 h (23 % slower than declared)"),
+        (6.2, "work measured 6.20 h, declared 6.00 h (about as declared)"),
+        (5.1, "work measured 5.10 h, declared 6.00 h (15 % faster than declared)"),
+    ],
+)
+def test_the_log_ends_with_the_work_as_last_measured_the_figure_the_job_page_shows(measured, words):
+    """The recipe's 25 %-slower pipeline said "17 % slower" at 18 % done and never again (a pace is
+    said again only once it moves 10 %), while its job page said 7.37 h measured of 6.00 h declared:
+    the log's last word on the work is now the summary's measured figure."""
+    job = record(finished=True)
+    summary = {**summarize(job, elapsed_hours=5.0), "work_hours": 6.0, "measured_work_hours": measured}
+    lines = format_timeline(job, summary).splitlines()
+    assert f"  {words}" in lines
+    assert lines.index(f"  {words}") < len(lines) - 1  # the verdict stays last
+
+
+def test_no_work_line_when_no_pace_was_measured():
+    job = record(finished=True)
+    summary = summarize(job, elapsed_hours=5.0)
+    assert "measured_work_hours" not in summary
+    assert "work measured" not in format_timeline(job, summary)

@@ -83,3 +83,15 @@ def test_the_dashboard_says_on_track_or_at_risk_for_a_running_job_and_met_for_a_
     assert re.search(r"r1 t deferred .* 5\.30 h \$[\d.,]+ – on track d r2", text), text
     assert re.search(r"r2 t deferred .* -7\.20 h \$[\d.,]+ – at risk d r3", text), text
     assert "$61.37 $29.32 met" in text and "deadlines met 1 of 1" in text
+
+
+def test_a_new_on_demand_group_s_start_up_is_counted_before_and_after_the_first_publish():
+    from airflow_provider_skynomad.plugin.facts import job_facts
+
+    record, _ = running_record()
+    record = copy.deepcopy(record)
+    record["state"]["running"]["mode"] = "on-demand"
+    record["state"].update(elapsed_hours=4.4, running_since_hours=4.4, warmup_left_hours=0.25)  # just launched
+    assert round(job_facts(record, None).slack_hours, 3) == 5.35  # 16 - 4.4 - 6 - 0.25 of start-up to pay
+    record["timeline"].append({"at_hours": 4.5, "event": "stay", "zone": "us-west1-a"})  # 0.1 h later
+    assert round(job_facts(record, None).slack_hours, 3) == 5.35  # 16 - 4.5 - 6 - 0.15 left
