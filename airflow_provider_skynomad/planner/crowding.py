@@ -30,7 +30,11 @@ Three facts a fleet-aware planner prices, all from the view's history and the fl
   earlier deadlines finish; on-demand bought while the job still has slack to wait is bought
   beside spot that frees before its deadline, and the job then finishes early and leaves that
   spot unused. A job alone never reads this; its value of progress decides as before. The
-  reserve it keeps lets it leave on-demand for spot that frees later (planner.payback permitting).
+  reserve it keeps lets it leave on-demand for spot that frees later (planner.payback permitting),
+  but only for a stay expected to last `THIN_HOP_STAY_HOURS`: each hop spends a cold start of the
+  few the reserve pays for, and in the crowded hours a third of the hops from on-demand were lost
+  within their cold start; a job that spent its reserve there reaches the last day on the safety
+  net, on on-demand beside the spot its fleet's finished jobs left.
 
 All of it is off when the view has no fleet.
 """
@@ -48,6 +52,7 @@ from airflow_provider_skynomad.planner.safety import spare_slack_hours
 
 HISTORY_HOURS = 48.0  # recent history the crowded lifetime ratio is measured over
 ON_DEMAND_RESERVE_STARTS = 5.0  # in a fleet, on-demand opens when spare slack pays for fewer cold starts than this
+THIN_HOP_STAY_HOURS = 2.0  # then an on-demand group is left only for a spot stay expected to last this long
 
 
 @dataclass(frozen=True)

@@ -64,3 +64,59 @@ def test_in_a_fleet_the_safety_net_still_launches_on_demand(elapsed):
     state = behind(elapsed)
     decision = SkyNomadPolicy().decide(JOB, state, view, state.elapsed_hours)
     assert decision.first == Option("us-central1-a", Mode.ON_DEMAND)
+
+
+class Stays:
+    """A forecaster that expects every spot group to stay `hours`."""
+
+    def __init__(self, hours: float, cap_hours: float = 4.0):
+        self.hours, self.cap_hours = hours, cap_hours
+
+    def fit(self, usable, seen, step_hours, spot_prices=None, start_time=None):
+        self.markets_ = usable.shape[1]
+        return self
+
+    def expected_remaining_hours(self, ages_hours):
+        return np.full(self.markets_, self.hours)
+
+
+def up_view(fleet: bool, ticks: int = 240) -> MarketView:
+    """As `down_view`, but market b is up now."""
+    view = down_view(fleet, ticks)
+    grid = view._grid
+    grid.available[-1, 1] = 1
+    return MarketView(grid, ticks - 1, 1, None, flat_egress(2), fleet=view.fleet)
+
+
+def on_demand(slack_hours: float) -> JobState:
+    """On on-demand in a with 2 h of work left and `slack_hours` of slack (work 10 h, deadline 12.5 h)."""
+    a = Option("us-central1-a", Mode.ON_DEMAND)
+    return JobState(
+        elapsed_hours=12.5 - 2.0 - slack_hours,
+        progress_hours=8.0,
+        running=a,
+        running_since_hours=1.0,
+        checkpoint_market=a.market,
+    )
+
+
+@pytest.mark.parametrize("stay_hours, hops", [(1.0, False), (3.0, True)])
+def test_in_a_fleet_thin_slack_leaves_on_demand_only_for_a_long_stay(stay_hours, hops):
+    job = JobSpec(work_hours=10.0, deadline_hours=12.5, cold_start_hours=0.2, checkpoint_gb=0.0)
+    view = up_view(fleet=True)
+    state = on_demand(0.7)  # thin
+    assert crowding(job, state, view).on_demand_open
+    decision = SkyNomadPolicy(forecaster=Stays(stay_hours)).decide(job, state, view, state.elapsed_hours)
+    assert (decision.first == Option("us-central1-b", Mode.SPOT)) is hops
+
+
+def test_with_slack_to_spare_or_alone_a_short_stay_still_takes_the_job_off_on_demand():
+    job = JobSpec(work_hours=10.0, deadline_hours=12.5, cold_start_hours=0.2, checkpoint_gb=0.0)
+    thin = on_demand(0.7)
+    alone = SkyNomadPolicy(forecaster=Stays(1.0)).decide(job, thin, up_view(fleet=False), thin.elapsed_hours)
+    assert alone.first == Option("us-central1-b", Mode.SPOT)
+    spare = on_demand(2.0)  # on-demand is not open: the hop is weighed as before
+    view = up_view(fleet=True)
+    assert not crowding(job, spare, view).on_demand_open
+    decision = SkyNomadPolicy(forecaster=Stays(1.0)).decide(job, spare, view, spare.elapsed_hours)
+    assert decision.first == Option("us-central1-b", Mode.SPOT)
