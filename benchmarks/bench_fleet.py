@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/bench_fleet.py --quick    # N = 10, 50
     .venv/bin/python benchmarks/bench_fleet.py --sizes 50,200 --policies fleet-aware,fleet-aware-no-payback \
         --no-optimum-alone                                 # the payback rule's effect, without the optima
+    .venv/bin/python benchmarks/bench_fleet.py --traces gcp --sizes 50 --policies fleet-aware --no-optimum-alone
 
 N jobs of one deployment run on one trace through `simulation.fleet.simulate_fleet`, sharing each
 market's capacity by market.capacity's rule (a launch gets only what is left; the youngest groups
@@ -100,15 +101,15 @@ def fleet_jobs(n: int, gang: int, step_hours: float) -> list[tuple[JobSpec, int]
     return out
 
 
-def run_fleet(args: tuple[str, int, str]) -> tuple[str, int, str, dict, float]:
-    label, n, policy = args
+def run_fleet(args: tuple[str, int, str, int]) -> tuple[str, int, str, dict, float]:
+    label, n, policy, seed = args
     file, gang = TRACES[label]
     grid, egress = _grid(file)
     started = time.perf_counter()
     specs = fleet_jobs(n, gang, grid.step_hours)
     sees, params = POLICIES[policy]
     jobs = [FleetJob(spec, start, get_policy("skynomad", **params), sees_fleet=sees) for spec, start in specs]
-    result = simulate_fleet(jobs, grid, egress)
+    result = simulate_fleet(jobs, grid, egress, seed=seed)
     figures = {"cost": result.cost_usd, "misses": result.misses, "preemptions": result.preemptions}
     figures.update(where_the_gap_sits(specs, result.runs, grid))
     return label, n, policy, figures, time.perf_counter() - started
@@ -201,12 +202,19 @@ def on_demand_usd(job: JobSpec, grid, start: int) -> float:
     return price * (job.work_hours + job.cold_start_hours)
 
 
-def main(sizes: tuple[int, ...], policies: tuple[str, ...], optimum_alone: bool = True) -> None:
-    settings = [(label, n, policy) for label in TRACES for n in sorted(sizes, reverse=True) for policy in policies]
+def main(
+    sizes: tuple[int, ...],
+    policies: tuple[str, ...],
+    optimum_alone: bool = True,
+    traces: tuple[str, ...] = (),
+    seed: int = 0,
+) -> None:
+    chosen = {label: TRACES[label] for label in TRACES if not traces or label.split("-")[0] in traces}
+    settings = [(label, n, policy) for label in chosen for n in sorted(sizes, reverse=True) for policy in policies]
     optima = sorted(
         {
             (label, spec.work_hours, start)
-            for label, (file, gang) in TRACES.items()
+            for label, (file, gang) in chosen.items()
             for n in sizes
             for spec, start in fleet_jobs(n, gang, _grid(file)[0].step_hours)
         }
@@ -215,12 +223,12 @@ def main(sizes: tuple[int, ...], policies: tuple[str, ...], optimum_alone: bool 
     )
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=2) as pool:
-        fleets = pool.map(run_fleet, settings)
-        bounds = pool.map(run_bound, [(label, n) for label in TRACES for n in sizes])
+        fleets = pool.map(run_fleet, [(*setting, seed) for setting in settings])
+        bounds = pool.map(run_bound, [(label, n) for label in chosen for n in sizes])
         best = {(label, work, start): cost for label, work, start, cost in pool.map(run_optimum, optima, chunksize=8)}
         results = {(label, n, policy): (figures, seconds) for label, n, policy, figures, seconds in fleets}
         bound = {(label, n): cost for label, n, cost in bounds}
-    for label, (file, gang) in TRACES.items():
+    for label, (file, gang) in chosen.items():
         grid, _ = _grid(file)
         print(f"trace: {label} ({file}, step {grid.step_hours * 60:g} min)")
         for n in sizes:
@@ -265,10 +273,15 @@ if __name__ == "__main__":
     parser.add_argument(
         "--no-optimum-alone", action="store_true", help="skip each job's exact optimum (cost_vs_optimum_alone: nan)"
     )
+    parser.add_argument("--traces", default="gcp,aws", help="comma-separated, of gcp, aws (default both)")
+    parser.add_argument("--seed", type=int, default=0, help="the order jobs act in within a tick (simulate_fleet)")
     args = parser.parse_args()
     sizes = tuple(int(n) for n in args.sizes.split(",")) if args.sizes else SIZES[:2] if args.quick else SIZES
     chosen = tuple(args.policies.split(","))
     unknown = [p for p in chosen if p not in POLICIES]
     if unknown:
         parser.error(f"unknown policies {unknown}; choose from {', '.join(POLICIES)}")
-    main(sizes, chosen, not args.no_optimum_alone)
+    providers = tuple(args.traces.split(","))
+    if not set(providers) <= {"gcp", "aws"}:
+        parser.error(f"unknown traces {providers}; choose from gcp, aws")
+    main(sizes, chosen, not args.no_optimum_alone, providers, args.seed)

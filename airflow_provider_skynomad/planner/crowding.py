@@ -24,6 +24,17 @@ Three facts a fleet-aware planner prices, all from the view's history and the fl
 - **Yielding.** A job leaves a market to other jobs with less slack that wait for it (their
   "waiting" claims): their counts come off what is left to it. The job with least slack takes
   the scarce market first; one with more slack can wait for the next that frees.
+- **On-demand waits for thin slack.** A job launches on-demand (outside the safety net) only
+  once its spare slack (planner.safety.spare_slack_hours) is below `ON_DEMAND_RESERVE_STARTS`
+  cold starts. The fleet's capacity is crowded while its jobs overlap and frees as the jobs with
+  earlier deadlines finish; on-demand bought while the job still has slack to wait is bought
+  beside spot that frees before its deadline, and the job then finishes early and leaves that
+  spot unused. A job alone never reads this; its value of progress decides as before. The
+  reserve it keeps lets it leave on-demand for spot that frees later (planner.payback permitting),
+  but only for a stay expected to last `THIN_HOP_STAY_HOURS`: each hop spends a cold start of the
+  few the reserve pays for, and in the crowded hours a third of the hops from on-demand were lost
+  within their cold start; a job that spent its reserve there reaches the last day on the safety
+  net, on on-demand beside the spot its fleet's finished jobs left.
 
 All of it is off when the view has no fleet.
 """
@@ -37,8 +48,11 @@ import numpy as np
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import Mode
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
+from airflow_provider_skynomad.planner.safety import spare_slack_hours
 
 HISTORY_HOURS = 48.0  # recent history the crowded lifetime ratio is measured over
+ON_DEMAND_RESERVE_STARTS = 5.0  # in a fleet, on-demand opens when spare slack pays for fewer cold starts than this
+THIN_HOP_STAY_HOURS = 2.0  # then an on-demand group is left only for a spot stay expected to last this long
 
 
 @dataclass(frozen=True)
@@ -49,6 +63,7 @@ class Crowding:
     launchable: np.ndarray  # left ≥ gang, or this job's own running spot market
     lifetime_share: np.ndarray  # [0, 1]: a group's expected stay there ÷ the trace's (youngest-first)
     up_share: np.ndarray  # [0, 1]: the share of time the market has room for this job ÷ the trace's
+    on_demand_open: bool = True  # the job's spare slack is thin: on-demand may be launched (module docstring)
 
 
 def slack_hours(job: JobSpec, state: JobState) -> float:
@@ -84,7 +99,8 @@ def crowding(job: JobSpec, state: JobState, view: MarketView, history_hours: flo
     gangs = float(np.nansum(_mean_seen(available // n, seen)))
     fleet_share = min(1.0, gangs / (1.0 + fleet.wanting_spot / n))
     up = np.minimum(up, fleet_share)
-    return Crowding(left, launchable, np.clip(share, 0.0, 1.0), np.clip(up, 0.0, 1.0))
+    thin = spare_slack_hours(job, state, view) < ON_DEMAND_RESERVE_STARTS * job.cold_start_hours
+    return Crowding(left, launchable, np.clip(share, 0.0, 1.0), np.clip(up, 0.0, 1.0), thin)
 
 
 def _capacity(available: np.ndarray, seen: np.ndarray) -> np.ndarray:

@@ -1,0 +1,122 @@
+"""In a fleet, on-demand waits until the job's slack is thin (planner/crowding.py); alone nothing changes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from skynomad_synth import flat_egress, make_grid
+
+from airflow_provider_skynomad.market.fleet import Fleet
+from airflow_provider_skynomad.market.view import MarketView
+from airflow_provider_skynomad.planner.actions import Mode, Option
+from airflow_provider_skynomad.planner.crowding import ON_DEMAND_RESERVE_STARTS, crowding
+from airflow_provider_skynomad.planner.job import JobSpec, JobState
+from airflow_provider_skynomad.planner.policies.skynomad import SkyNomadPolicy
+from airflow_provider_skynomad.planner.safety import spare_slack_hours
+
+JOB = JobSpec(work_hours=10.0, deadline_hours=14.0, cold_start_hours=0.2, checkpoint_gb=0.0)
+
+
+def down_view(fleet: bool, ticks: int = 240) -> MarketView:
+    """Market a: on-demand only ($10/h). Market b: spot $1/h, up half the time, down now."""
+    b = np.resize(np.array([1] * 12 + [0] * 12), ticks)
+    b[-1] = 0
+    grid = make_grid(np.stack([np.zeros(ticks, dtype=int), b], axis=1), spot=[np.inf, 1.0], on_demand=[10.0, 12.0])
+    nobody = np.zeros(0)
+    others = Fleet(grid.keys, nobody, nobody, nobody, nobody, nobody) if fleet else None
+    return MarketView(grid, ticks - 1, 1, None, flat_egress(2), fleet=others)
+
+
+def behind(elapsed: float) -> JobState:
+    """Idle, far behind its schedule (so on-demand is worth its price), with the slack `elapsed` leaves."""
+    return JobState(elapsed_hours=elapsed, progress_hours=0.3, checkpoint_market="us-central1-a")
+
+
+def test_alone_a_job_behind_schedule_launches_on_demand():
+    view = down_view(fleet=False)
+    state = behind(2.5)
+    decision = SkyNomadPolicy().decide(JOB, state, view, state.elapsed_hours)
+    assert decision.try_in_order[-1] == Option("us-central1-a", Mode.ON_DEMAND)  # after a free try of b
+
+
+def test_in_a_fleet_the_same_job_waits_while_its_slack_pays_for_the_reserve_of_cold_starts():
+    view = down_view(fleet=True)
+    state = behind(2.5)
+    assert spare_slack_hours(JOB, state, view) >= ON_DEMAND_RESERVE_STARTS * JOB.cold_start_hours
+    assert not crowding(JOB, state, view).on_demand_open
+    decision = SkyNomadPolicy().decide(JOB, state, view, state.elapsed_hours)
+    assert decision.try_in_order == (None,)
+
+
+def test_in_a_fleet_on_demand_opens_once_the_slack_is_thin():
+    view = down_view(fleet=True)
+    state = behind(3.3)
+    spare = spare_slack_hours(JOB, state, view)
+    assert 0.0 < spare < ON_DEMAND_RESERVE_STARTS * JOB.cold_start_hours
+    assert crowding(JOB, state, view).on_demand_open
+    decision = SkyNomadPolicy().decide(JOB, state, view, state.elapsed_hours)
+    assert decision.first == Option("us-central1-a", Mode.ON_DEMAND)
+
+
+@pytest.mark.parametrize("elapsed", [3.6, 3.7])
+def test_in_a_fleet_the_safety_net_still_launches_on_demand(elapsed):
+    view = down_view(fleet=True)
+    state = behind(elapsed)
+    decision = SkyNomadPolicy().decide(JOB, state, view, state.elapsed_hours)
+    assert decision.first == Option("us-central1-a", Mode.ON_DEMAND)
+
+
+class Stays:
+    """A forecaster that expects every spot group to stay `hours`."""
+
+    def __init__(self, hours: float, cap_hours: float = 4.0):
+        self.hours, self.cap_hours = hours, cap_hours
+
+    def fit(self, usable, seen, step_hours, spot_prices=None, start_time=None):
+        self.markets_ = usable.shape[1]
+        return self
+
+    def expected_remaining_hours(self, ages_hours):
+        return np.full(self.markets_, self.hours)
+
+
+def up_view(fleet: bool, ticks: int = 240) -> MarketView:
+    """As `down_view`, but market b is up now."""
+    view = down_view(fleet, ticks)
+    grid = view._grid
+    grid.available[-1, 1] = 1
+    return MarketView(grid, ticks - 1, 1, None, flat_egress(2), fleet=view.fleet)
+
+
+def on_demand(slack_hours: float) -> JobState:
+    """On on-demand in a with 2 h of work left and `slack_hours` of slack (work 10 h, deadline 12.5 h)."""
+    a = Option("us-central1-a", Mode.ON_DEMAND)
+    return JobState(
+        elapsed_hours=12.5 - 2.0 - slack_hours,
+        progress_hours=8.0,
+        running=a,
+        running_since_hours=1.0,
+        checkpoint_market=a.market,
+    )
+
+
+@pytest.mark.parametrize("stay_hours, hops", [(1.0, False), (3.0, True)])
+def test_in_a_fleet_thin_slack_leaves_on_demand_only_for_a_long_stay(stay_hours, hops):
+    job = JobSpec(work_hours=10.0, deadline_hours=12.5, cold_start_hours=0.2, checkpoint_gb=0.0)
+    view = up_view(fleet=True)
+    state = on_demand(0.7)  # thin
+    assert crowding(job, state, view).on_demand_open
+    decision = SkyNomadPolicy(forecaster=Stays(stay_hours)).decide(job, state, view, state.elapsed_hours)
+    assert (decision.first == Option("us-central1-b", Mode.SPOT)) is hops
+
+
+def test_with_slack_to_spare_or_alone_a_short_stay_still_takes_the_job_off_on_demand():
+    job = JobSpec(work_hours=10.0, deadline_hours=12.5, cold_start_hours=0.2, checkpoint_gb=0.0)
+    thin = on_demand(0.7)
+    alone = SkyNomadPolicy(forecaster=Stays(1.0)).decide(job, thin, up_view(fleet=False), thin.elapsed_hours)
+    assert alone.first == Option("us-central1-b", Mode.SPOT)
+    spare = on_demand(2.0)  # on-demand is not open: the hop is weighed as before
+    view = up_view(fleet=True)
+    assert not crowding(job, spare, view).on_demand_open
+    decision = SkyNomadPolicy(forecaster=Stays(1.0)).decide(job, spare, view, spare.elapsed_hours)
+    assert decision.first == Option("us-central1-b", Mode.SPOT)
