@@ -108,7 +108,7 @@ class SkyNomadPolicy:
         spell_ages: bool = False,
         slack_price: bool = False,
         residence: bool = True,
-        thin_moves: bool = True,
+        thin_moves: bool = False,
         restart_urgency: bool = False,
     ):
         self.home = home

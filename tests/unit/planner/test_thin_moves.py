@@ -85,6 +85,6 @@ def test_with_slack_for_many_restarts_nothing_changes():
 
 
 def test_in_a_fleet_the_rule_leaves_moves_alone():
-    assert SkyNomadPolicy().thin_moves  # the default, for a job alone
+    assert not SkyNomadPolicy().thin_moves  # off by default: the cost table's GCP 6 zones T/P 1.05 cell rose
     on = tries(10.6, [3.5, 1.0], fleet=True, thin_moves=True)
     assert on == tries(10.6, [3.5, 1.0], fleet=True, thin_moves=False)
