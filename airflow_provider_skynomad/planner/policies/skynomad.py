@@ -78,11 +78,16 @@ class SkyNomadPolicy:
         waiting with the slack each hour of waiting burns priced in (`_slack_price`). It moves the
         500 GB checkpoint rows of bench_robustness toward eager-failover, and the cost table's GCP 6
         zones T/P 1.05 cell up (benchmarks/results/planner-experiments.md, E66).
-    :param thin_moves: while slack is thin (the spare slack pays for fewer than `THIN_SLACK_STARTS`
-        cold starts), a job alone on spot moves only to a spot market whose expected stay is at least
-        its running group's (`_keeps_stay`). Aimed at the gang-of-4 rows of bench_robustness, where
-        the job kept moving from a stable dear zone back to a cheaper one lost within the hour until
-        the net pinned it on on-demand (benchmarks/results/robustness.md). A job alone only.
+    :param thin_moves: off by default. While slack is thin (the spare slack pays for fewer than
+        `THIN_SLACK_STARTS` cold starts), a job alone on spot moves only to a spot market whose
+        expected stay is at least its running group's (`_keeps_stay`). It closes a gang-of-4 row of
+        bench_robustness, where the job kept moving from a stable dear zone back to a cheaper one lost
+        within the hour, and raises the cost table's GCP 6 zones T/P 1.05 cell, where the cheaper zone
+        it no longer moves to held for hours (benchmarks/results/planner-experiments.md, E68).
+    :param restart_urgency: off by default. While slack is thin and the job alone, V's urgency is at
+        least what the restarts the rest of the work needs make it (`_urgency`), not only what the
+        job's own overhead so far says. It closes a 500 GB window that waited after a long stay but
+        no row, and moves two bench_robustness rows up (E69).
     :param residence: while slack is thin, a launch from idle or on-demand that moves the checkpoint is
         admitted by its egress spread over the checkpoint's expected residence in the new market
         (`_residence`: the remaining work shared among the placements the slack still pays for), not
