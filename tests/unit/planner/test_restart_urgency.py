@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from skynomad_synth import flat_egress, make_grid
-from test_payback import Stays
 
 from airflow_provider_skynomad.market.fleet import Fleet
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
 from airflow_provider_skynomad.planner.policies.skynomad import SkyNomadPolicy
 from airflow_provider_skynomad.planner.progress import slack_urgency
+from tests.support.forecasters import Stays
 
 TICKS = 240
 

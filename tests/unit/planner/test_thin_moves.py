@@ -12,21 +12,9 @@ from airflow_provider_skynomad.planner.actions import Mode, Option
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
 from airflow_provider_skynomad.planner.policies.skynomad import SkyNomadPolicy
 from airflow_provider_skynomad.planner.safety import spare_slack_hours
+from tests.support.forecasters import MarketStays
 
 TICKS = 240
-
-
-class MarketStays:
-    """A forecaster that expects a spot group in each market to stay a fixed number of hours."""
-
-    def __init__(self, hours: list[float], cap_hours: float = 4.0):
-        self.hours, self.cap_hours = np.asarray(hours, dtype=float), cap_hours
-
-    def fit(self, usable, seen, step_hours, spot_prices=None, start_time=None):
-        return self
-
-    def expected_remaining_hours(self, ages_hours):
-        return self.hours.copy()
 
 
 def view(fleet: bool = False):
