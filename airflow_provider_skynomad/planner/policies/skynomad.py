@@ -87,7 +87,7 @@ class SkyNomadPolicy:
     :param restart_urgency: off by default. While slack is thin and the job alone, V's urgency is at
         least what the restarts the rest of the work needs make it (`_urgency`), not only what the
         job's own overhead so far says. It closes a 500 GB window that waited after a long stay but
-        no row, and moves two bench_robustness rows up (E69).
+        no row, and moves three bench_robustness rows up (E69).
     :param residence: while slack is thin, a launch from idle or on-demand that moves the checkpoint is
         admitted by its egress spread over the checkpoint's expected residence in the new market
         (`_residence`: the remaining work shared among the placements the slack still pays for), not
