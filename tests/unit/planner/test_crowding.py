@@ -18,6 +18,7 @@ from airflow_provider_skynomad.planner.crowding import (
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
 from airflow_provider_skynomad.planner.policies.skynomad import SkyNomadPolicy
 from airflow_provider_skynomad.planner.safety import spare_slack_hours
+from tests.support.forecasters import Stays
 
 JOB = JobSpec(work_hours=10.0, deadline_hours=14.0, cold_start_hours=0.2, checkpoint_gb=0.0)
 
@@ -69,20 +70,6 @@ def test_in_a_fleet_the_safety_net_still_launches_on_demand(elapsed):
     state = behind(elapsed)
     decision = SkyNomadPolicy().decide(JOB, state, view, state.elapsed_hours)
     assert decision.first == Option("us-central1-a", Mode.ON_DEMAND)
-
-
-class Stays:
-    """A forecaster that expects every spot group to stay `hours`."""
-
-    def __init__(self, hours: float, cap_hours: float = 4.0):
-        self.hours, self.cap_hours = hours, cap_hours
-
-    def fit(self, usable, seen, step_hours, spot_prices=None, start_time=None):
-        self.markets_ = usable.shape[1]
-        return self
-
-    def expected_remaining_hours(self, ages_hours):
-        return np.full(self.markets_, self.hours)
 
 
 def up_view(fleet: bool, ticks: int = 240) -> MarketView:

@@ -21,22 +21,9 @@ from airflow_provider_skynomad.planner.payback import (
 )
 from airflow_provider_skynomad.planner.policies.skynomad import SkyNomadPolicy
 from airflow_provider_skynomad.planner.utility import Scored
+from tests.support.forecasters import Stays
 
 JOB = JobSpec(work_hours=10.0, deadline_hours=12.5, cold_start_hours=0.2, checkpoint_gb=0.0)
-
-
-class Stays:
-    """A forecaster that expects every spot group to stay `hours` (the planner's only lifetime input here)."""
-
-    def __init__(self, hours: float, cap_hours: float = 4.0):
-        self.hours, self.cap_hours = hours, cap_hours
-
-    def fit(self, usable, seen, step_hours, spot_prices=None, start_time=None):
-        self.markets_ = usable.shape[1]
-        return self
-
-    def expected_remaining_hours(self, ages_hours):
-        return np.full(self.markets_, self.hours)
 
 
 def flaky_view(up: int, down: int, ticks: int = 240, fleet: bool = True):

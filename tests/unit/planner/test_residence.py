@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from skynomad_synth import flat_egress, make_grid
-from test_payback import Stays
 
 from airflow_provider_skynomad.market.fleet import Fleet
 from airflow_provider_skynomad.market.view import MarketView
@@ -14,6 +13,7 @@ from airflow_provider_skynomad.planner.actions import IDLE, Mode, Option
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
 from airflow_provider_skynomad.planner.policies.skynomad import SkyNomadPolicy
 from airflow_provider_skynomad.planner.safety import spare_slack_hours
+from tests.support.forecasters import Stays
 
 TICKS = 240
 
@@ -59,6 +59,14 @@ def test_the_residence_is_the_remaining_work_shared_among_the_placements_left(de
     assert policy._residence(job(deadline_hours), STATE, view) == pytest.approx(8.1 / (1.0 + restarts))
 
 
+def running_in(market: str, mode: Mode) -> JobState:
+    """1.9 h done at 2.0 h, a group of `mode` in `market` (with the checkpoint) since 1.0 h."""
+    return JobState(
+        elapsed_hours=2.0, progress_hours=1.9, running=Option(market, mode), running_since_hours=1.0,
+        checkpoint_market=market,
+    )  # fmt: skip
+
+
 def decide_from(state: JobState, deadline_hours: float, **params):
     _, view = checkpoint_market_down()
     policy = SkyNomadPolicy(forecaster=Stays(2.0), **params)
@@ -67,13 +75,7 @@ def decide_from(state: JobState, deadline_hours: float, **params):
 
 def test_a_job_on_on_demand_leaves_it_for_spot_elsewhere_when_the_egress_pays_over_the_residence():
     grid, _ = checkpoint_market_down()
-    on_demand = JobState(
-        elapsed_hours=2.0,
-        progress_hours=1.9,
-        running=Option(grid.keys[0], Mode.ON_DEMAND),
-        running_since_hours=1.0,
-        checkpoint_market=grid.keys[0],
-    )
+    on_demand = running_in(grid.keys[0], Mode.ON_DEMAND)
     move = Option(grid.keys[1], Mode.SPOT)
     tries = decide_from(on_demand, 10.6, residence=True)
     assert move in tries and tries[-1] == on_demand.running  # tried before staying on on-demand
@@ -83,13 +85,7 @@ def test_a_job_on_on_demand_leaves_it_for_spot_elsewhere_when_the_egress_pays_ov
 def test_a_job_on_spot_weighs_a_move_over_one_stay_as_before():
     """Spot → spot moves keep the per-stay horizon: spread over the residence they chase every cheaper market."""
     grid, _ = checkpoint_market_down()
-    b_cheaper = JobState(
-        elapsed_hours=2.0,
-        progress_hours=1.9,
-        running=Option(grid.keys[0], Mode.SPOT),
-        running_since_hours=1.0,
-        checkpoint_market=grid.keys[0],
-    )
+    b_cheaper = running_in(grid.keys[0], Mode.SPOT)
     policy = SkyNomadPolicy(forecaster=Stays(2.0), residence=True)
     _, view = checkpoint_market_down()
     assert not policy._resides(job(10.6), b_cheaper, view)

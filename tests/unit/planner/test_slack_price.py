@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 from skynomad_synth import flat_egress, make_grid
-from test_payback import Stays
 
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import IDLE, Mode, Option
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
 from airflow_provider_skynomad.planner.policies.skynomad import SkyNomadPolicy
+from tests.support.forecasters import Stays
 
 TICKS = 240
 
