@@ -80,12 +80,12 @@ def up_view(fleet: bool, ticks: int = 240) -> MarketView:
     return MarketView(grid, ticks - 1, 1, None, flat_egress(2), fleet=view.fleet)
 
 
-def on_demand(slack_hours: float) -> JobState:
-    """On on-demand in a with 2 h of work left and `slack_hours` of slack (work 10 h, deadline 12.5 h)."""
+def on_demand(slack_hours: float, work_left_hours: float = 2.0) -> JobState:
+    """On on-demand in a with `work_left_hours` of work left and `slack_hours` of slack (work 10 h, deadline 12.5 h)."""
     a = Option("us-central1-a", Mode.ON_DEMAND)
     return JobState(
-        elapsed_hours=12.5 - 2.0 - slack_hours,
-        progress_hours=8.0,
+        elapsed_hours=12.5 - work_left_hours - slack_hours,
+        progress_hours=10.0 - work_left_hours,
         running=a,
         running_since_hours=1.0,
         checkpoint_market=a.market,
@@ -94,12 +94,16 @@ def on_demand(slack_hours: float) -> JobState:
 
 @pytest.mark.parametrize("stay_hours, hops", [(1.0, False), (3.0, True)])
 def test_in_a_fleet_thin_slack_leaves_on_demand_only_for_a_long_stay(stay_hours, hops):
+    assert hops_to_spot(on_demand(0.7), stay_hours) is hops  # 0.7 h: thin
+
+
+def hops_to_spot(state: JobState, stay_hours: float) -> bool:
+    """Whether a fleet job in `state` (its on-demand open) first tries spot in b, every spot stay `stay_hours`."""
     job = JobSpec(work_hours=10.0, deadline_hours=12.5, cold_start_hours=0.2, checkpoint_gb=0.0)
     view = up_view(fleet=True)
-    state = on_demand(0.7)  # thin
     assert crowding(job, state, view).on_demand_open
     decision = SkyNomadPolicy(forecaster=Stays(stay_hours)).decide(job, state, view, state.elapsed_hours)
-    assert (decision.first == Option("us-central1-b", Mode.SPOT)) is hops
+    return decision.first == Option("us-central1-b", Mode.SPOT)
 
 
 def test_with_slack_to_spare_or_alone_a_short_stay_still_takes_the_job_off_on_demand():
@@ -116,14 +120,7 @@ def test_with_slack_to_spare_or_alone_a_short_stay_still_takes_the_job_off_on_de
 
 def near_the_end(slack_hours: float) -> JobState:
     """As `on_demand`, with 0.8 h of work left: its rest, with a spot launch's 0.2 h cold start, is 1 h."""
-    a = Option("us-central1-a", Mode.ON_DEMAND)
-    return JobState(
-        elapsed_hours=12.5 - 0.8 - slack_hours,
-        progress_hours=9.2,
-        running=a,
-        running_since_hours=1.0,
-        checkpoint_market=a.market,
-    )
+    return on_demand(slack_hours, work_left_hours=0.8)
 
 
 def test_the_long_stay_a_thin_hop_needs_is_at_most_the_rest_of_the_job():
@@ -135,9 +132,4 @@ def test_the_long_stay_a_thin_hop_needs_is_at_most_the_rest_of_the_job():
 
 @pytest.mark.parametrize("stay_hours, hops", [(0.9, False), (1.1, True)])
 def test_in_a_fleet_thin_slack_near_the_end_leaves_on_demand_for_a_stay_that_finishes_the_job(stay_hours, hops):
-    job = JobSpec(work_hours=10.0, deadline_hours=12.5, cold_start_hours=0.2, checkpoint_gb=0.0)
-    view = up_view(fleet=True)
-    state = near_the_end(0.7)  # thin
-    assert crowding(job, state, view).on_demand_open
-    decision = SkyNomadPolicy(forecaster=Stays(stay_hours)).decide(job, state, view, state.elapsed_hours)
-    assert (decision.first == Option("us-central1-b", Mode.SPOT)) is hops
+    assert hops_to_spot(near_the_end(0.7), stay_hours) is hops
