@@ -34,7 +34,10 @@ Three facts a fleet-aware planner prices, all from the view's history and the fl
   but only for a stay expected to last `THIN_HOP_STAY_HOURS`: each hop spends a cold start of the
   few the reserve pays for, and in the crowded hours a third of the hops from on-demand were lost
   within their cold start; a job that spent its reserve there reaches the last day on the safety
-  net, on on-demand beside the spot its fleet's finished jobs left.
+  net, on on-demand beside the spot its fleet's finished jobs left. A job whose remaining work (its
+  launch included) is shorter than that needs only a stay that lasts to its end
+  (`thin_hop_stay_hours`): a stay that finishes the job is followed by no hop and spends no more
+  of the reserve than its own cold start.
 
 All of it is off when the view has no fleet.
 """
@@ -48,7 +51,7 @@ import numpy as np
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import Mode
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
-from airflow_provider_skynomad.planner.safety import spare_slack_hours
+from airflow_provider_skynomad.planner.safety import launch_delays_hours, spare_slack_hours
 
 HISTORY_HOURS = 48.0  # recent history the crowded lifetime ratio is measured over
 ON_DEMAND_RESERVE_STARTS = 5.0  # in a fleet, on-demand opens when spare slack pays for fewer cold starts than this
@@ -101,6 +104,17 @@ def crowding(job: JobSpec, state: JobState, view: MarketView, history_hours: flo
     up = np.minimum(up, fleet_share)
     thin = spare_slack_hours(job, state, view) < ON_DEMAND_RESERVE_STARTS * job.cold_start_hours
     return Crowding(left, launchable, np.clip(share, 0.0, 1.0), np.clip(up, 0.0, 1.0), thin)
+
+
+def thin_hop_stay_hours(job: JobSpec, state: JobState, view: MarketView) -> np.ndarray:
+    """Per market: the expected stay a thin-slack job on on-demand needs to leave for spot there.
+
+    `THIN_HOP_STAY_HOURS`, or the rest of the job where that is shorter: the remaining work plus
+    the launch's cold start (and transfer, when the checkpoint must move). A group expected to
+    stay that long finishes the job where it lands (planner.payback charges it no next start).
+    """
+    rest = job.work_hours - state.progress_hours + launch_delays_hours(job, state, view)
+    return np.minimum(THIN_HOP_STAY_HOURS, rest)
 
 
 def _capacity(available: np.ndarray, seen: np.ndarray) -> np.ndarray:

@@ -25,7 +25,7 @@ import numpy as np
 
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import IDLE, Decision, Mode, Option
-from airflow_provider_skynomad.planner.crowding import THIN_HOP_STAY_HOURS, Crowding, crowding
+from airflow_provider_skynomad.planner.crowding import Crowding, crowding, thin_hop_stay_hours
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
 from airflow_provider_skynomad.planner.payback import Payback, keeps_on_demand, stop_pays, weigh
 from airflow_provider_skynomad.planner.plans import spot_plans
@@ -320,7 +320,8 @@ class SkyNomadPolicy:
         What we have now is the running group, or idle (see `_waiting`), unless it is no longer
         safe; then the list ends with the safety net. With a fleet, spot markets not launchable
         now (planner.crowding) are left out, and on-demand too until the job's slack is thin; once
-        it is thin, an on-demand group is left only for a spot stay of `THIN_HOP_STAY_HOURS` or more.
+        it is thin, an on-demand group is left only for a spot stay of `THIN_HOP_STAY_HOURS` or more,
+        or one that lasts to the job's end (planner.crowding.thin_hop_stay_hours).
         With `admit` (`residence`), an option is admitted by the better of its two utilities; those
         its per-stay utility admits are tried in the usual order, and moves that pay their egress
         only over the residence after the spot options among them and before on-demand (nothing
@@ -333,7 +334,7 @@ class SkyNomadPolicy:
             if not crowd.on_demand_open:
                 utilities[:, MODES.index(Mode.ON_DEMAND)] = -np.inf
             elif current is not None and current.mode is Mode.ON_DEMAND:
-                short = scores.stay_hours[:, MODES.index(Mode.SPOT)] < THIN_HOP_STAY_HOURS
+                short = scores.stay_hours[:, MODES.index(Mode.SPOT)] < thin_hop_stay_hours(job, state, view)
                 utilities[short, MODES.index(Mode.SPOT)] = -np.inf
         idle_safe = is_safe(job, state, view, IDLE)
         if current is not None:

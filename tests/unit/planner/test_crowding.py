@@ -9,7 +9,12 @@ from skynomad_synth import flat_egress, make_grid
 from airflow_provider_skynomad.market.fleet import Fleet
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import Mode, Option
-from airflow_provider_skynomad.planner.crowding import ON_DEMAND_RESERVE_STARTS, crowding
+from airflow_provider_skynomad.planner.crowding import (
+    ON_DEMAND_RESERVE_STARTS,
+    THIN_HOP_STAY_HOURS,
+    crowding,
+    thin_hop_stay_hours,
+)
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
 from airflow_provider_skynomad.planner.policies.skynomad import SkyNomadPolicy
 from airflow_provider_skynomad.planner.safety import spare_slack_hours
@@ -75,12 +80,12 @@ def up_view(fleet: bool, ticks: int = 240) -> MarketView:
     return MarketView(grid, ticks - 1, 1, None, flat_egress(2), fleet=view.fleet)
 
 
-def on_demand(slack_hours: float) -> JobState:
-    """On on-demand in a with 2 h of work left and `slack_hours` of slack (work 10 h, deadline 12.5 h)."""
+def on_demand(slack_hours: float, work_left_hours: float = 2.0) -> JobState:
+    """On on-demand in a with `work_left_hours` of work left and `slack_hours` of slack (work 10 h, deadline 12.5 h)."""
     a = Option("us-central1-a", Mode.ON_DEMAND)
     return JobState(
-        elapsed_hours=12.5 - 2.0 - slack_hours,
-        progress_hours=8.0,
+        elapsed_hours=12.5 - work_left_hours - slack_hours,
+        progress_hours=10.0 - work_left_hours,
         running=a,
         running_since_hours=1.0,
         checkpoint_market=a.market,
@@ -89,12 +94,16 @@ def on_demand(slack_hours: float) -> JobState:
 
 @pytest.mark.parametrize("stay_hours, hops", [(1.0, False), (3.0, True)])
 def test_in_a_fleet_thin_slack_leaves_on_demand_only_for_a_long_stay(stay_hours, hops):
+    assert hops_to_spot(on_demand(0.7), stay_hours) is hops  # 0.7 h: thin
+
+
+def hops_to_spot(state: JobState, stay_hours: float) -> bool:
+    """Whether a fleet job in `state` (its on-demand open) first tries spot in b, every spot stay `stay_hours`."""
     job = JobSpec(work_hours=10.0, deadline_hours=12.5, cold_start_hours=0.2, checkpoint_gb=0.0)
     view = up_view(fleet=True)
-    state = on_demand(0.7)  # thin
     assert crowding(job, state, view).on_demand_open
     decision = SkyNomadPolicy(forecaster=Stays(stay_hours)).decide(job, state, view, state.elapsed_hours)
-    assert (decision.first == Option("us-central1-b", Mode.SPOT)) is hops
+    return decision.first == Option("us-central1-b", Mode.SPOT)
 
 
 def test_with_slack_to_spare_or_alone_a_short_stay_still_takes_the_job_off_on_demand():
@@ -107,3 +116,20 @@ def test_with_slack_to_spare_or_alone_a_short_stay_still_takes_the_job_off_on_de
     assert not crowding(job, spare, view).on_demand_open
     decision = SkyNomadPolicy(forecaster=Stays(1.0)).decide(job, spare, view, spare.elapsed_hours)
     assert decision.first == Option("us-central1-b", Mode.SPOT)
+
+
+def near_the_end(slack_hours: float) -> JobState:
+    """As `on_demand`, with 0.8 h of work left: its rest, with a spot launch's 0.2 h cold start, is 1 h."""
+    return on_demand(slack_hours, work_left_hours=0.8)
+
+
+def test_the_long_stay_a_thin_hop_needs_is_at_most_the_rest_of_the_job():
+    job = JobSpec(work_hours=10.0, deadline_hours=12.5, cold_start_hours=0.2, checkpoint_gb=0.0)
+    view = up_view(fleet=True)
+    assert thin_hop_stay_hours(job, on_demand(0.7), view) == pytest.approx([THIN_HOP_STAY_HOURS] * 2)
+    assert thin_hop_stay_hours(job, near_the_end(0.7), view) == pytest.approx([1.0, 1.0])
+
+
+@pytest.mark.parametrize("stay_hours, hops", [(0.9, False), (1.1, True)])
+def test_in_a_fleet_thin_slack_near_the_end_leaves_on_demand_for_a_stay_that_finishes_the_job(stay_hours, hops):
+    assert hops_to_spot(near_the_end(0.7), stay_hours) is hops
