@@ -17,3 +17,16 @@ class Stays:
 
     def expected_remaining_hours(self, ages_hours):
         return np.full(self.markets_, self.hours)
+
+
+class MarketStays:
+    """A forecaster that expects a spot group in each market to stay a fixed number of hours (one per market)."""
+
+    def __init__(self, hours: list[float], cap_hours: float = 4.0):
+        self.hours, self.cap_hours = np.asarray(hours, dtype=float), cap_hours
+
+    def fit(self, usable, seen, step_hours, spot_prices=None, start_time=None):
+        return self
+
+    def expected_remaining_hours(self, ages_hours):
+        return self.hours.copy()

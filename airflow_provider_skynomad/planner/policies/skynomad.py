@@ -78,6 +78,16 @@ class SkyNomadPolicy:
         waiting with the slack each hour of waiting burns priced in (`_slack_price`). It moves the
         500 GB checkpoint rows of bench_robustness toward eager-failover, and the cost table's GCP 6
         zones T/P 1.05 cell up (benchmarks/results/planner-experiments.md, E66).
+    :param thin_moves: off by default. While slack is thin (the spare slack pays for fewer than
+        `THIN_SLACK_STARTS` cold starts), a job alone on spot moves only to a spot market whose
+        expected stay is at least its running group's (`_keeps_stay`). It closes a gang-of-4 row of
+        bench_robustness, where the job kept moving from a stable dear zone back to a cheaper one lost
+        within the hour, and raises the cost table's GCP 6 zones T/P 1.05 cell, where the cheaper zone
+        it no longer moves to held for hours (benchmarks/results/planner-experiments.md, E68).
+    :param restart_urgency: off by default. While slack is thin and the job alone, V's urgency is at
+        least what the restarts the rest of the work needs make it (`_urgency`), not only what the
+        job's own overhead so far says. It closes a 500 GB window that waited after a long stay but
+        no row, and moves three bench_robustness rows up (E69).
     :param residence: while slack is thin, a launch from idle or on-demand that moves the checkpoint is
         admitted by its egress spread over the checkpoint's expected residence in the new market
         (`_residence`: the remaining work shared among the placements the slack still pays for), not
@@ -103,6 +113,8 @@ class SkyNomadPolicy:
         spell_ages: bool = False,
         slack_price: bool = False,
         residence: bool = True,
+        thin_moves: bool = False,
+        restart_urgency: bool = False,
     ):
         self.home = home
         if value not in VALUES:
@@ -116,6 +128,8 @@ class SkyNomadPolicy:
         self.spell_ages = spell_ages
         self.slack_price = slack_price
         self.residence = residence
+        self.thin_moves = thin_moves
+        self.restart_urgency = restart_urgency
         self._declined: str | None = None  # the launch last declined, so the log says so once, not every step
         self.scarce = (
             None
@@ -196,6 +210,42 @@ class SkyNomadPolicy:
             return False
         return spare_slack_hours(job, state, view) < THIN_SLACK_STARTS * job.cold_start_hours
 
+    def _keeps_stay(self, job: JobSpec, state: JobState, view: MarketView) -> bool:
+        """With `thin_moves`, while slack is thin a job alone on spot moves only to a spot market expected to
+        stay at least as long as its running group (`_tries`).
+
+        Thin: the spare slack pays for fewer than `THIN_SLACK_STARTS` cold starts. Then the market the
+        job is in when the slack runs out is where it stays until the safety net pins the rest on
+        on-demand, and a move to a cheaper market whose groups end sooner spends one of the last
+        restarts early: utility per hour of stay sees the cheaper price, not the shorter stay. In a
+        fleet the stays are shared and the fleet's own rules (planner.crowding) weigh them.
+        """
+        running = state.running
+        if not self.thin_moves or view.fleet is not None or running is None or running.mode is not Mode.SPOT:
+            return False
+        return spare_slack_hours(job, state, view) < THIN_SLACK_STARTS * job.cold_start_hours
+
+    def _urgency(self, job: JobSpec, state: JobState, view: MarketView) -> float:
+        """How likely the slack runs out (planner.progress.slack_urgency); with `restart_urgency`, while slack
+        is thin and the job alone, at least what the restarts the rest needs make it.
+
+        slack_urgency learns the overhead per progress hour from the job itself: after one long stay it
+        is near 0, and a job with slack for two cold starts waits for its checkpoint's market as if it
+        had plenty. The rest of the work needs at least one cold start per longest stay the planner
+        credits (`lifetime_cap_hours`), which is the overhead this floor expects.
+        """
+        urgency = slack_urgency(job, state)
+        if not self.restart_urgency or view.fleet is not None or job.cold_start_hours <= 0:
+            return urgency
+        if spare_slack_hours(job, state, view) >= THIN_SLACK_STARTS * job.cold_start_hours:
+            return urgency
+        remaining = job.work_hours - state.progress_hours
+        slack = job.deadline_hours - state.elapsed_hours - remaining - job.cold_start_hours
+        if slack <= 0:
+            return 1.0
+        restarts_hours = job.cold_start_hours * remaining / self.lifetimes.cap_hours
+        return max(urgency, min(1.0, restarts_hours / slack) ** 2)
+
     def _residence(self, job: JobSpec, state: JobState, view: MarketView) -> float:
         """Hours of work the checkpoint is expected to stay in a market it moves to: at least the remaining
         work shared among the placements the slack still pays for.
@@ -248,7 +298,7 @@ class SkyNomadPolicy:
             anchor = self._floor(state, view, scores)
         reference = min((1.0 + self.hysteresis_fraction) * anchor, cheapest_od)
         if self.value != "barrier" and anchor > 0:
-            value = market_value(max(barrier, reference), reference, slack_urgency(job, state))
+            value = market_value(max(barrier, reference), reference, self._urgency(job, state, view))
         else:
             value = max(barrier, reference)
         return value, f"barrier {barrier:.2f}, reference {reference:.2f}"
@@ -303,6 +353,7 @@ class SkyNomadPolicy:
             spot = MODES.index(Mode.SPOT)
             credit[:, spot] = self._slack_price(job, state, view, cheapest_od) * scores.useful_share[:, spot]
 
+        keep_hours = float(scores.stay_hours[scores.cell(current)]) if self._keeps_stay(job, state, view) else 0.0
         ranked: list[tuple[float, Scored]] = []
         resident: list[tuple[float, Scored]] = []  # admitted only by their egress over the residence
         declined: list[Payback] = []
@@ -315,6 +366,9 @@ class SkyNomadPolicy:
             if credit[i, j]:
                 candidate = replace(candidate, utility_usd_per_hour=candidate.utility_usd_per_hour + credit[i, j])
             if not self._move_pays(job, view, current, candidate, residency[i, j]):
+                continue
+            if option.mode is Mode.SPOT and candidate.stay_hours < keep_hours:
+                logger.debug("not moving to %s: stay %.2f h < %.2f h here", option, candidate.stay_hours, keep_hours)
                 continue
             if is_safe(job, state, view, option) and outlives_warmup(job, state, view, option):
                 weighed = weigh(job, state, view, candidate, bar) if self.payback else None
@@ -399,7 +453,7 @@ class SkyNomadPolicy:
             return 0.0
         cycle = back.stay_hours / (down + back.stay_hours)
         after = state.advance(elapsed_hours=state.elapsed_hours + view.step_hours)
-        return (1.0 - slack_urgency(job, after)) * back.utility_usd_per_hour * cycle
+        return (1.0 - self._urgency(job, after, view)) * back.utility_usd_per_hour * cycle
 
     def _slack_price(self, job: JobSpec, state: JobState, view: MarketView, cheapest_od: float) -> float:
         """What an hour of slack is worth to an idle job, in USD: the spot hour it may have to buy on on-demand.
