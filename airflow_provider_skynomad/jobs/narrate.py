@@ -241,8 +241,7 @@ def where_it_stands(
     if done:
         warmup = 0.0
     elif running is not None and running.mode is Mode.ON_DEMAND:
-        as_of = max(state.elapsed_hours, state.running_since_hours)
-        warmup = start_up_left(state.warmup_left_hours, as_of, elapsed_hours)
+        warmup = start_up_left(state.warmup_left_hours, state.elapsed_hours, state.running_since_hours, elapsed_hours)
     else:
         warmup = job.cold_start_hours
     slack = deadline_hours - elapsed_hours - remaining - warmup
@@ -258,10 +257,14 @@ def where_it_stands(
     }
 
 
-def start_up_left(warmup_left_hours: float, as_of_hours: float, elapsed_hours: float) -> float:
-    """The start-up a group still has to pay at `elapsed_hours`, from what the state said at `as_of_hours`
-    (the later of the state's own time and the group's launch: a launch sets the start-up it will pay)."""
-    return max(0.0, warmup_left_hours - max(0.0, elapsed_hours - as_of_hours))
+def start_up_left(
+    warmup_left_hours: float, state_at_hours: float, running_since_hours: float, elapsed_hours: float
+) -> float:
+    """The start-up a group still has to pay at `elapsed_hours`, from what a state of `state_at_hours` said
+    of it (`warmup_left_hours`), counted from the later of that and the group's launch: a launch sets
+    the start-up it will pay, whatever the state's own time."""
+    as_of = max(state_at_hours, running_since_hours)
+    return max(0.0, warmup_left_hours - max(0.0, elapsed_hours - as_of))
 
 
 def basis_words(basis: str | None) -> str:

@@ -266,7 +266,7 @@ def select_markets(
     newest = frame["newest"].max()
     age = now - newest
     if age > pd.Timedelta(max_market_age):
-        refusal = stale_refusal(table, frame, now, max_market_age, trace_end)
+        refusal = stale_refusal(table, frame, now, max_market_age, ended)
         if refusal is not None:
             raise MarketInputError(refusal)
     selection = MarketSelection(
@@ -291,14 +291,14 @@ def trace_ended(now: pd.Timestamp, trace_end: pd.Timestamp | None) -> str | None
 
 
 def stale_refusal(
-    table, frame: pd.DataFrame, now: pd.Timestamp, max_market_age: timedelta, trace_end: pd.Timestamp | None = None
+    table, frame: pd.DataFrame, now: pd.Timestamp, max_market_age: timedelta, ended: str | None = None
 ) -> str | None:
     """Why a job whose newest matching row is older than `max_market_age` must not start, naming the
     one thing that would fix it; None when the probe DAG's completed rounds still vouch for its
     markets (market/freshness.py, `rounds_verdict`: a slow box makes rounds long on the cloud's clock).
 
     :param frame: the job's markets (zone, instance_type, newest), as `select_markets` found them.
-    :param trace_end: a simulated cloud's end of trace: past it, the refusal says so (`trace_ended`).
+    :param ended: why no probe can refresh the table any more (`trace_ended`): the refusal then says so.
     """
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -314,7 +314,6 @@ def stale_refusal(
         f"{max_hours:g} h limit (max_market_age)"
     )
     tail = "; nothing was launched"
-    ended = trace_ended(now, trace_end)
     if ended:
         return f"{head}: {ended}{tail}"
     if not isinstance(table, MarketDatabase):

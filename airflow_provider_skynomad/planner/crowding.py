@@ -51,7 +51,7 @@ import numpy as np
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import Mode
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
-from airflow_provider_skynomad.planner.safety import launch_delays_hours, spare_slack_hours
+from airflow_provider_skynomad.planner.safety import launch_delays_hours, slack_pays_fewer_starts
 
 HISTORY_HOURS = 48.0  # recent history the crowded lifetime ratio is measured over
 ON_DEMAND_RESERVE_STARTS = 5.0  # in a fleet, on-demand opens when spare slack pays for fewer cold starts than this
@@ -102,7 +102,7 @@ def crowding(job: JobSpec, state: JobState, view: MarketView, history_hours: flo
     gangs = float(np.nansum(_mean_seen(available // n, seen)))
     fleet_share = min(1.0, gangs / (1.0 + fleet.wanting_spot / n))
     up = np.minimum(up, fleet_share)
-    thin = spare_slack_hours(job, state, view) < ON_DEMAND_RESERVE_STARTS * job.cold_start_hours
+    thin = slack_pays_fewer_starts(job, state, view, ON_DEMAND_RESERVE_STARTS)
     return Crowding(left, launchable, np.clip(share, 0.0, 1.0), np.clip(up, 0.0, 1.0), thin)
 
 

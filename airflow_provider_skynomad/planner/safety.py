@@ -124,6 +124,12 @@ def spare_slack_hours(job: JobSpec, state: JobState, view: MarketView) -> float:
     return max(slack - job.cold_start_hours - rescue_lead_hours(job, view), 0.0)
 
 
+def slack_pays_fewer_starts(job: JobSpec, state: JobState, view: MarketView, starts: float) -> bool:
+    """Whether the spare slack (`spare_slack_hours`) pays for fewer than `starts` cold starts: how the
+    policies that ration restarts tell thin slack (never thin with no cold start to pay)."""
+    return spare_slack_hours(job, state, view) < starts * job.cold_start_hours
+
+
 def rescue_lead_hours(job: JobSpec, view: MarketView) -> float:
     """How long after now the on-demand rescue may start at the latest: one step, plus two driver lags."""
     return view.step_hours + 2.0 * job.reaction_hours

@@ -338,12 +338,11 @@ def _slack(job: dict, state: dict, status: dict | None, deadline: float, elapsed
     if remaining <= 0.0:
         warmup = 0.0
     elif on_demand:
-        left = _number(state, "warmup_left_hours", "record.state", 0.0)
-        since = max(
-            _number(state, "elapsed_hours", "record.state", 0.0),
-            _number(state, "running_since_hours", "record.state", 0.0),
+        left, state_at, launched = (
+            _number(state, key, "record.state", 0.0)
+            for key in ("warmup_left_hours", "elapsed_hours", "running_since_hours")
         )
-        warmup = start_up_left(left, since, elapsed)
+        warmup = start_up_left(left, state_at, launched, elapsed)
     else:
         warmup = _number(job, "cold_start_hours", "record.job", 0.0)
     return deadline - elapsed - remaining - warmup

@@ -25,13 +25,19 @@ import numpy as np
 
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import IDLE, Decision, Mode, Option
-from airflow_provider_skynomad.planner.crowding import Crowding, crowding, thin_hop_stay_hours
+from airflow_provider_skynomad.planner.crowding import Crowding, crowding, slack_hours, thin_hop_stay_hours
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
 from airflow_provider_skynomad.planner.payback import Payback, keeps_on_demand, stop_pays, weigh
 from airflow_provider_skynomad.planner.plans import spot_plans
 from airflow_provider_skynomad.planner.policies.lifetimes import LifetimeCache, spell_ages_hours
 from airflow_provider_skynomad.planner.progress import market_value, slack_urgency, supply_price, value_of_progress
-from airflow_provider_skynomad.planner.safety import cheapest_on_demand, is_safe, outlives_warmup, spare_slack_hours
+from airflow_provider_skynomad.planner.safety import (
+    cheapest_on_demand,
+    is_safe,
+    outlives_warmup,
+    slack_pays_fewer_starts,
+    spare_slack_hours,
+)
 from airflow_provider_skynomad.planner.utility import MODES, Scored, Scores, migration_pays, score_all
 
 VALUES = ("supply", "slack", "barrier")
@@ -208,7 +214,7 @@ class SkyNomadPolicy:
             return False
         if running is not None and running.mode is Mode.SPOT:
             return False
-        return spare_slack_hours(job, state, view) < THIN_SLACK_STARTS * job.cold_start_hours
+        return slack_pays_fewer_starts(job, state, view, THIN_SLACK_STARTS)
 
     def _keeps_stay(self, job: JobSpec, state: JobState, view: MarketView) -> bool:
         """With `thin_moves`, while slack is thin a job alone on spot moves only to a spot market expected to
@@ -223,7 +229,7 @@ class SkyNomadPolicy:
         running = state.running
         if not self.thin_moves or view.fleet is not None or running is None or running.mode is not Mode.SPOT:
             return False
-        return spare_slack_hours(job, state, view) < THIN_SLACK_STARTS * job.cold_start_hours
+        return slack_pays_fewer_starts(job, state, view, THIN_SLACK_STARTS)
 
     def _urgency(self, job: JobSpec, state: JobState, view: MarketView) -> float:
         """How likely the slack runs out (planner.progress.slack_urgency); with `restart_urgency`, while slack
@@ -237,10 +243,10 @@ class SkyNomadPolicy:
         urgency = slack_urgency(job, state)
         if not self.restart_urgency or view.fleet is not None or job.cold_start_hours <= 0:
             return urgency
-        if spare_slack_hours(job, state, view) >= THIN_SLACK_STARTS * job.cold_start_hours:
+        if not slack_pays_fewer_starts(job, state, view, THIN_SLACK_STARTS):
             return urgency
         remaining = job.work_hours - state.progress_hours
-        slack = job.deadline_hours - state.elapsed_hours - remaining - job.cold_start_hours
+        slack = slack_hours(job, state) - job.cold_start_hours
         if slack <= 0:
             return 1.0
         restarts_hours = job.cold_start_hours * remaining / self.lifetimes.cap_hours
@@ -460,8 +466,7 @@ class SkyNomadPolicy:
 
         Utility prices a launch per hour of its stay but leaves waiting at (about) 0, while a wait
         burns an hour of slack per hour and a spot group only the 1 − η it makes no progress in.
-        When slack binds
-        (`slack_urgency`, a likelihood), every hour of it lost is an hour of the remaining work
+        When slack binds (`slack_urgency`, a likelihood), every hour of it lost is an hour of the remaining work
         bought on on-demand instead of spot at the cheapest price seen lately. Without that price
         a move whose egress and cold start make U slightly negative loses to waiting for the
         checkpoint's market, until the safety net puts the rest of the job on on-demand. Priced only
@@ -470,7 +475,7 @@ class SkyNomadPolicy:
         """
         recent = view.usable_within(self.recent_hours) & np.isfinite(view.spot_usd_per_hour)
         after = state.advance(elapsed_hours=state.elapsed_hours + view.step_hours)
-        thin = spare_slack_hours(job, after, view) < THIN_SLACK_STARTS * job.cold_start_hours
+        thin = slack_pays_fewer_starts(job, after, view, THIN_SLACK_STARTS)
         if not (thin and recent.any()):
             return 0.0
         spot = float(np.min(view.spot_usd_per_hour[recent])) * job.instances
