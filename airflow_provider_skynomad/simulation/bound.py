@@ -60,7 +60,9 @@ the bound; nothing needs whole ticks or the order of acts within a tick (shares 
 tick as they please). Moves between spot and on-demand are charged where they change a total (a
 job leaving z for on-demand raises O); a swap, one job z → on-demand while another on-demand → z,
 is not: charging it would need which job holds which market, the disaggregated form.
-Transfers, egress and a move's extra warm-up are still left out.
+Transfers, egress and a move's extra warm-up are still left out. The LP's shares are fractions, so
+a rise may charge a fraction of a cold start: a market held at 8/9 of a gang before a dip costs
+8/9 of one when it comes back (tests/unit/simulation/test_bound.py).
 """
 
 from __future__ import annotations
