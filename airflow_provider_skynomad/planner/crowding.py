@@ -3,12 +3,14 @@
 Three facts a fleet-aware planner prices, all from the view's history and the fleet's rows:
 
 - **Left now.** A launch gets capacity only if ``available − held ≥ gang`` (market.capacity). The
-  capacity is the market's observation at this step or the last; a market the job has not
-  observed since is unknown, and worth a free try, as without a fleet (`_capacity`); the
-  holdings are the others' rows. A market whose left is short of the gang is not launchable
-  now, so the job does not plan on it. (Before E73, benchmarks/results/fleet.md, an unobserved
-  market counted the most it showed in recent history: a job on on-demand observes no spot
-  market, so one it last saw down stayed "down" to it while it came back; at AWS N = 50 that
+  capacity is the market's observation at this step; a market the job has not observed since is
+  unknown, and worth a free try, as without a fleet (`_capacity`); the holdings are the others'
+  rows. A market whose left is short of the gang is not launchable now, so the job does not plan
+  on it. An observation one step old is not taken as now (`FRESH_STEPS`): a refused launch shows
+  the market full at its step, and by the next one the fleet's finished or preempted groups may
+  have freed it; another refused try costs nothing. (Before E73, benchmarks/results/fleet.md, an
+  unobserved market counted the most it showed in recent history: a job on on-demand observes no
+  spot market, so one it last saw down stayed "down" to it while it came back; at AWS N = 50 that
   was half the on-demand bought beside free spot.)
 - **Crowded lifetime.** Under the youngest-first rule a group keeps its capacity only while the
   market has room for every older group *and* it: a new group, the youngest, lives while
@@ -63,6 +65,7 @@ HISTORY_HOURS = 48.0  # recent history the crowded lifetime ratio is measured ov
 ON_DEMAND_RESERVE_STARTS = 5.0  # in a fleet, on-demand opens when spare slack pays for fewer cold starts than this
 THIN_HOP_STAY_HOURS = 2.0  # then an on-demand group is left only for a spot stay expected to last this long
 THIN_HOP_SETTLE_HOURS = 0.5  # ... and not for a market the job saw down this recently
+FRESH_STEPS = 1  # a market's observed count stands for its capacity now only from this many latest steps
 
 
 @dataclass(frozen=True)
@@ -131,10 +134,11 @@ def just_back(view: MarketView) -> np.ndarray:
 
 
 def _capacity(available: np.ndarray, seen: np.ndarray) -> np.ndarray:
-    """Per market: the count seen this step or the last, else inf (not observed since: a free try tells)."""
+    """Per market: the count seen in the last `FRESH_STEPS` steps (this one), else inf (not observed since: a
+    free try tells)."""
     rows = seen.shape[0]
     last = rows - 1 - np.argmax(seen[::-1], axis=0)
-    fresh = seen.any(axis=0) & (last >= rows - 2)
+    fresh = seen.any(axis=0) & (last >= rows - FRESH_STEPS)
     counts = available[last, np.arange(seen.shape[1])].astype(float)
     return np.where(fresh, counts, np.inf)
 

@@ -137,6 +137,29 @@ def test_in_a_fleet_thin_slack_near_the_end_leaves_on_demand_for_a_stay_that_fin
     assert hops_to_spot(near_the_end(0.7), stay_hours) is hops
 
 
+def refused_a_step_ago(ticks: int = 240, now_seen: bool = False) -> MarketView:
+    """Market b (spot, one instance) was up until the previous step, when a launch there was refused (seen 0);
+    this step it is unseen, or with `now_seen` seen full again."""
+    b = np.ones(ticks, dtype=int)
+    b[-2:] = 0
+    grid = make_grid(np.stack([np.zeros(ticks, dtype=int), b], axis=1), spot=[np.inf, 1.0], on_demand=[10.0, 12.0])
+    seen = np.ones((ticks, 2), dtype=bool)
+    seen[-1] = now_seen
+    nobody = np.zeros(0)
+    others = Fleet(grid.keys, nobody, nobody, nobody, nobody, nobody)
+    return MarketView(grid, ticks - 1, 1, seen, flat_egress(2), fleet=others)
+
+
+def test_a_market_refused_a_step_ago_is_worth_another_free_try():
+    state = JobState(elapsed_hours=1.0, progress_hours=0.5)
+    assert crowding(JOB, state, refused_a_step_ago()).launchable[1]
+
+
+def test_a_market_seen_full_at_this_step_is_not_launchable():
+    state = JobState(elapsed_hours=1.0, progress_hours=0.5)
+    assert not crowding(JOB, state, refused_a_step_ago(now_seen=True)).launchable[1]
+
+
 def unseen_view(b: np.ndarray, unseen_ticks: int) -> MarketView:
     """A fleet job's view (nobody else in it): market a on-demand only, market b spot with availability `b`;
     the job observed every market until `unseen_ticks` ago and since then only a (where it runs on-demand)."""
@@ -149,14 +172,12 @@ def unseen_view(b: np.ndarray, unseen_ticks: int) -> MarketView:
     return MarketView(grid, ticks - 1, 1, seen, flat_egress(2), fleet=others)
 
 
-@pytest.mark.parametrize("unseen_ticks, launchable", [(1, False), (2, True), (30, True)])
+@pytest.mark.parametrize("unseen_ticks, launchable", [(0, False), (1, True), (30, True)])
 def test_a_market_the_job_has_not_observed_since_it_saw_it_down_is_worth_a_free_try(unseen_ticks, launchable):
-    # b was down in every observation of the last 48 h and is up now: a job on on-demand, which observes no
-    # spot market, must not take its last sight of b for b's capacity (it was "down" to it for 48 h).
-    b = np.zeros(240, dtype=int)
-    b[-1] = 1
-    view = unseen_view(b, unseen_ticks)
-    assert bool(crowding(JOB, on_demand(0.7), view).launchable[1]) is launchable  # seen down last step: not
+    # b was down in every observation of the last 48 h: a job on on-demand, which observes no spot market, must
+    # not take its last sight of b for b's capacity now (it stayed "down" to it for 48 h while it came back).
+    view = unseen_view(np.zeros(240, dtype=int), unseen_ticks)  # still down now: the try is free all the same
+    assert bool(crowding(JOB, on_demand(0.7), view).launchable[1]) is launchable  # seen down this step: not
 
 
 @pytest.mark.parametrize("unseen_ticks, hops", [(2, False), (3, False), (4, True), (12, True)])
