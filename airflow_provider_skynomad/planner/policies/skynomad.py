@@ -25,7 +25,13 @@ import numpy as np
 
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import IDLE, Decision, Mode, Option
-from airflow_provider_skynomad.planner.crowding import Crowding, crowding, slack_hours, thin_hop_stay_hours
+from airflow_provider_skynomad.planner.crowding import (
+    THIN_HOP_STAY_HOURS,
+    Crowding,
+    crowding,
+    slack_hours,
+    thin_hop_stay_hours,
+)
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
 from airflow_provider_skynomad.planner.payback import Payback, keeps_on_demand, stop_pays, weigh
 from airflow_provider_skynomad.planner.plans import spot_plans
@@ -34,6 +40,7 @@ from airflow_provider_skynomad.planner.progress import market_value, slack_urgen
 from airflow_provider_skynomad.planner.safety import (
     cheapest_on_demand,
     is_safe,
+    launch_delays_hours,
     outlives_warmup,
     slack_pays_fewer_starts,
     spare_slack_hours,
@@ -121,6 +128,12 @@ class SkyNomadPolicy:
         residence: bool = True,
         thin_moves: bool = False,
         restart_urgency: bool = False,
+        thin_hops: float | None = None,
+        thin_hop_hours: float = THIN_HOP_STAY_HOURS,
+        thin_hop_gate: bool = False,
+        thin_hop_slack_hours: float | None = None,
+        thin_launch: float | None = None,
+        thin_launch_starts: float = THIN_SLACK_STARTS,
     ):
         self.home = home
         if value not in VALUES:
@@ -136,6 +149,12 @@ class SkyNomadPolicy:
         self.residence = residence
         self.thin_moves = thin_moves
         self.restart_urgency = restart_urgency
+        self.thin_hops = thin_hops
+        self.thin_hop_hours = thin_hop_hours
+        self.thin_hop_gate = thin_hop_gate
+        self.thin_hop_slack_hours = thin_hop_slack_hours
+        self.thin_launch = thin_launch
+        self.thin_launch_starts = thin_launch_starts
         self._declined: str | None = None  # the launch last declined, so the log says so once, not every step
         self.scarce = (
             None
@@ -230,6 +249,40 @@ class SkyNomadPolicy:
         if not self.thin_moves or view.fleet is not None or running is None or running.mode is not Mode.SPOT:
             return False
         return slack_pays_fewer_starts(job, state, view, THIN_SLACK_STARTS)
+
+    def _thin_left_out(
+        self, job: JobSpec, state: JobState, view: MarketView, scores: Scores, utilities: np.ndarray
+    ) -> np.ndarray:
+        """Per market, for a job alone at thin slack: the spot launches `thin_hops` and `thin_launch` leave out.
+
+        `thin_hops` (k cold starts): while the spare slack pays for fewer than k, a job on on-demand
+        leaves it only for a spot stay expected to last `thin_hop_hours`, or the rest of the job where
+        that is shorter (the fleet's bar, planner.crowding.thin_hop_stay_hours). `thin_launch` (a
+        probability): while the spare slack pays for fewer than `thin_launch_starts`, an idle job
+        does not launch where the forecast gives its group more than that chance of ending within
+        its own launch delay (cold start, and transfer when the checkpoint moves): such a launch
+        spends a cold start and makes no progress.
+        """
+        out = np.zeros(len(view.keys), dtype=bool)
+        current = state.running
+        if current is not None and current.mode is Mode.ON_DEMAND and self.thin_hops is not None:
+            thin = slack_pays_fewer_starts(job, state, view, self.thin_hops)
+            if thin and self.thin_hop_slack_hours is not None:
+                thin = spare_slack_hours(job, state, view) < self.thin_hop_slack_hours
+            if thin:
+                bar = thin_hop_stay_hours(job, state, view, self.thin_hop_hours)
+                short = scores.stay_hours[:, MODES.index(Mode.SPOT)] < bar
+                if self.thin_hop_gate:  # and no launch U ranks below a short one (no detour to a worse market)
+                    spot = utilities[:, MODES.index(Mode.SPOT)]
+                    best_short = float(np.max(spot[short], initial=-np.inf))
+                    short |= spot < best_short
+                out |= short
+        idle = current is None and self.thin_launch is not None
+        if idle and slack_pays_fewer_starts(job, state, view, self.thin_launch_starts):
+            ages = spell_ages_hours(view) if self.spell_ages else np.zeros(len(view.keys))
+            kept = self._lifetimes_for(job, state, view).survival(view, ages, launch_delays_hours(job, state, view))
+            out |= 1.0 - kept > self.thin_launch
+        return out
 
     def _urgency(self, job: JobSpec, state: JobState, view: MarketView) -> float:
         """How likely the slack runs out (planner.progress.slack_urgency); with `restart_urgency`, while slack
@@ -342,6 +395,8 @@ class SkyNomadPolicy:
             elif current is not None and current.mode is Mode.ON_DEMAND:
                 short = scores.stay_hours[:, MODES.index(Mode.SPOT)] < thin_hop_stay_hours(job, state, view)
                 utilities[short, MODES.index(Mode.SPOT)] = -np.inf
+        else:
+            utilities[self._thin_left_out(job, state, view, scores, utilities), MODES.index(Mode.SPOT)] = -np.inf
         idle_safe = is_safe(job, state, view, IDLE)
         if current is not None:
             safe_here = is_safe(job, state, view, current)
