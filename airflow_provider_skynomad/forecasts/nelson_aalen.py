@@ -223,30 +223,3 @@ class NelsonAalenForecaster:
         if not hasattr(self, "table_"):
             raise RuntimeError("NelsonAalenForecaster is not fitted; call fit(usable, seen, step_hours) first")
         return self.table_(ages_hours)
-
-    def survival(self, ages_hours, hours) -> np.ndarray:
-        """Per market: P(L > a + h | L > a), the chance a run `a` hours old lasts `h` hours more.
-
-        From the fitted cumulative hazard times the volatility multiplier (what the capped
-        expectation is built from), read at whole and fractional ticks by linear interpolation,
-        and past the table with its last hazard. `hours` is a number or one per market.
-        """
-        if not hasattr(self, "cumulative_hazard_"):
-            raise RuntimeError("NelsonAalenForecaster is not fitted; call fit(usable, seen, step_hours) first")
-        markets = self.n_markets_
-        ages = np.broadcast_to(np.asarray(ages_hours, dtype=float), (markets,))
-        ages = np.minimum(ages, self.max_age_hours)
-        hours = np.broadcast_to(np.maximum(np.asarray(hours, dtype=float), 0.0), (markets,))
-        cumulative, hazard = self.cumulative_hazard_, self.hazard_
-        horizon = cumulative.shape[1] - 1
-        rows = np.arange(markets)
-
-        def cum_at(ticks):  # H at fractional ticks: linear inside the table, its last hazard past it
-            low = np.minimum(np.floor(ticks).astype(np.int64), horizon - 1)
-            inside = cumulative[rows, low] + (ticks - low) * (cumulative[rows, low + 1] - cumulative[rows, low])
-            past = cumulative[rows, horizon] + (ticks - horizon) * hazard[rows, horizon]
-            return np.where(ticks <= horizon, inside, past)
-
-        start = ages / self.step_hours_
-        spent = cum_at(start + hours / self.step_hours_) - cum_at(start)
-        return np.exp(-spent * self.volatility_ratio_)

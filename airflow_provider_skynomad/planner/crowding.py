@@ -106,9 +106,7 @@ def crowding(job: JobSpec, state: JobState, view: MarketView, history_hours: flo
     return Crowding(left, launchable, np.clip(share, 0.0, 1.0), np.clip(up, 0.0, 1.0), thin)
 
 
-def thin_hop_stay_hours(
-    job: JobSpec, state: JobState, view: MarketView, hours: float = THIN_HOP_STAY_HOURS
-) -> np.ndarray:
+def thin_hop_stay_hours(job: JobSpec, state: JobState, view: MarketView) -> np.ndarray:
     """Per market: the expected stay a thin-slack job on on-demand needs to leave for spot there.
 
     `THIN_HOP_STAY_HOURS`, or the rest of the job where that is shorter: the remaining work plus
@@ -116,7 +114,7 @@ def thin_hop_stay_hours(
     stay that long finishes the job where it lands (planner.payback charges it no next start).
     """
     rest = job.work_hours - state.progress_hours + launch_delays_hours(job, state, view)
-    return np.minimum(hours, rest)
+    return np.minimum(THIN_HOP_STAY_HOURS, rest)
 
 
 def _capacity(available: np.ndarray, seen: np.ndarray) -> np.ndarray:

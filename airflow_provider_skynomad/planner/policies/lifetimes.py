@@ -73,15 +73,6 @@ class LifetimeCache:
             self._fitted, self._key = fitted, key
         return self._fitted.expected_remaining_hours(ages_hours)
 
-    def survival(self, view: MarketView, ages_hours: np.ndarray, hours) -> np.ndarray:
-        """Per market: the chance a group `ages_hours` old lasts `hours` more (`survival` of the fit).
-
-        From the forecaster's own distribution where it gives one (`survival(ages, hours)`), else an
-        exponential stay with the forecast's capped mean (which overstates the loss: the cap cuts it).
-        """
-        mean = self.expected_remaining_hours(view, ages_hours)
-        return _survival(self._fitted, mean, ages_hours, hours)
-
     def _fit(self, view: MarketView):
         FITS["count"] += 1
         usable, seen = view.usable_history()
@@ -117,18 +108,6 @@ class _Frozen:
 
     def expected_remaining_hours(self, view: MarketView, ages_hours: np.ndarray) -> np.ndarray:
         return self._fitted.expected_remaining_hours(ages_hours)
-
-    def survival(self, view: MarketView, ages_hours: np.ndarray, hours) -> np.ndarray:
-        mean = self._fitted.expected_remaining_hours(ages_hours)
-        return _survival(self._fitted, mean, ages_hours, hours)
-
-
-def _survival(fitted, mean_hours: np.ndarray, ages_hours: np.ndarray, hours) -> np.ndarray:
-    """`LifetimeCache.survival` from a fitted forecaster and its capped mean at those ages."""
-    if hasattr(fitted, "survival"):
-        return fitted.survival(ages_hours, hours)
-    with np.errstate(divide="ignore"):
-        return np.exp(-np.asarray(hours, dtype=float) / np.maximum(mean_hours, 1e-9))
 
 
 def spell_ages_hours(view: MarketView, history_hours: float = SPELL_AGE_HOURS) -> np.ndarray:
