@@ -39,6 +39,23 @@ job gets one tick outside capacity, at its window's cheapest spot price, for tha
 a feasible point of the LP, so it costs at least the LP's optimum; the LP leaves out every cold
 start after the first, egress, probes, whole ticks and foresight.
 
+``cost_vs_restart_bound=C`` divides it by a second bound, tighter and still valid: the same LP
+with the cold starts capacity forces on any run (fleet_lower_bound(restarts=True)). It counts
+launches by the rises of what the fleet holds: p[z,t] ≥ y[z,t] − y[z,t−1] for the gangs on spot
+market z, q[t] ≥ O[t] − O[t−1] for those on on-demand, and the fleet's hours must cover its work
+and d for each: dt·Σ_j (Σ_t (u + o) + f_j) ≥ Σ_j W_j + d·(Σ p + Σ q). Why any run without misses
+is a feasible point: drop from it every group (one stay of a job in one market and mode) that
+ended in its cold start; that removes cost and capacity held and no work. Every group left is
+billed its whole warm-up, at least d, before its work, so the fleet is billed at least Σ W + d·G
+hours for its G groups. A group's share of each tick rises once to at most 1 and falls (its
+stay is one interval; the job's last tick, given to f_j, cuts it short), so its rises sum to at
+most 1, and the rises of a market's total (or of on-demand's) are at most the sum of its groups'
+rises: Σ p + Σ q ≤ G. A finisher's capacity taken by a newcomer in the same tick, or one job
+leaving on-demand as another goes to it, is a launch the net rise misses, which only loosens the
+bound. It still leaves out transfers, egress, probes and such swaps. A ``bounds:`` line gives
+both bounds, the launches the restart bound charges (Σ p + Σ q, first launches included), what
+it adds over the first bound, and each LP's solve time.
+
 A second line per setting, ``gap:``, says where the distance to the bound sits, in $ and as a
 share of it: ``restarts`` is every cold start after each job's first, egress and probes (the
 bound pays none); ``od_while_spot_free`` is on-demand billed in a tick where a spot market had a
@@ -65,7 +82,7 @@ from bench_policies import load_grid
 from airflow_provider_skynomad.market.egress import EgressModel
 from airflow_provider_skynomad.planner.job import JobSpec
 from airflow_provider_skynomad.planner.registry import get_policy
-from airflow_provider_skynomad.simulation.bound import fleet_lower_bound
+from airflow_provider_skynomad.simulation.bound import FleetBound, fleet_lower_bound
 from airflow_provider_skynomad.simulation.fleet import FleetJob, simulate_fleet
 from airflow_provider_skynomad.simulation.optimal import optimal_cost
 
@@ -115,13 +132,14 @@ def run_fleet(args: tuple[str, int, str, int]) -> tuple[str, int, str, dict, flo
     return label, n, policy, figures, time.perf_counter() - started
 
 
-def run_bound(args: tuple[str, int]) -> tuple[str, int, float]:
-    """The LP lower bound of one setting (simulation.bound)."""
-    label, n = args
+def run_bound(args: tuple[str, int, bool]) -> tuple[str, int, bool, FleetBound, float]:
+    """One LP lower bound of one setting (simulation.bound): the issue's, or with `restarts` the restart bound."""
+    label, n, restarts = args
     file, gang = TRACES[label]
     grid, _ = _grid(file)
-    bound = fleet_lower_bound(fleet_jobs(n, gang, grid.step_hours), grid)
-    return label, n, bound.cost_usd
+    started = time.perf_counter()
+    bound = fleet_lower_bound(fleet_jobs(n, gang, grid.step_hours), grid, restarts=restarts)
+    return label, n, restarts, bound, time.perf_counter() - started
 
 
 def _segments(run, start: int, dt: float):
@@ -224,10 +242,12 @@ def main(
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=2) as pool:
         fleets = pool.map(run_fleet, [(*setting, seed) for setting in settings])
-        bounds = pool.map(run_bound, [(label, n) for label in chosen for n in sizes])
+        bounds = pool.map(
+            run_bound, [(label, n, restarts) for label in chosen for n in sorted(sizes) for restarts in (True, False)]
+        )
         best = {(label, work, start): cost for label, work, start, cost in pool.map(run_optimum, optima, chunksize=8)}
         results = {(label, n, policy): (figures, seconds) for label, n, policy, figures, seconds in fleets}
-        bound = {(label, n): cost for label, n, cost in bounds}
+        bound = {(label, n, restarts): (lp, seconds) for label, n, restarts, lp, seconds in bounds}
     for label, (file, gang) in chosen.items():
         grid, _ = _grid(file)
         print(f"trace: {label} ({file}, step {grid.step_hours * 60:g} min)")
@@ -238,11 +258,13 @@ def main(
             for policy in policies:
                 figures, seconds = results[(label, n, policy)]
                 cost = figures["cost"]
-                lower = bound[(label, n)]
+                (lp, lp_s), (tight, tight_s) = bound[(label, n, False)], bound[(label, n, True)]
+                lower = lp.cost_usd
                 print(
                     f"fleet: jobs={n} policy={policy} misses={figures['misses']} "
                     f"cost_vs_on_demand={cost / od:.3f} cost_vs_optimum_alone={cost / optimum:.3f} "
-                    f"cost_vs_lower_bound={cost / lower:.3f} preemptions={figures['preemptions']}"
+                    f"cost_vs_lower_bound={cost / lower:.3f} cost_vs_restart_bound={cost / tight.cost_usd:.3f} "
+                    f"preemptions={figures['preemptions']}"
                 )
                 gap = cost - lower
                 rest = gap - figures["restarts"] - figures["od_while_spot_free"]
@@ -259,6 +281,11 @@ def main(
                     f"spot_left_free={figures['free_gang_hours']:,.0f} gang-h launches={figures['launches']} "
                     f"died_in_cold_start={figures['died_in_cold_start']:.0%} "
                     f"od_idle_od_round_trips={figures['round_trips']}"
+                )
+                print(
+                    f"  bounds: lower=${lower:,.0f} ({lp_s:.0f} s) restart=${tight.cost_usd:,.0f} ({tight_s:.0f} s, "
+                    f"{tight.launches:,.1f} launches charged of the fleet's {figures['launches']}): the restart bound "
+                    f"adds ${tight.cost_usd - lower:,.0f} against the fleet's restarts=${figures['restarts']:,.0f}"
                 )
     print(f"wall time: {time.perf_counter() - started:.0f} s")
 

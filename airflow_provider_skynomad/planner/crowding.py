@@ -3,10 +3,12 @@
 Three facts a fleet-aware planner prices, all from the view's history and the fleet's rows:
 
 - **Left now.** A launch gets capacity only if ``available − held ≥ gang`` (market.capacity). The
-  capacity is the market's observation at this step or the last, else the most it showed in
-  recent history (an upper bound: a market down when last seen is still worth a free try, as
-  without a fleet); the holdings are the others' rows. A market whose left is short of the
-  gang is not launchable now, so the job does not plan on it.
+  capacity is the market's observation at this step, else the most it showed in recent history
+  (an upper bound: a market down when last seen is still worth a free try, as without a fleet);
+  the holdings are the others' rows. A market whose left is short of the gang is not launchable
+  now, so the job does not plan on it. An observation one step old is not taken as now
+  (`FRESH_STEPS`): a refused launch shows the market full at its step, and by the next one the
+  fleet's finished or preempted groups may have freed it; another refused try costs nothing.
 - **Crowded lifetime.** Under the youngest-first rule a group keeps its capacity only while the
   market has room for every older group *and* it: a new group, the youngest, lives while
   ``available ≥ held + gang``. Its expected stay is the trace's stay scaled by the ratio of mean
@@ -56,6 +58,7 @@ from airflow_provider_skynomad.planner.safety import launch_delays_hours, slack_
 HISTORY_HOURS = 48.0  # recent history the crowded lifetime ratio is measured over
 ON_DEMAND_RESERVE_STARTS = 5.0  # in a fleet, on-demand opens when spare slack pays for fewer cold starts than this
 THIN_HOP_STAY_HOURS = 2.0  # then an on-demand group is left only for a spot stay expected to last this long
+FRESH_STEPS = 1  # a market's observed count stands for its capacity now only from this many latest steps
 
 
 @dataclass(frozen=True)
@@ -118,10 +121,11 @@ def thin_hop_stay_hours(job: JobSpec, state: JobState, view: MarketView) -> np.n
 
 
 def _capacity(available: np.ndarray, seen: np.ndarray) -> np.ndarray:
-    """Per market: the count seen this step or the last, else the most seen in the history (inf: never seen)."""
+    """Per market: the count seen in the last `FRESH_STEPS` steps (this one), else the most seen in the history
+    (inf: never seen)."""
     rows = seen.shape[0]
     last = rows - 1 - np.argmax(seen[::-1], axis=0)
-    fresh = seen.any(axis=0) & (last >= rows - 2)
+    fresh = seen.any(axis=0) & (last >= rows - FRESH_STEPS)
     counts = available[last, np.arange(seen.shape[1])].astype(float)
     most = np.where(seen, available, -1).max(axis=0, initial=-1).astype(float)
     return np.where(fresh, counts, np.where(most >= 0, most, np.inf))
