@@ -42,6 +42,8 @@ from airflow_provider_skynomad.planner.utility import MODES, Scored, Scores, mig
 
 VALUES = ("supply", "slack", "barrier")
 THIN_SLACK_STARTS = 3.0  # slack is thin, and waiting priced, when the spare slack pays for fewer cold starts
+THIN_HOP_STARTS = 7.0  # alone on on-demand, `thin_hops` bars short hops while the spare slack pays for fewer starts
+THIN_HOP_SLACK_HOURS = 1.0  # ... and is under this many hours
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +102,12 @@ class SkyNomadPolicy:
         over one forecast stay; it is tried after the spot options admitted as before and before
         on-demand. Aimed at the 500 GB rows of bench_robustness, where every other zone scored below
         waiting or on-demand (benchmarks/results/robustness.md). A job alone only (`_resides`).
+    :param thin_hops: while the spare slack pays for fewer than `THIN_HOP_STARTS` cold starts and is under
+        `THIN_HOP_SLACK_HOURS`, a job alone on on-demand leaves it for spot only for a stay expected to last
+        `THIN_HOP_STAY_HOURS` (or the rest of the job), and never for a launch ranked below a shorter one
+        (`_thin_hop_left_out`; the fleet's bar, planner.crowding). It closes bench_robustness's d = 0.05 h
+        AWS T/P 1.02 row, where the job flipped between on-demand and spot groups lost within minutes
+        until its slack was gone (benchmarks/results/planner-experiments.md, E70).
     """
 
     name = "skynomad"
@@ -121,6 +129,7 @@ class SkyNomadPolicy:
         residence: bool = True,
         thin_moves: bool = False,
         restart_urgency: bool = False,
+        thin_hops: bool = True,
     ):
         self.home = home
         if value not in VALUES:
@@ -136,6 +145,7 @@ class SkyNomadPolicy:
         self.residence = residence
         self.thin_moves = thin_moves
         self.restart_urgency = restart_urgency
+        self.thin_hops = thin_hops
         self._declined: str | None = None  # the launch last declined, so the log says so once, not every step
         self.scarce = (
             None
@@ -230,6 +240,32 @@ class SkyNomadPolicy:
         if not self.thin_moves or view.fleet is not None or running is None or running.mode is not Mode.SPOT:
             return False
         return slack_pays_fewer_starts(job, state, view, THIN_SLACK_STARTS)
+
+    def _thin_hop_left_out(
+        self, job: JobSpec, state: JobState, view: MarketView, scores: Scores, utilities: np.ndarray
+    ) -> np.ndarray:
+        """Per market, with `thin_hops`: the spot launches a job alone on on-demand does not leave it for.
+
+        While the spare slack pays for fewer than `THIN_HOP_STARTS` cold starts and is under
+        `THIN_HOP_SLACK_HOURS`, a launch from on-demand is left out when its expected stay is shorter
+        than `THIN_HOP_STAY_HOURS` or the rest of the job (planner.crowding.thin_hop_stay_hours: the
+        fleet's bar), and so is every launch utility ranks below such a short one: the bar keeps the job
+        on on-demand, it does not send it to a worse market instead (a detour that on AWS T/P 1.05 took
+        a market lost within its cold start). Each hop spends a cold start of the few left; on-demand
+        keeps them for a stay that pays. The hours cap keeps the bar off slow starts with slack for a
+        few of them: there a job on on-demand observes no market, its forecasts do not recover, and
+        the bar held a 500 GB job on on-demand for 13 h (benchmarks/results/planner-experiments.md, E70).
+        """
+        out = np.zeros(len(view.keys), dtype=bool)
+        current = state.running
+        if not self.thin_hops or current is None or current.mode is not Mode.ON_DEMAND:
+            return out
+        spare = spare_slack_hours(job, state, view)
+        if spare >= THIN_HOP_SLACK_HOURS or not slack_pays_fewer_starts(job, state, view, THIN_HOP_STARTS):
+            return out
+        spot = utilities[:, MODES.index(Mode.SPOT)]
+        short = scores.stay_hours[:, MODES.index(Mode.SPOT)] < thin_hop_stay_hours(job, state, view)
+        return short | (spot < float(np.max(spot[short], initial=-np.inf)))
 
     def _urgency(self, job: JobSpec, state: JobState, view: MarketView) -> float:
         """How likely the slack runs out (planner.progress.slack_urgency); with `restart_urgency`, while slack
@@ -343,6 +379,8 @@ class SkyNomadPolicy:
             elif current is not None and current.mode is Mode.ON_DEMAND:
                 short = scores.stay_hours[:, MODES.index(Mode.SPOT)] < thin_hop_stay_hours(job, state, view)
                 utilities[short | just_back(view), MODES.index(Mode.SPOT)] = -np.inf
+        else:
+            utilities[self._thin_hop_left_out(job, state, view, scores, utilities), MODES.index(Mode.SPOT)] = -np.inf
         idle_safe = is_safe(job, state, view, IDLE)
         if current is not None:
             safe_here = is_safe(job, state, view, current)
