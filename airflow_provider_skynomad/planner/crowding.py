@@ -3,12 +3,15 @@
 Three facts a fleet-aware planner prices, all from the view's history and the fleet's rows:
 
 - **Left now.** A launch gets capacity only if ``available − held ≥ gang`` (market.capacity). The
-  capacity is the market's observation at this step, else the most it showed in recent history
-  (an upper bound: a market down when last seen is still worth a free try, as without a fleet);
-  the holdings are the others' rows. A market whose left is short of the gang is not launchable
-  now, so the job does not plan on it. An observation one step old is not taken as now
-  (`FRESH_STEPS`): a refused launch shows the market full at its step, and by the next one the
-  fleet's finished or preempted groups may have freed it; another refused try costs nothing.
+  capacity is the market's observation at this step; a market the job has not observed since is
+  unknown, and worth a free try, as without a fleet (`_capacity`); the holdings are the others'
+  rows. A market whose left is short of the gang is not launchable now, so the job does not plan
+  on it. An observation one step old is not taken as now (`FRESH_STEPS`): a refused launch shows
+  the market full at its step, and by the next one the fleet's finished or preempted groups may
+  have freed it; another refused try costs nothing. (Before E73, benchmarks/results/fleet.md, an
+  unobserved market counted the most it showed in recent history: a job on on-demand observes no
+  spot market, so one it last saw down stayed "down" to it while it came back; at AWS N = 50 that
+  was half the on-demand bought beside free spot.)
 - **Crowded lifetime.** Under the youngest-first rule a group keeps its capacity only while the
   market has room for every older group *and* it: a new group, the youngest, lives while
   ``available ≥ held + gang``. Its expected stay is the trace's stay scaled by the ratio of mean
@@ -39,7 +42,10 @@ Three facts a fleet-aware planner prices, all from the view's history and the fl
   net, on on-demand beside the spot its fleet's finished jobs left. A job whose remaining work (its
   launch included) is shorter than that needs only a stay that lasts to its end
   (`thin_hop_stay_hours`): a stay that finishes the job is followed by no hop and spends no more
-  of the reserve than its own cold start.
+  of the reserve than its own cold start. Nor does it hop into a market it saw down within the
+  last `THIN_HOP_SETTLE_HOURS` (`just_back`): a spell that has just begun is the likeliest to end
+  within the cold start (AWS N = 50: hops from on-demand into a market seen down 0.1 h before
+  stayed 0.4 h (median), the others 1.5 h, against a forecast of 2 h for both).
 
 All of it is off when the view has no fleet.
 """
@@ -58,6 +64,7 @@ from airflow_provider_skynomad.planner.safety import launch_delays_hours, slack_
 HISTORY_HOURS = 48.0  # recent history the crowded lifetime ratio is measured over
 ON_DEMAND_RESERVE_STARTS = 5.0  # in a fleet, on-demand opens when spare slack pays for fewer cold starts than this
 THIN_HOP_STAY_HOURS = 2.0  # then an on-demand group is left only for a spot stay expected to last this long
+THIN_HOP_SETTLE_HOURS = 0.5  # ... and not for a market the job saw down this recently
 FRESH_STEPS = 1  # a market's observed count stands for its capacity now only from this many latest steps
 
 
@@ -120,15 +127,20 @@ def thin_hop_stay_hours(job: JobSpec, state: JobState, view: MarketView) -> np.n
     return np.minimum(THIN_HOP_STAY_HOURS, rest)
 
 
+def just_back(view: MarketView) -> np.ndarray:
+    """Per market: the job saw it without capacity for its gang within the last `THIN_HOP_SETTLE_HOURS`."""
+    age_ticks, was_up = view.last_seen
+    return ~was_up & (age_ticks * view.step_hours <= THIN_HOP_SETTLE_HOURS + 1e-9)
+
+
 def _capacity(available: np.ndarray, seen: np.ndarray) -> np.ndarray:
-    """Per market: the count seen in the last `FRESH_STEPS` steps (this one), else the most seen in the history
-    (inf: never seen)."""
+    """Per market: the count seen in the last `FRESH_STEPS` steps (this one), else inf (not observed since: a
+    free try tells)."""
     rows = seen.shape[0]
     last = rows - 1 - np.argmax(seen[::-1], axis=0)
     fresh = seen.any(axis=0) & (last >= rows - FRESH_STEPS)
     counts = available[last, np.arange(seen.shape[1])].astype(float)
-    most = np.where(seen, available, -1).max(axis=0, initial=-1).astype(float)
-    return np.where(fresh, counts, np.where(most >= 0, most, np.inf))
+    return np.where(fresh, counts, np.inf)
 
 
 def _mean_seen(available: np.ndarray, seen: np.ndarray) -> np.ndarray:

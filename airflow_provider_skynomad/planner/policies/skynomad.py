@@ -25,7 +25,7 @@ import numpy as np
 
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import IDLE, Decision, Mode, Option
-from airflow_provider_skynomad.planner.crowding import Crowding, crowding, slack_hours, thin_hop_stay_hours
+from airflow_provider_skynomad.planner.crowding import Crowding, crowding, just_back, slack_hours, thin_hop_stay_hours
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
 from airflow_provider_skynomad.planner.payback import Payback, keeps_on_demand, stop_pays, weigh
 from airflow_provider_skynomad.planner.plans import spot_plans
@@ -363,7 +363,8 @@ class SkyNomadPolicy:
         safe; then the list ends with the safety net. With a fleet, spot markets not launchable
         now (planner.crowding) are left out, and on-demand too until the job's slack is thin; once
         it is thin, an on-demand group is left only for a spot stay of `THIN_HOP_STAY_HOURS` or more,
-        or one that lasts to the job's end (planner.crowding.thin_hop_stay_hours).
+        or one that lasts to the job's end (planner.crowding.thin_hop_stay_hours), in a market not
+        seen down in the last `THIN_HOP_SETTLE_HOURS` (planner.crowding.just_back).
         With `admit` (`residence`), an option is admitted by the better of its two utilities; those
         its per-stay utility admits are tried in the usual order, and moves that pay their egress
         only over the residence after the spot options among them and before on-demand (nothing
@@ -377,7 +378,7 @@ class SkyNomadPolicy:
                 utilities[:, MODES.index(Mode.ON_DEMAND)] = -np.inf
             elif current is not None and current.mode is Mode.ON_DEMAND:
                 short = scores.stay_hours[:, MODES.index(Mode.SPOT)] < thin_hop_stay_hours(job, state, view)
-                utilities[short, MODES.index(Mode.SPOT)] = -np.inf
+                utilities[short | just_back(view), MODES.index(Mode.SPOT)] = -np.inf
         else:
             utilities[self._thin_hop_left_out(job, state, view, scores, utilities), MODES.index(Mode.SPOT)] = -np.inf
         idle_safe = is_safe(job, state, view, IDLE)

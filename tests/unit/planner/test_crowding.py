@@ -11,8 +11,10 @@ from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import Mode, Option
 from airflow_provider_skynomad.planner.crowding import (
     ON_DEMAND_RESERVE_STARTS,
+    THIN_HOP_SETTLE_HOURS,
     THIN_HOP_STAY_HOURS,
     crowding,
+    just_back,
     thin_hop_stay_hours,
 )
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
@@ -157,3 +159,37 @@ def test_a_market_refused_a_step_ago_is_worth_another_free_try():
 def test_a_market_seen_full_at_this_step_is_not_launchable():
     state = JobState(elapsed_hours=1.0, progress_hours=0.5)
     assert not crowding(JOB, state, refused_a_step_ago(now_seen=True)).launchable[1]
+
+
+def unseen_view(b: np.ndarray, unseen_ticks: int) -> MarketView:
+    """A fleet job's view (nobody else in it): market a on-demand only, market b spot with availability `b`;
+    the job observed every market until `unseen_ticks` ago and since then only a (where it runs on-demand)."""
+    ticks = len(b)
+    grid = make_grid(np.stack([np.zeros(ticks, dtype=int), b], axis=1), spot=[np.inf, 1.0], on_demand=[10.0, 12.0])
+    seen = np.ones(grid.available.shape, dtype=bool)
+    seen[ticks - unseen_ticks :, 1] = False
+    nobody = np.zeros(0)
+    others = Fleet(grid.keys, nobody, nobody, nobody, nobody, nobody)
+    return MarketView(grid, ticks - 1, 1, seen, flat_egress(2), fleet=others)
+
+
+@pytest.mark.parametrize("unseen_ticks, launchable", [(0, False), (1, True), (30, True)])
+def test_a_market_the_job_has_not_observed_since_it_saw_it_down_is_worth_a_free_try(unseen_ticks, launchable):
+    # b was down in every observation of the last 48 h: a job on on-demand, which observes no spot market, must
+    # not take its last sight of b for b's capacity now (it stayed "down" to it for 48 h while it came back).
+    view = unseen_view(np.zeros(240, dtype=int), unseen_ticks)  # still down now: the try is free all the same
+    assert bool(crowding(JOB, on_demand(0.7), view).launchable[1]) is launchable  # seen down this step: not
+
+
+@pytest.mark.parametrize("unseen_ticks, hops", [(2, False), (3, False), (4, True), (12, True)])
+def test_thin_slack_does_not_leave_on_demand_for_a_market_seen_down_within_the_settle_time(unseen_ticks, hops):
+    b = np.resize(np.array([1] * 12 + [0] * 12), 240)  # down in its last 12 ticks, as the job last saw it
+    b[-1] = 1
+    view = unseen_view(b, unseen_ticks)
+    age_hours = unseen_ticks * view.step_hours
+    assert bool(just_back(view)[1]) is (age_hours <= THIN_HOP_SETTLE_HOURS + 1e-9)
+    job = JobSpec(work_hours=10.0, deadline_hours=12.5, cold_start_hours=0.2, checkpoint_gb=0.0)
+    state = on_demand(0.7)
+    assert crowding(job, state, view).on_demand_open and crowding(job, state, view).launchable[1]
+    decision = SkyNomadPolicy(forecaster=Stays(3.0)).decide(job, state, view, state.elapsed_hours)
+    assert (decision.first == Option("us-central1-b", Mode.SPOT)) is hops
