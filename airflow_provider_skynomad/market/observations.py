@@ -232,7 +232,8 @@ def validate_observations(
         return line_numbers[int(i)] if line_numbers is not None else int(i) + 2
 
     times = pd.to_datetime(out["observed_at"], utc=True, errors="coerce", format="ISO8601")
-    bad = times.isna()
+    # pandas reads "now" and "today" as the wall clock even in ISO 8601 mode; an ISO date starts with its year.
+    bad = times.isna() | ~out["observed_at"].astype(str).str.lstrip().str.match(r"\d")
     if bad.any():
         i = bad.idxmax()
         raise TraceError(

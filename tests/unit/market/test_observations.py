@@ -101,6 +101,8 @@ def test_missing_columns_are_named(tmp_path):
     [
         (row("04/10/2025 00:20"), 4, "observed_at"),
         (row("yesterday"), 4, "observed_at"),
+        (row("now"), 4, "observed_at"),  # pandas reads these two as the wall clock
+        (row(" today"), 4, "observed_at"),
         (row(""), 4, "observed_at"),
         (row("2025-10-04T00:20:00Z", spot="-0.5"), 4, "spot_price"),
         (row("2025-10-04T00:20:00Z", spot=""), 4, "spot_price"),
