@@ -198,29 +198,12 @@ def fleet_lower_bound(jobs: Sequence[tuple[JobSpec, int]], grid: MarketGrid, res
     cols_eq.append(np.arange(n_y))
     vals_eq.append(-np.ones(n_y))
 
-    a_ub = coo_matrix(
-        (np.concatenate(vals_ub), (np.concatenate(rows_ub), np.concatenate(cols_ub))), shape=(r_ub, n_var)
-    ).tocsr()
-    a_eq = coo_matrix(
-        (np.concatenate(vals_eq), (np.concatenate(rows_eq), np.concatenate(cols_eq))), shape=(span, n_var)
-    ).tocsr()
-    solved = linprog(
-        cost,
-        A_ub=a_ub,
-        b_ub=np.concatenate(b_ub),
-        A_eq=a_eq,
-        b_eq=np.zeros(span),
-        bounds=np.stack([np.zeros(n_var), upper], axis=1),
-        method="highs-ipm",
-    )
-    if solved.status == 2:
+    x = _solve(cost, upper, (rows_ub, cols_ub, vals_ub, b_ub, r_ub), (rows_eq, cols_eq, vals_eq, span), "bound")
+    if x is None:
         return FleetBound(math.inf, math.inf, math.inf, math.inf, False)
-    if solved.status != 0:
-        raise RuntimeError(f"the fleet bound's LP did not solve: {solved.message}")
-    x = solved.x
     spot_usd = float(cost[:n_y] @ x[:n_y])
     free_usd = float(cost[f0:] @ x[f0:])
-    total = float(solved.fun)
+    total = float(cost @ x)
     return FleetBound(total, spot_usd, total - spot_usd - free_usd, free_usd, True)
 
 
@@ -300,28 +283,42 @@ def _restart_bound(jobs: Sequence[tuple[JobSpec, int]], setting: _Setting) -> Fl
     b_ub.append(np.array([-sum(spec.work_hours for spec, _ in jobs)]))
     r_ub += 1
 
+    x = _solve(cost, upper, (rows_ub, cols_ub, vals_ub, b_ub, r_ub), (rows_eq, cols_eq, vals_eq, span), "restart bound")
+    if x is None:
+        return FleetBound(math.inf, math.inf, math.inf, math.inf, False)
+    spot_usd = float(cost[:n_y] @ x[:n_y])
+    free_usd = float(cost[f0:] @ x[f0:])
+    total = float(cost @ x)
+    launches = float(np.sum(x[p0 : q0 + span]))
+    return FleetBound(total, spot_usd, total - spot_usd - free_usd, free_usd, True, launches)
+
+
+def _solve(cost: np.ndarray, upper: np.ndarray, ub: tuple, eq: tuple, name: str) -> np.ndarray | None:
+    """Both LPs' last step: the sparse rows as built, solved by HiGHS; None when infeasible (a job no run can finish).
+
+    `ub` is (rows, columns, values, right-hand sides, row count) of the ≤ rows, `eq` (rows, columns, values,
+    row count) of the = 0 rows, each a list of arrays as the builders append them.
+    """
+    rows_ub, cols_ub, vals_ub, b_ub, r_ub = ub
+    rows_eq, cols_eq, vals_eq, r_eq = eq
+    n_var = len(cost)
     a_ub = coo_matrix(
         (np.concatenate(vals_ub), (np.concatenate(rows_ub), np.concatenate(cols_ub))), shape=(r_ub, n_var)
     ).tocsr()
     a_eq = coo_matrix(
-        (np.concatenate(vals_eq), (np.concatenate(rows_eq), np.concatenate(cols_eq))), shape=(span, n_var)
+        (np.concatenate(vals_eq), (np.concatenate(rows_eq), np.concatenate(cols_eq))), shape=(r_eq, n_var)
     ).tocsr()
     solved = linprog(
         cost,
         A_ub=a_ub,
         b_ub=np.concatenate(b_ub),
         A_eq=a_eq,
-        b_eq=np.zeros(span),
+        b_eq=np.zeros(r_eq),
         bounds=np.stack([np.zeros(n_var), upper], axis=1),
         method="highs-ipm",
     )
     if solved.status == 2:
-        return FleetBound(math.inf, math.inf, math.inf, math.inf, False)
+        return None
     if solved.status != 0:
-        raise RuntimeError(f"the fleet's restart bound's LP did not solve: {solved.message}")
-    x = solved.x
-    spot_usd = float(cost[:n_y] @ x[:n_y])
-    free_usd = float(cost[f0:] @ x[f0:])
-    total = float(solved.fun)
-    launches = float(np.sum(x[p0 : q0 + span]))
-    return FleetBound(total, spot_usd, total - spot_usd - free_usd, free_usd, True, launches)
+        raise RuntimeError(f"the fleet's {name} LP did not solve: {solved.message}")
+    return solved.x
