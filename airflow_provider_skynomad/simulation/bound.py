@@ -199,12 +199,7 @@ def fleet_lower_bound(jobs: Sequence[tuple[JobSpec, int]], grid: MarketGrid, res
     vals_eq.append(-np.ones(n_y))
 
     x = _solve(cost, upper, (rows_ub, cols_ub, vals_ub, b_ub, r_ub), (rows_eq, cols_eq, vals_eq, span), "bound")
-    if x is None:
-        return FleetBound(math.inf, math.inf, math.inf, math.inf, False)
-    spot_usd = float(cost[:n_y] @ x[:n_y])
-    free_usd = float(cost[f0:] @ x[f0:])
-    total = float(cost @ x)
-    return FleetBound(total, spot_usd, total - spot_usd - free_usd, free_usd, True)
+    return _split(cost, x, n_y, f0)
 
 
 def _restart_bound(jobs: Sequence[tuple[JobSpec, int]], setting: _Setting) -> FleetBound:
@@ -284,13 +279,7 @@ def _restart_bound(jobs: Sequence[tuple[JobSpec, int]], setting: _Setting) -> Fl
     r_ub += 1
 
     x = _solve(cost, upper, (rows_ub, cols_ub, vals_ub, b_ub, r_ub), (rows_eq, cols_eq, vals_eq, span), "restart bound")
-    if x is None:
-        return FleetBound(math.inf, math.inf, math.inf, math.inf, False)
-    spot_usd = float(cost[:n_y] @ x[:n_y])
-    free_usd = float(cost[f0:] @ x[f0:])
-    total = float(cost @ x)
-    launches = float(np.sum(x[p0 : q0 + span]))
-    return FleetBound(total, spot_usd, total - spot_usd - free_usd, free_usd, True, launches)
+    return _split(cost, x, n_y, f0, None if x is None else float(np.sum(x[p0 : q0 + span])))
 
 
 def _solve(cost: np.ndarray, upper: np.ndarray, ub: tuple, eq: tuple, name: str) -> np.ndarray | None:
@@ -322,3 +311,13 @@ def _solve(cost: np.ndarray, upper: np.ndarray, ub: tuple, eq: tuple, name: str)
     if solved.status != 0:
         raise RuntimeError(f"the fleet's {name} LP did not solve: {solved.message}")
     return solved.x
+
+
+def _split(cost: np.ndarray, x: np.ndarray | None, n_y: int, f0: int, launches: float | None = None) -> FleetBound:
+    """The optimum `x` (spot cells first, the free ticks from `f0`) as a FleetBound; infeasible when None."""
+    if x is None:
+        return FleetBound(math.inf, math.inf, math.inf, math.inf, False)
+    spot_usd = float(cost[:n_y] @ x[:n_y])
+    free_usd = float(cost[f0:] @ x[f0:])
+    total = float(cost @ x)
+    return FleetBound(total, spot_usd, total - spot_usd - free_usd, free_usd, True, launches or 0.0)
