@@ -17,7 +17,6 @@ from airflow_provider_skynomad.forecasts import make_forecaster
 from airflow_provider_skynomad.forecasts.renewal import Spells, spell_means
 from airflow_provider_skynomad.market.view import MarketView
 
-SPELL_AGE_HOURS = 24.0  # how far back a market's current up-spell is traced (older spells forecast alike)
 _SHARED: OrderedDict = OrderedDict()  # (forecaster spec, cap, source key, gang, bucket) -> fitted
 _SHARED_SIZE = 256
 FITS = {"count": 0}  # forecaster fits in this process (tests and benchmarks read it)
@@ -108,19 +107,3 @@ class _Frozen:
 
     def expected_remaining_hours(self, view: MarketView, ages_hours: np.ndarray) -> np.ndarray:
         return self._fitted.expected_remaining_hours(ages_hours)
-
-
-def spell_ages_hours(view: MarketView, history_hours: float = SPELL_AGE_HOURS) -> np.ndarray:
-    """Per market: how long it has had the gang's capacity without a break, as the job observed it; 0 if not up now.
-
-    A new group in a market that has been up for hours inherits that spell's age: stays are
-    heavy-tailed, so a spell that has already lasted is likely to last (on the GCP H100 week, gangs
-    of 4: a spell just begun ends within 0.2 h 36 % of the time, one up for an hour 12 %;
-    benchmarks/bench_stays.py). A step the job did not observe ends the trace back: only what
-    was seen counts.
-    """
-    available, seen = view.available_history(history_hours)
-    up = (available >= view.gang_size) & seen
-    broken = ~up[::-1]  # from now backwards
-    run = np.where(broken.any(axis=0), np.argmax(broken, axis=0), up.shape[0])  # up ticks ending now
-    return np.maximum(run - 1, 0) * view.step_hours

@@ -19,17 +19,16 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import replace
 
 import numpy as np
 
 from airflow_provider_skynomad.market.view import MarketView
 from airflow_provider_skynomad.planner.actions import IDLE, Decision, Mode, Option
-from airflow_provider_skynomad.planner.crowding import Crowding, crowding, just_back, slack_hours, thin_hop_stay_hours
+from airflow_provider_skynomad.planner.crowding import Crowding, crowding, just_back, thin_hop_stay_hours
 from airflow_provider_skynomad.planner.job import JobSpec, JobState
 from airflow_provider_skynomad.planner.payback import Payback, keeps_on_demand, stop_pays, weigh
 from airflow_provider_skynomad.planner.plans import spot_plans
-from airflow_provider_skynomad.planner.policies.lifetimes import LifetimeCache, spell_ages_hours
+from airflow_provider_skynomad.planner.policies.lifetimes import LifetimeCache
 from airflow_provider_skynomad.planner.progress import market_value, slack_urgency, supply_price, value_of_progress
 from airflow_provider_skynomad.planner.safety import (
     cheapest_on_demand,
@@ -41,7 +40,7 @@ from airflow_provider_skynomad.planner.safety import (
 from airflow_provider_skynomad.planner.utility import MODES, Scored, Scores, migration_pays, score_all
 
 VALUES = ("supply", "slack", "barrier")
-THIN_SLACK_STARTS = 3.0  # slack is thin, and waiting priced, when the spare slack pays for fewer cold starts
+THIN_SLACK_STARTS = 3.0  # slack is thin (for `residence`) when the spare slack pays for fewer cold starts
 THIN_HOP_STARTS = 7.0  # alone on on-demand, `thin_hops` bars short hops while the spare slack pays for fewer starts
 THIN_HOP_SLACK_HOURS = 1.0  # ... and is under this many hours
 
@@ -76,26 +75,6 @@ class SkyNomadPolicy:
     :param payback: a new spot launch must pay for the restart its stay's end brings, and in a fleet
         an on-demand group is not stopped to wait (planner.payback); False tries every launch whose
         utility beats what runs and stops on-demand whenever waiting looks worth more (an ablation).
-    :param spell_ages: off by default. Forecast a new group's stay at the age of its market's current
-        up-spell as the job observed it (policies.lifetimes.spell_ages_hours), not at age 0: on the
-        traces a spell that has lasted an hour is far less likely to end within a cold start
-        (benchmarks/bench_stays.py), but a simulated job observes other markets only before its
-        start and when it tries them, and the fleet and single-job benchmarks moved by ±1 %
-        (benchmarks/results/fleet.md).
-    :param slack_price: off by default. While slack is thin, an idle job weighs a spot launch against
-        waiting with the slack each hour of waiting burns priced in (`_slack_price`). It moves the
-        500 GB checkpoint rows of bench_robustness toward eager-failover, and the cost table's GCP 6
-        zones T/P 1.05 cell up (benchmarks/results/planner-experiments.md, E66).
-    :param thin_moves: off by default. While slack is thin (the spare slack pays for fewer than
-        `THIN_SLACK_STARTS` cold starts), a job alone on spot moves only to a spot market whose
-        expected stay is at least its running group's (`_keeps_stay`). It closes a gang-of-4 row of
-        bench_robustness, where the job kept moving from a stable dear zone back to a cheaper one lost
-        within the hour, and raises the cost table's GCP 6 zones T/P 1.05 cell, where the cheaper zone
-        it no longer moves to held for hours (benchmarks/results/planner-experiments.md, E68).
-    :param restart_urgency: off by default. While slack is thin and the job alone, V's urgency is at
-        least what the restarts the rest of the work needs make it (`_urgency`), not only what the
-        job's own overhead so far says. It closes a 500 GB window that waited after a long stay but
-        no row, and moves three bench_robustness rows up (E69).
     :param residence: while slack is thin, a launch from idle or on-demand that moves the checkpoint is
         admitted by its egress spread over the checkpoint's expected residence in the new market
         (`_residence`: the remaining work shared among the placements the slack still pays for), not
@@ -124,11 +103,7 @@ class SkyNomadPolicy:
         home: bool = True,
         scarce_restarts_cap_hours: float | None = None,
         payback: bool = True,
-        spell_ages: bool = False,
-        slack_price: bool = False,
         residence: bool = True,
-        thin_moves: bool = False,
-        restart_urgency: bool = False,
         thin_hops: bool = True,
     ):
         self.home = home
@@ -140,11 +115,7 @@ class SkyNomadPolicy:
         self.recent_hours = recent_hours
         self.lifetimes = LifetimeCache(forecaster, refit_hours, lifetime_cap_hours)
         self.payback = payback
-        self.spell_ages = spell_ages
-        self.slack_price = slack_price
         self.residence = residence
-        self.thin_moves = thin_moves
-        self.restart_urgency = restart_urgency
         self.thin_hops = thin_hops
         self._declined: str | None = None  # the launch last declined, so the log says so once, not every step
         self.scarce = (
@@ -190,7 +161,7 @@ class SkyNomadPolicy:
         With a fleet, each spot stay is the share the youngest-first rule leaves it (planner.crowding).
         """
         n_markets = len(view.keys)
-        ages = spell_ages_hours(view) if self.spell_ages else np.zeros(n_markets)
+        ages = np.zeros(n_markets)
         current = state.running
         if current is not None and current.mode is Mode.SPOT:
             ages[view.index(current.market)] = state.age_hours()
@@ -226,21 +197,6 @@ class SkyNomadPolicy:
             return False
         return slack_pays_fewer_starts(job, state, view, THIN_SLACK_STARTS)
 
-    def _keeps_stay(self, job: JobSpec, state: JobState, view: MarketView) -> bool:
-        """With `thin_moves`, while slack is thin a job alone on spot moves only to a spot market expected to
-        stay at least as long as its running group (`_tries`).
-
-        Thin: the spare slack pays for fewer than `THIN_SLACK_STARTS` cold starts. Then the market the
-        job is in when the slack runs out is where it stays until the safety net pins the rest on
-        on-demand, and a move to a cheaper market whose groups end sooner spends one of the last
-        restarts early: utility per hour of stay sees the cheaper price, not the shorter stay. In a
-        fleet the stays are shared and the fleet's own rules (planner.crowding) weigh them.
-        """
-        running = state.running
-        if not self.thin_moves or view.fleet is not None or running is None or running.mode is not Mode.SPOT:
-            return False
-        return slack_pays_fewer_starts(job, state, view, THIN_SLACK_STARTS)
-
     def _thin_hop_left_out(
         self, job: JobSpec, state: JobState, view: MarketView, scores: Scores, utilities: np.ndarray
     ) -> np.ndarray:
@@ -266,27 +222,6 @@ class SkyNomadPolicy:
         spot = utilities[:, MODES.index(Mode.SPOT)]
         short = scores.stay_hours[:, MODES.index(Mode.SPOT)] < thin_hop_stay_hours(job, state, view)
         return short | (spot < float(np.max(spot[short], initial=-np.inf)))
-
-    def _urgency(self, job: JobSpec, state: JobState, view: MarketView) -> float:
-        """How likely the slack runs out (planner.progress.slack_urgency); with `restart_urgency`, while slack
-        is thin and the job alone, at least what the restarts the rest needs make it.
-
-        slack_urgency learns the overhead per progress hour from the job itself: after one long stay it
-        is near 0, and a job with slack for two cold starts waits for its checkpoint's market as if it
-        had plenty. The rest of the work needs at least one cold start per longest stay the planner
-        credits (`lifetime_cap_hours`), which is the overhead this floor expects.
-        """
-        urgency = slack_urgency(job, state)
-        if not self.restart_urgency or view.fleet is not None or job.cold_start_hours <= 0:
-            return urgency
-        if not slack_pays_fewer_starts(job, state, view, THIN_SLACK_STARTS):
-            return urgency
-        remaining = job.work_hours - state.progress_hours
-        slack = slack_hours(job, state) - job.cold_start_hours
-        if slack <= 0:
-            return 1.0
-        restarts_hours = job.cold_start_hours * remaining / self.lifetimes.cap_hours
-        return max(urgency, min(1.0, restarts_hours / slack) ** 2)
 
     def _residence(self, job: JobSpec, state: JobState, view: MarketView) -> float:
         """Hours of work the checkpoint is expected to stay in a market it moves to: at least the remaining
@@ -340,7 +275,7 @@ class SkyNomadPolicy:
             anchor = self._floor(state, view, scores)
         reference = min((1.0 + self.hysteresis_fraction) * anchor, cheapest_od)
         if self.value != "barrier" and anchor > 0:
-            value = market_value(max(barrier, reference), reference, self._urgency(job, state, view))
+            value = market_value(max(barrier, reference), reference, slack_urgency(job, state))
         else:
             value = max(barrier, reference)
         return value, f"barrier {barrier:.2f}, reference {reference:.2f}"
@@ -393,34 +328,23 @@ class SkyNomadPolicy:
         bar = max(here.utility_usd_per_hour + margin, 0.0)
         admitted = utilities if admit is None else np.maximum(utilities, admit.utility(value))
         admitted = np.where(np.isfinite(utilities), admitted, -np.inf)
-        credit = np.zeros_like(utilities)
-        if current is None and self.slack_price:
-            spot = MODES.index(Mode.SPOT)
-            credit[:, spot] = self._slack_price(job, state, view, cheapest_od) * scores.useful_share[:, spot]
-
-        keep_hours = float(scores.stay_hours[scores.cell(current)]) if self._keeps_stay(job, state, view) else 0.0
         ranked: list[tuple[float, Scored]] = []
         resident: list[tuple[float, Scored]] = []  # admitted only by their egress over the residence
         declined: list[Payback] = []
         # Market by market, spot before on-demand: ties keep that order after the sort below.
-        for i, j in zip(*np.nonzero(admitted + credit > bar), strict=True):
+        for i, j in zip(*np.nonzero(admitted > bar), strict=True):
             option = Option(view.keys[i], MODES[j])
             candidate = scores.scored(option, value, (i, j))
             if admit is not None and admitted[i, j] > utilities[i, j]:
                 candidate = admit.scored(option, value, (i, j))
-            if credit[i, j]:
-                candidate = replace(candidate, utility_usd_per_hour=candidate.utility_usd_per_hour + credit[i, j])
             if not self._move_pays(job, view, current, candidate, residency[i, j]):
-                continue
-            if option.mode is Mode.SPOT and candidate.stay_hours < keep_hours:
-                logger.debug("not moving to %s: stay %.2f h < %.2f h here", option, candidate.stay_hours, keep_hours)
                 continue
             if is_safe(job, state, view, option) and outlives_warmup(job, state, view, option):
                 weighed = weigh(job, state, view, candidate, bar) if self.payback else None
                 if weighed is not None and not weighed.pays:
                     declined.append(weighed)
                     continue
-                plain = float(utilities[i, j] + credit[i, j])
+                plain = float(utilities[i, j])
                 (ranked if plain > bar else resident).append((plain, candidate))
         ranked.sort(key=lambda entry: entry[0], reverse=True)
         better = _before_on_demand([c for _, c in ranked], sorted((c for _, c in resident), key=_utility, reverse=True))
@@ -498,27 +422,7 @@ class SkyNomadPolicy:
             return 0.0
         cycle = back.stay_hours / (down + back.stay_hours)
         after = state.advance(elapsed_hours=state.elapsed_hours + view.step_hours)
-        return (1.0 - self._urgency(job, after, view)) * back.utility_usd_per_hour * cycle
-
-    def _slack_price(self, job: JobSpec, state: JobState, view: MarketView, cheapest_od: float) -> float:
-        """What an hour of slack is worth to an idle job, in USD: the spot hour it may have to buy on on-demand.
-
-        Utility prices a launch per hour of its stay but leaves waiting at (about) 0, while a wait
-        burns an hour of slack per hour and a spot group only the 1 − η it makes no progress in.
-        When slack binds (`slack_urgency`, a likelihood), every hour of it lost is an hour of the remaining work
-        bought on on-demand instead of spot at the cheapest price seen lately. Without that price
-        a move whose egress and cold start make U slightly negative loses to waiting for the
-        checkpoint's market, until the safety net puts the rest of the job on on-demand. Priced only
-        while slack is thin (it pays for fewer than `THIN_SLACK_STARTS` cold starts): with more,
-        waiting for a cheaper or returning market is what the value of progress already weighs.
-        """
-        recent = view.usable_within(self.recent_hours) & np.isfinite(view.spot_usd_per_hour)
-        after = state.advance(elapsed_hours=state.elapsed_hours + view.step_hours)
-        thin = slack_pays_fewer_starts(job, after, view, THIN_SLACK_STARTS)
-        if not (thin and recent.any()):
-            return 0.0
-        spot = float(np.min(view.spot_usd_per_hour[recent])) * job.instances
-        return slack_urgency(job, after) * max(cheapest_od - spot, 0.0)
+        return (1.0 - slack_urgency(job, after)) * back.utility_usd_per_hour * cycle
 
     def _supply(
         self,
