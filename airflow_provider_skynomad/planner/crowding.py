@@ -8,10 +8,10 @@ Three facts a fleet-aware planner prices, all from the view's history and the fl
   rows. A market whose left is short of the gang is not launchable now, so the job does not plan
   on it. An observation one step old is not taken as now (`FRESH_STEPS`): a refused launch shows
   the market full at its step, and by the next one the fleet's finished or preempted groups may
-  have freed it; another refused try costs nothing. (Before E73, benchmarks/results/fleet.md, an
-  unobserved market counted the most it showed in recent history: a job on on-demand observes no
-  spot market, so one it last saw down stayed "down" to it while it came back; at AWS N = 50 that
-  was half the on-demand bought beside free spot.)
+  have freed it; another refused try costs nothing. Nor is an old observation a guess at now: a
+  job on on-demand observes no spot market, so one it last saw down would stay "down" to it after
+  it came back (at AWS N = 50 that kept half the on-demand the fleet bought beside free spot,
+  benchmarks/results/fleet.md, E73).
 - **Crowded lifetime.** Under the youngest-first rule a group keeps its capacity only while the
   market has room for every older group *and* it: a new group, the youngest, lives while
   ``available ≥ held + gang``. Its expected stay is the trace's stay scaled by the ratio of mean
