@@ -54,8 +54,21 @@ def load_grid(file: str, zones, step_minutes: float | None = None) -> MarketGrid
 
 
 def evaluate(args) -> tuple[str, float, dict, float]:
-    # max_windows: None = the trace's default, 0 = all; an optional sixth item changes the job's shape,
-    # an optional seventh sets Evaluation fields (e.g. observe_all)
+    """One row's summary (with the hindsight-best policy where the optimum ran) and its wall time."""
+    label, ratio, report, seconds = evaluate_report(args)
+    summary = report["summary"]
+    if "optimal" in summary:
+        summary["hindsight-best"] = hindsight_best(report["windows"])
+    return label, ratio, summary, seconds
+
+
+def evaluate_report(args) -> tuple[str, float, dict, float]:
+    """One row's whole Evaluation report (each window's runs too) and its wall time.
+
+    args: (label, ratio, max_windows, policies, params[, shape[, options]]); max_windows None is the
+    trace's default, 0 all; the optional shape changes the job, options set Evaluation fields (e.g.
+    observe_all).
+    """
     label, ratio, max_windows, policies, params, *extra = args
     shape, options = (list(extra) + [{}, {}])[:2]
     file, zones, default_windows = TRACES[label]
@@ -74,10 +87,7 @@ def evaluate(args) -> tuple[str, float, dict, float]:
     )
     started = time.perf_counter()
     report = evaluation.run()
-    summary = report["summary"]
-    if "optimal" in summary:
-        summary["hindsight-best"] = hindsight_best(report["windows"])
-    return label, ratio, summary, time.perf_counter() - started
+    return label, ratio, report, time.perf_counter() - started
 
 
 def hindsight_best(windows: list[dict]) -> dict:

@@ -29,7 +29,7 @@ import warnings
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
-from bench_policies import DEADLINE_HOURS, JOB_SHAPE, PAPER_ZONES, TRACES, console, evaluate, load_grid
+from bench_policies import DEADLINE_HOURS, JOB_SHAPE, PAPER_ZONES, TRACES, console, evaluate, evaluate_report, load_grid
 from rich.table import Table
 
 from airflow_provider_skynomad.market.egress import EgressModel
@@ -80,22 +80,16 @@ def main(
 
 
 def evaluate_windows(args) -> tuple[str, float, dict, float, tuple[list[float], ...]]:
-    """bench_policies.evaluate on one row, plus skynomad's, eager-failover's and the optimum's cost per window."""
-    label, ratio, max_windows, policies, params, shape = args
-    file, zones, _ = TRACES[label]
-    grid = load_grid(file, zones)
-    job = JobSpec(work_hours=DEADLINE_HOURS / ratio, deadline_hours=DEADLINE_HOURS, **{**JOB_SHAPE, **shape})
-    evaluation = Evaluation(
-        job, grid, EgressModel().matrix(grid.markets), policies=policies, max_windows=max_windows, policy_params=params
-    )
+    """bench_policies.evaluate_report on one row, optimum-gap warnings quiet: its summary, wall time, and
+    skynomad's, eager-failover's and the optimum's cost per window."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OptimumGapWarning)
-        report = evaluation.run()
+        label, ratio, report, seconds = evaluate_report(args)
     costs = tuple(
         [w["results"][name]["cost_usd"] for w in report["windows"]]
         for name in ("skynomad", "eager-failover", "optimal")
     )
-    return label, ratio, report["summary"], 0.0, costs
+    return label, ratio, report["summary"], seconds, costs
 
 
 CHECKPOINT_RATIOS = (1.05, 1.2, 1.5)
