@@ -176,7 +176,8 @@ class SkyNomadPolicy:
         admit = None
         if self._resides(job, state, view):
             resident = residency.copy()
-            resident[:, MODES.index(Mode.SPOT)] = np.maximum(resident[:, 0], self._residence(job, state, view))
+            spot = MODES.index(Mode.SPOT)
+            resident[:, spot] = np.maximum(resident[:, spot], self._residence(job, state, view))
             admit = score_all(job, state, view, lifetimes, od_stay, resident)
         return scores, residency, admit
 
