@@ -138,17 +138,12 @@ def test_in_a_fleet_thin_slack_near_the_end_leaves_on_demand_for_a_stay_that_fin
     assert hops_to_spot(near_the_end(0.7), stay_hours) is hops
 
 
-def refused_a_step_ago(ticks: int = 240, now_seen: bool = False) -> MarketView:
+def refused_a_step_ago(now_seen: bool = False) -> MarketView:
     """Market b (spot, one instance) was up until the previous step, when a launch there was refused (seen 0);
     this step it is unseen, or with `now_seen` seen full again."""
-    b = np.ones(ticks, dtype=int)
+    b = np.ones(240, dtype=int)
     b[-2:] = 0
-    grid = make_grid(np.stack([np.zeros(ticks, dtype=int), b], axis=1), spot=[np.inf, 1.0], on_demand=[10.0, 12.0])
-    seen = np.ones((ticks, 2), dtype=bool)
-    seen[-1] = now_seen
-    nobody = np.zeros(0)
-    others = Fleet(grid.keys, nobody, nobody, nobody, nobody, nobody)
-    return MarketView(grid, ticks - 1, 1, seen, flat_egress(2), fleet=others)
+    return unseen_view(b, 0 if now_seen else 1)
 
 
 def test_a_market_refused_a_step_ago_is_worth_another_free_try():
