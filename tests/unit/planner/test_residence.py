@@ -35,8 +35,8 @@ STATE = JobState(elapsed_hours=2.0, progress_hours=1.9, checkpoint_market="us-ce
 
 
 def decide(deadline_hours: float, **params):
-    _, view = checkpoint_market_down()
-    return SkyNomadPolicy(forecaster=Stays(2.0), **params).decide(job(deadline_hours), STATE, view, 2.0).try_in_order
+    """What the idle job of STATE tries (decide_from)."""
+    return decide_from(STATE, deadline_hours, **params)
 
 
 def test_with_slack_for_few_restarts_the_egress_is_paid_over_several_stays_and_the_job_moves():
